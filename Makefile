@@ -1,0 +1,53 @@
+# inplace-rollout: `make demo` runs the main job on the local control plane; `make test` runs every test.
+SHELL := /usr/bin/env bash
+export GOTOOLCHAIN := local
+export GOFLAGS := -buildvcs=false
+
+GO      ?= go
+BIN     := .dev/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PKGS     = $(shell $(GO) list ./...)
+
+.PHONY: all build tools test lint bench demo cluster-up cluster-down clean
+
+all: build
+
+## build: the inplace-rollout binary in .dev/bin
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/inplace-rollout ./cmd/inplace-rollout
+
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck (cached per machine)
+tools:
+	hack/tools/build.sh
+
+## test: unit and integration tests against the real local control plane
+test: tools
+	$(GO) test -count=1 -timeout 25m $(PKGS)
+	hack/check-leftovers.sh
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	hack/tools/build.sh staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(BIN)/staticcheck ./...
+
+## bench: Go benchmarks
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## demo: bring the local control plane up and run the demo against it
+demo: cluster-up build
+	hack/demo.sh
+
+## cluster-up: start the local control plane in the background (.dev/env, .dev/kubeconfig)
+cluster-up: tools
+	$(GO) build -o $(BIN)/localcluster ./test/integration/cmd/localcluster
+	hack/cluster-up.sh
+
+## cluster-down: stop every process cluster-up started
+cluster-down:
+	hack/cluster-down.sh
+
+clean: cluster-down
+	rm -rf .dev

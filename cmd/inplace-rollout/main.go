@@ -1,0 +1,16 @@
+// Command inplace-rollout updates the container images of live pods in place, batch by batch,
+// gated on Prometheus golden signals, and puts every touched pod back on its exact previous
+// image when a batch fails.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(exitCode(err))
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the command (DESIGN.md, "Drivers").
+const (
+	exitSucceeded          = 0
+	exitFailedRolledBack   = 1
+	exitBadInput           = 2
+	exitRollbackIncomplete = 3
+)
+
+// exitError carries the exit code a command ends with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode maps an error returned by a command to the process exit code. Errors without a code
+// are bad input: cobra's own flag and argument errors are of that kind.
+func exitCode(err error) int {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return exitBadInput
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "inplace-rollout",
+		Short: "Update container images of live pods in place, in batches, with automatic rollback",
+		Long: `inplace-rollout replaces the container images of the live pods of a StatefulSet,
+DaemonSet or Deployment without recreating them: each pod keeps its UID, IP, node
+and volumes. Pods are updated in batches; every batch can be gated on Prometheus
+golden signals, and a failed batch puts every touched pod back on the exact image
+it ran before.
+
+Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input (nothing changed),
+3 rollback incomplete (a person must look).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCommand())
+	return root
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Starts the local control plane in the background and waits until .dev/env is written.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dev=.dev
+
+if [ -f "$dev/localcluster.pid" ] && kill -0 "$(cat "$dev/localcluster.pid")" 2>/dev/null && [ -f "$dev/env" ]; then
+  echo "local control plane already running (pid $(cat "$dev/localcluster.pid")); . $dev/env to use it"
+  exit 0
+fi
+hack/cluster-down.sh >/dev/null
+
+# exec, so that $! is the control plane itself and not a wrapper shell.
+(exec "$dev/bin/localcluster" --dir "$dev" >"$dev/localcluster.log" 2>&1) &
+pid=$!
+for _ in $(seq 1 240); do
+  if [ -f "$dev/env" ]; then
+    echo "local control plane up (pid $pid); . $dev/env to use it, make cluster-down to stop it"
+    exit 0
+  fi
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "local control plane failed to start; last lines of $dev/localcluster.log:" >&2
+    tail -n 30 "$dev/localcluster.log" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+echo "local control plane not ready after 120s; see $dev/localcluster.log" >&2
+hack/cluster-down.sh
+exit 1

@@ -1,0 +1,371 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+)
+
+// Options configure a control plane.
+type Options struct {
+	// Dir holds certificates, data, logs and PID files. Empty means a new temporary directory,
+	// removed by Stop.
+	Dir string
+	// BinDir holds the binaries built by hack/tools/build.sh. Empty means $INPLACE_ROLLOUT_BIN_DIR,
+	// else .dev/bin at the repository root.
+	BinDir string
+	// Simulator configures the in-process kubelet simulator.
+	Simulator kubeletsim.Config
+	// Prometheus starts a real Prometheus scraping the simulator's metrics every second.
+	Prometheus bool
+	// Logger receives one line per lifecycle event. Nil discards.
+	Logger *slog.Logger
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// Config is an admin rest.Config for the apiserver.
+	Config *rest.Config
+	// Client is a clientset built from Config.
+	Client kubernetes.Interface
+	// Kubeconfig is the path of an admin kubeconfig file.
+	Kubeconfig string
+	// Dir is the cluster directory (logs, PID files, data).
+	Dir string
+	// Sim is the kubelet simulator serving the cluster's nodes.
+	Sim *kubeletsim.Simulator
+	// PrometheusURL is the base URL of Prometheus, empty unless Options.Prometheus.
+	PrometheusURL string
+	// BootDuration is how long Start took until every component was ready.
+	BootDuration time.Duration
+
+	opts    Options
+	tempDir bool
+	procs   []*process
+	cancel  context.CancelFunc
+	simDone chan error
+	log     *slog.Logger
+}
+
+// kubeControllers are the controllers the tests rely on; the others only slow the start.
+var kubeControllers = []string{
+	"statefulset-controller",
+	"daemonset-controller",
+	"deployment-controller",
+	"replicaset-controller",
+	"garbage-collector-controller",
+	"namespace-controller",
+	"serviceaccount-controller",
+}
+
+// Start boots etcd, kube-apiserver, kube-controller-manager, the kubelet simulator and, when
+// asked, Prometheus, and returns once all of them are ready. On error everything started is stopped.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	began := time.Now()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c = &Cluster{opts: opts, log: log}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	if c.opts.BinDir == "" {
+		c.opts.BinDir, err = DefaultBinDir()
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(c.opts.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("control-plane binary %s is missing from %s: run `make tools` (hack/tools/build.sh) first: %w", b, c.opts.BinDir, err)
+		}
+	}
+	if opts.Dir == "" {
+		c.Dir, err = os.MkdirTemp("", "inplace-rollout-cluster-")
+		if err != nil {
+			return nil, fmt.Errorf("creating cluster directory: %w", err)
+		}
+		c.tempDir = true
+	} else {
+		c.Dir = opts.Dir
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating cluster directory %s: %w", c.Dir, err)
+		}
+	}
+	// Fresh state on every start: an old etcd would bring back objects of an earlier run.
+	_ = os.RemoveAll(filepath.Join(c.Dir, "etcd-data"))
+	_ = os.RemoveAll(filepath.Join(c.Dir, "prometheus-data"))
+
+	certs, err := writePKI(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+
+	if err := c.startEtcd(etcdClient, etcdPeer); err != nil {
+		return nil, err
+	}
+	if err := c.startAPIServer(ctx, certs, etcdClient, apiPort); err != nil {
+		return nil, err
+	}
+	if err := c.startControllerManager(certs); err != nil {
+		return nil, err
+	}
+	if err := c.startSimulator(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Prometheus {
+		if err := c.startPrometheus(ctx); err != nil {
+			return nil, err
+		}
+	}
+	c.BootDuration = time.Since(began)
+	log.Info("control plane ready", "dir", c.Dir, "apiserver", c.Config.Host, "prometheus", c.PrometheusURL, "boot", c.BootDuration.Round(time.Millisecond).String())
+	return c, nil
+}
+
+func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
+
+func (c *Cluster) start(name string, args ...string) (*process, error) {
+	p, err := startProcess(c.Dir, name, c.bin(name), args...)
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	c.log.Info("started", "process", name, "pid", p.cmd.Process.Pid)
+	return p, nil
+}
+
+func (c *Cluster) startEtcd(clientPort, peerPort int) error {
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	p, err := c.start("etcd",
+		"--name=default",
+		"--data-dir="+filepath.Join(c.Dir, "etcd-data"),
+		"--listen-client-urls="+clientURL,
+		"--advertise-client-urls="+clientURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		// Test data is thrown away; fsync only slows every write.
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return err
+	}
+	return waitFor(30*time.Second, p, "etcd /health", func() error {
+		return httpOK(http.DefaultClient, clientURL+"/health")
+	})
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port int) error {
+	p, err := c.start("kube-apiserver",
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--tls-cert-file="+certs.ServingCert,
+		"--tls-private-key-file="+certs.ServingKey,
+		"--client-ca-file="+certs.CACert,
+		"--service-account-key-file="+certs.SAPub,
+		"--service-account-signing-key-file="+certs.SAKey,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=RBAC",
+		// Pods here never run a real process, so they need no service-account token.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+	)
+	if err != nil {
+		return err
+	}
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["local"] = &clientcmdapi.Cluster{
+		Server:               fmt.Sprintf("https://127.0.0.1:%d", port),
+		CertificateAuthority: certs.CACert,
+	}
+	kubeconfig.AuthInfos["admin"] = &clientcmdapi.AuthInfo{
+		ClientCertificate: certs.AdminCert,
+		ClientKey:         certs.AdminKey,
+	}
+	kubeconfig.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin", Namespace: "default"}
+	kubeconfig.CurrentContext = "local"
+	// Embed the credentials so the file works wherever it is copied.
+	if err := clientcmdapi.FlattenConfig(kubeconfig); err != nil {
+		return fmt.Errorf("embedding credentials in kubeconfig: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfig, c.Kubeconfig); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	c.Config, err = clientcmd.NewNonInteractiveClientConfig(*kubeconfig, "local", &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	c.Config.QPS = 200
+	c.Config.Burst = 400
+	c.Client, err = kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return fmt.Errorf("building client for %s: %w", c.Config.Host, err)
+	}
+	return waitFor(60*time.Second, p, "kube-apiserver /readyz", func() error {
+		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+}
+
+func (c *Cluster) startControllerManager(certs *pki) error {
+	_, err := c.start("kube-controller-manager",
+		"--kubeconfig="+c.Kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--controllers="+strings.Join(kubeControllers, ","),
+		"--service-account-private-key-file="+certs.SAKey,
+		"--root-ca-file="+certs.CACert,
+		"--use-service-account-credentials=false",
+	)
+	// The controller manager serves no health endpoint here (secure port 0); tests observe
+	// it through the objects its controllers write.
+	return err
+}
+
+func (c *Cluster) startSimulator(ctx context.Context) error {
+	simCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	cfg := c.opts.Simulator
+	if cfg.Logger == nil {
+		cfg.Logger = c.log.With("component", "kubeletsim")
+	}
+	sim, err := kubeletsim.New(c.Client, cfg)
+	if err != nil {
+		return fmt.Errorf("creating kubelet simulator: %w", err)
+	}
+	c.Sim = sim
+	if err := sim.Start(simCtx); err != nil {
+		return fmt.Errorf("starting kubelet simulator: %w", err)
+	}
+	return nil
+}
+
+// Stop stops every process and the simulator, and removes the directory if Start created it.
+func (c *Cluster) Stop() error {
+	if c.cancel != nil {
+		c.cancel()
+		if c.Sim != nil {
+			c.Sim.Wait()
+		}
+		c.cancel = nil
+	}
+	var errs []error
+	// Reverse order: the controller manager and apiserver before etcd.
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if err := c.procs[i].stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.procs = nil
+	if c.tempDir && c.Dir != "" {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", c.Dir, err))
+		}
+		c.Dir = ""
+	}
+	return errors.Join(errs...)
+}
+
+// Processes returns the PIDs of the running child processes by name.
+func (c *Cluster) Processes() map[string]int {
+	out := map[string]int{}
+	for _, p := range c.procs {
+		out[p.name] = p.cmd.Process.Pid
+	}
+	return out
+}
+
+// waitFor polls check until it succeeds, the process exits, or timeout passes.
+func waitFor(timeout time.Duration, p *process, what string, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		if done, werr := p.exited(); done {
+			return fmt.Errorf("waiting for %s: %w (%v); last log lines:\n%s", what, errExited, werr, p.logTail())
+		}
+		if last = check(); last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s: %w; last log lines of %s:\n%s", what, timeout, last, p.name, p.logTail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func httpOK(client *http.Client, url string) error {
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+// DefaultBinDir returns $INPLACE_ROLLOUT_BIN_DIR, else .dev/bin at the repository root found by
+// walking up from the working directory.
+func DefaultBinDir() (string, error) {
+	if d := os.Getenv("INPLACE_ROLLOUT_BIN_DIR"); d != "" {
+		return d, nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".dev", "bin"), nil
+}
+
+// RepoRoot walks up from the working directory to the directory holding hack/tools/build.sh.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding the repository root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "hack", "tools", "build.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("finding the repository root: no hack/tools/build.sh above the working directory; set INPLACE_ROLLOUT_BIN_DIR")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// process is one child binary of the control plane, with its log and PID files in the cluster dir.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	pidPath string
+	done    chan struct{}
+	waitErr error
+}
+
+// startProcess starts bin with args, logging to dir/<name>.log and recording its PID in
+// dir/<name>.pid. The child is killed by the kernel if this process dies, so a crashed or
+// killed test binary leaves nothing running.
+func startProcess(dir, name, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating log file for %s: %w", name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
+	}
+	p := &process{
+		name:    name,
+		cmd:     cmd,
+		logPath: logPath,
+		pidPath: filepath.Join(dir, name+".pid"),
+		done:    make(chan struct{}),
+	}
+	if err := os.WriteFile(p.pidPath, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		_ = cmd.Process.Kill()
+		logFile.Close()
+		return nil, fmt.Errorf("writing PID file for %s: %w", name, err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended, with its exit error.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// stop asks the process to terminate, kills it after grace, and removes its PID file.
+func (p *process) stop(grace time.Duration) error {
+	defer os.Remove(p.pidPath)
+	if done, _ := p.exited(); done {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	// The whole process group: some binaries start helpers of their own.
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, p.cmd.Process.Pid)
+	}
+}
+
+// logTail returns the last lines of the process log, for error messages.
+func (p *process) logTail() string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	const max = 4000
+	if len(data) > max {
+		data = data[len(data)-max:]
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
+		}
+	}
+	return string(data)
+}
+
+// freePorts returns n distinct free TCP ports on loopback.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free loopback port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// errExited is returned when a child process ends while the cluster waits for it.
+var errExited = errors.New("process exited")

@@ -1,0 +1,83 @@
+// Command localcluster runs the local control plane in the foreground until it gets SIGTERM or
+// SIGINT: etcd, kube-apiserver, kube-controller-manager, the kubelet simulator and Prometheus.
+// `make cluster-up` starts it in the background; `make cluster-down` stops it.
+//
+// Once everything is ready it writes DIR/env (KUBECONFIG, PROMETHEUS_URL, KUBELETSIM_URL and
+// PATH), so `. DIR/env` points kubectl at the cluster. Each process has a PID file DIR/NAME.pid.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+)
+
+func main() {
+	dir := flag.String("dir", ".dev", "directory for state, logs, PID files, kubeconfig and env")
+	nodes := flag.Int("nodes", 3, "number of simulated nodes")
+	prom := flag.Bool("prometheus", true, "start Prometheus scraping the simulator")
+	flag.Parse()
+	if err := run(*dir, *nodes, *prom); err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, nodes int, prom bool) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	envPath := filepath.Join(abs, "env")
+	pidPath := filepath.Join(abs, "localcluster.pid")
+	_ = os.Remove(envPath)
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", abs, err)
+	}
+	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", pidPath, err)
+	}
+	defer os.Remove(pidPath)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	c, err := cluster.Start(startCtx, cluster.Options{
+		Dir:        abs,
+		BinDir:     filepath.Join(abs, "bin"),
+		Simulator:  kubeletsim.Config{Nodes: nodes},
+		Prometheus: prom,
+		Logger:     log,
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = os.Remove(envPath)
+		if err := c.Stop(); err != nil {
+			log.Error("stopping the control plane", "err", err)
+		}
+		log.Info("control plane stopped")
+	}()
+
+	env := fmt.Sprintf("export KUBECONFIG=%s\nexport PROMETHEUS_URL=%s\nexport KUBELETSIM_URL=%s\nexport PATH=%s:$PATH\n",
+		c.Kubeconfig, c.PrometheusURL, c.Sim.MetricsURL(), filepath.Join(abs, "bin"))
+	if err := os.WriteFile(envPath, []byte(env), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", envPath, err)
+	}
+	log.Info("local control plane ready; `. " + envPath + "` to use it")
+	<-ctx.Done()
+	return nil
+}

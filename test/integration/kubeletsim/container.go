@@ -1,0 +1,222 @@
+package kubeletsim
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// timings are the simulated durations of a container's life.
+type timings struct {
+	pull, start, slowStart, backoff time.Duration
+}
+
+type containerPhase int
+
+const (
+	phasePulling    containerPhase = iota // pulling the image; the previous instance, if any, is stopped
+	phasePullFailed                       // the pull failed; ErrImagePull, then ImagePullBackOff
+	phaseInvalid                          // the reference does not parse
+	phaseStarting                         // running, not ready yet
+	phaseReady                            // running and ready
+	phaseBackOff                          // crashed; waiting to be restarted
+)
+
+// containerSim is the simulated runtime state of one container of one pod.
+type containerSim struct {
+	name      string
+	specImage string // the spec image the current lifecycle serves
+	img       image
+	beh       behavior
+	parseErr  error
+	phase     containerPhase
+	since     time.Time // when phase began
+
+	// The current (or most recent) container instance.
+	started     bool // an instance was ever created
+	containerID string
+	image       string // normalized reference the instance runs
+	imageID     string
+	startedAt   time.Time
+	restarts    int32
+	last        *corev1.ContainerStateTerminated
+}
+
+// adoptContainer rebuilds the runtime state of a container from the status a previous simulator
+// wrote, so restarting the simulator does not restart containers.
+func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *containerSim {
+	c := &containerSim{name: spec.Name}
+	if st.ContainerID == "" || st.State.Running == nil {
+		return c
+	}
+	img, err := parseImage(spec.Image)
+	if err != nil || img.normalized != st.Image {
+		return c // the spec moved on; a new lifecycle starts on the next advance
+	}
+	c.specImage, c.img, c.beh = spec.Image, img, behaviorOf(img)
+	c.started, c.containerID, c.image, c.imageID = true, st.ContainerID, st.Image, st.ImageID
+	c.startedAt, c.restarts, c.last = st.State.Running.StartedAt.Time, st.RestartCount, nil
+	if st.LastTerminationState.Terminated != nil {
+		c.last = st.LastTerminationState.Terminated.DeepCopy()
+	}
+	c.phase, c.since = phaseStarting, st.State.Running.StartedAt.Time
+	if st.Ready {
+		c.phase = phaseReady
+	}
+	return c
+}
+
+// advance moves the container through its life up to now for the given spec image and returns
+// when it next changes on its own (zero when it will not).
+func (c *containerSim) advance(now time.Time, specImage string, t timings, reg *registry) time.Time {
+	if specImage != c.specImage || c.since.IsZero() {
+		c.changeImage(now, specImage)
+	}
+	for {
+		switch c.phase {
+		case phaseInvalid, phaseReady:
+			return time.Time{}
+		case phasePulling:
+			due := c.since.Add(t.pull)
+			if now.Before(due) {
+				return due
+			}
+			if c.beh.pullFails {
+				c.phase, c.since = phasePullFailed, due
+				continue
+			}
+			c.create(due, reg)
+		case phasePullFailed:
+			// ErrImagePull turns into ImagePullBackOff after one back-off; then nothing changes.
+			if due := c.since.Add(t.backoff); now.Before(due) {
+				return due
+			}
+			return time.Time{}
+		case phaseStarting:
+			delay := t.start
+			if c.beh.slow && !c.beh.crashes {
+				delay = t.slowStart
+			}
+			due := c.since.Add(delay)
+			if now.Before(due) {
+				return due
+			}
+			if c.beh.crashes {
+				c.last = &corev1.ContainerStateTerminated{
+					ExitCode: 1, Reason: "Error", ContainerID: c.containerID,
+					StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(due),
+				}
+				c.phase, c.since = phaseBackOff, due
+				continue
+			}
+			c.phase, c.since = phaseReady, due
+		case phaseBackOff:
+			due := c.since.Add(t.backoff)
+			if now.Before(due) {
+				return due
+			}
+			c.create(due, reg)
+		}
+	}
+}
+
+// changeImage stops the running instance, if any, and starts pulling the new spec image.
+func (c *containerSim) changeImage(now time.Time, specImage string) {
+	if c.started && (c.phase == phaseStarting || c.phase == phaseReady) {
+		c.last = &corev1.ContainerStateTerminated{
+			ExitCode: 0, Reason: "Completed", ContainerID: c.containerID,
+			StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(now),
+		}
+	}
+	c.specImage = specImage
+	c.img, c.parseErr = parseImage(specImage)
+	c.beh = behavior{}
+	c.phase, c.since = phasePulling, now
+	if c.parseErr != nil {
+		c.phase = phaseInvalid
+		return
+	}
+	c.beh = behaviorOf(c.img)
+}
+
+// create starts a new container instance at the given time; a restart counts when an earlier
+// instance existed.
+func (c *containerSim) create(at time.Time, reg *registry) {
+	if c.started {
+		c.restarts++
+	}
+	c.started = true
+	c.containerID = newContainerID()
+	c.image = c.img.normalized
+	c.imageID = reg.imageID(c.img)
+	c.startedAt = at
+	c.phase, c.since = phaseStarting, at
+}
+
+func (c *containerSim) ready() bool { return c.phase == phaseReady }
+
+func (c *containerSim) running() bool { return c.phase == phaseStarting || c.phase == phaseReady }
+
+// status renders the container as the kubelet reports it in pod.status.containerStatuses.
+func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
+	st := corev1.ContainerStatus{
+		Name:         c.name,
+		RestartCount: c.restarts,
+		Ready:        c.ready(),
+		Started:      ptr(c.running()),
+	}
+	if c.started {
+		st.Image, st.ImageID, st.ContainerID = c.image, c.imageID, c.containerID
+	} else {
+		st.Image = c.specImage
+	}
+	if c.last != nil {
+		st.LastTerminationState.Terminated = c.last.DeepCopy()
+	}
+	switch c.phase {
+	case phasePulling:
+		if c.started {
+			// The old instance is stopped; its terminated state stays until the new one starts.
+			st.State.Terminated = c.last.DeepCopy()
+			st.LastTerminationState = corev1.ContainerState{}
+		} else {
+			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		}
+	case phasePullFailed:
+		reason := "ErrImagePull"
+		msg := fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", c.img.normalized, c.img.normalized, c.img.normalized)
+		if !now.Before(c.since.Add(t.backoff)) {
+			reason = "ImagePullBackOff"
+			msg = fmt.Sprintf("Back-off pulling image %q", c.specImage)
+		}
+		st.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: msg}
+	case phaseInvalid:
+		st.State.Waiting = &corev1.ContainerStateWaiting{
+			Reason:  "InvalidImageName",
+			Message: fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", c.specImage, c.specImage),
+		}
+	case phaseStarting, phaseReady:
+		st.State.Running = &corev1.ContainerStateRunning{StartedAt: rfc3339(c.startedAt)}
+	case phaseBackOff:
+		st.State.Waiting = &corev1.ContainerStateWaiting{
+			Reason:  "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s", t.backoff, c.name),
+		}
+	}
+	return st
+}
+
+func newContainerID() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return "containerd://" + hex.EncodeToString(b)
+}
+
+// rfc3339 truncates to seconds, as the API stores times, so a status read back compares equal.
+func rfc3339(t time.Time) metav1.Time { return metav1.NewTime(t).Rfc3339Copy() }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,19 @@
+// Package kubeletsim is a kubelet simulator for a control plane without real nodes.
+//
+// It registers Ready nodes, binds unscheduled pods to them, and drives pod and container status
+// the way a kubelet does: container IDs, image IDs pinned by digest, restart counts, Running and
+// Waiting states, and Ready computed from container readiness and every readiness gate. When a
+// container's image changes it restarts only that container, after a pull delay and a start
+// delay, keeping the pod's UID, IP and node.
+//
+// Image names inject failures and behaviours:
+//
+//	tag crash*               the container crash-loops (CrashLoopBackOff, restartCount climbing)
+//	host notfound.invalid    the pull fails (ErrImagePull, then ImagePullBackOff)
+//	tag slow*                the container takes 10 s to become ready
+//	tag errors*              the pod serves 30% HTTP 5xx
+//	tag latency*             the pod serves a p99 latency of about 2 s
+//
+// A metrics endpoint exposes per-pod request counters, a latency histogram and container CPU
+// and memory in the Prometheus text format, for a real Prometheus to scrape.
+package kubeletsim

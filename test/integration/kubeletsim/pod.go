@@ -1,0 +1,195 @@
+package kubeletsim
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// podSim is the simulated runtime state of one pod on one node.
+type podSim struct {
+	namespace, name string
+	podIP, hostIP   string
+	startTime       time.Time
+	containers      map[string]*containerSim
+	running         bool // every container was created once: the pod left Pending
+	ready           bool // the Ready condition last computed
+
+	traffic trafficCounters
+	limits  []limit
+}
+
+// limit is one container resource limit, as kube-state-metrics reports it.
+type limit struct {
+	container, resource, unit string
+	value                     float64
+}
+
+func limitsOf(pod *corev1.Pod) []limit {
+	var out []limit
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+			out = append(out, limit{c.Name, "cpu", "core", q.AsApproximateFloat64()})
+		}
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			out = append(out, limit{c.Name, "memory", "byte", q.AsApproximateFloat64()})
+		}
+	}
+	return out
+}
+
+// newPodSim starts tracking a pod, adopting what an earlier simulator reported about it.
+func newPodSim(pod *corev1.Pod, podIP, hostIP string, now time.Time) *podSim {
+	p := &podSim{
+		namespace: pod.Namespace, name: pod.Name,
+		podIP: podIP, hostIP: hostIP,
+		startTime:  now,
+		containers: map[string]*containerSim{},
+	}
+	if pod.Status.PodIP != "" {
+		p.podIP = pod.Status.PodIP
+	}
+	if pod.Status.StartTime != nil {
+		p.startTime = pod.Status.StartTime.Time
+	}
+	p.running = pod.Status.Phase == corev1.PodRunning
+	p.limits = limitsOf(pod)
+	for _, spec := range pod.Spec.Containers {
+		for _, st := range pod.Status.ContainerStatuses {
+			if st.Name == spec.Name {
+				p.containers[spec.Name] = adoptContainer(spec, st)
+			}
+		}
+	}
+	return p
+}
+
+// sync advances every container to now and returns the status the kubelet would report, and
+// when the pod next changes on its own (zero when it will not).
+func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) (corev1.PodStatus, time.Time) {
+	var next time.Time
+	earliest := func(d time.Time) {
+		if !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+	}
+	allCreated, allReady := true, true
+	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
+	for _, spec := range pod.Spec.Containers {
+		c := p.containers[spec.Name]
+		if c == nil {
+			c = &containerSim{name: spec.Name}
+			p.containers[spec.Name] = c
+		}
+		earliest(c.advance(now, spec.Image, t, reg))
+		allCreated = allCreated && c.started
+		allReady = allReady && c.ready()
+		statuses = append(statuses, c.status(now, t))
+	}
+	if allCreated {
+		p.running = true
+	}
+
+	// Init containers ran to completion before the pod started.
+	var initStatuses []corev1.ContainerStatus
+	for _, spec := range pod.Spec.InitContainers {
+		st := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Ready: true, Started: ptr(false)}
+		if img, err := parseImage(spec.Image); err == nil {
+			st.Image, st.ImageID = img.normalized, reg.imageID(img)
+		}
+		st.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+			StartedAt: rfc3339(p.startTime), FinishedAt: rfc3339(p.startTime)}
+		initStatuses = append(initStatuses, st)
+	}
+
+	gatesReady := true
+	for _, gate := range pod.Spec.ReadinessGates {
+		if !conditionTrue(pod.Status.Conditions, gate.ConditionType) {
+			gatesReady = false
+		}
+	}
+	p.ready = allReady && gatesReady
+
+	status := *pod.Status.DeepCopy()
+	status.Phase = corev1.PodPending
+	if p.running {
+		status.Phase = corev1.PodRunning
+	}
+	status.HostIP, status.PodIP = p.hostIP, p.podIP
+	status.HostIPs = []corev1.HostIP{{IP: p.hostIP}}
+	status.PodIPs = []corev1.PodIP{{IP: p.podIP}}
+	status.StartTime = ptr(rfc3339(p.startTime))
+	status.ContainerStatuses = statuses
+	status.InitContainerStatuses = initStatuses
+
+	containersReady := condition(corev1.ContainersReady, allReady, "ContainersNotReady")
+	podReady := condition(corev1.PodReady, p.ready, "ContainersNotReady")
+	if allReady && !gatesReady {
+		podReady.Reason = "ReadinessGatesNotReady"
+	}
+	for _, c := range []corev1.PodCondition{
+		condition(corev1.PodReadyToStartContainers, true, ""),
+		condition(corev1.PodInitialized, true, ""),
+		containersReady,
+		podReady,
+		condition(corev1.PodScheduled, true, ""),
+	} {
+		status.Conditions = setCondition(status.Conditions, c, now)
+	}
+	return status, next
+}
+
+func condition(t corev1.PodConditionType, ok bool, reasonIfNot string) corev1.PodCondition {
+	c := corev1.PodCondition{Type: t, Status: corev1.ConditionTrue}
+	if !ok {
+		c.Status, c.Reason = corev1.ConditionFalse, reasonIfNot
+	}
+	return c
+}
+
+// setCondition replaces the condition of c's type, keeping its transition time when the status
+// did not change.
+func setCondition(conds []corev1.PodCondition, c corev1.PodCondition, now time.Time) []corev1.PodCondition {
+	for i := range conds {
+		if conds[i].Type != c.Type {
+			continue
+		}
+		c.LastTransitionTime = conds[i].LastTransitionTime
+		if conds[i].Status != c.Status {
+			c.LastTransitionTime = rfc3339(now)
+		}
+		conds[i] = c
+		return conds
+	}
+	c.LastTransitionTime = rfc3339(now)
+	return append(conds, c)
+}
+
+func conditionTrue(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
+	for _, c := range conds {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ownConditions are the condition types the simulated kubelet writes; others (readiness gates)
+// belong to other writers and are left alone.
+var ownConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReadyToStartContainers: true,
+	corev1.PodInitialized:            true,
+	corev1.ContainersReady:           true,
+	corev1.PodReady:                  true,
+	corev1.PodScheduled:              true,
+}
+
+func filterOwnConditions(conds []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition
+	for _, c := range conds {
+		if ownConditions[c.Type] {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,485 @@
+package kubeletsim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Config configures a Simulator. Zero values take the defaults in brackets.
+type Config struct {
+	// Nodes is how many Ready nodes to register [3].
+	Nodes int
+	// NodePrefix names the nodes PREFIX0, PREFIX1, ... [sim-node-].
+	NodePrefix string
+	// PullDelay is how long an image pull takes [200ms].
+	PullDelay time.Duration
+	// StartDelay is how long a started container takes to become ready [200ms].
+	StartDelay time.Duration
+	// SlowStartDelay replaces StartDelay for images tagged slow* [10s].
+	SlowStartDelay time.Duration
+	// BackOff is the wait before a crashed container restarts, and before ErrImagePull turns
+	// into ImagePullBackOff [1s].
+	BackOff time.Duration
+	// RequestRate is how many requests per second each Ready pod serves [20].
+	RequestRate float64
+	// MetricsAddr is where the metrics and control endpoint listens [127.0.0.1:0].
+	MetricsAddr string
+	// Workers is how many pods are synced at once [4].
+	Workers int
+	// Logger receives one line per event. Nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.NodePrefix == "" {
+		c.NodePrefix = "sim-node-"
+	}
+	def(&c.PullDelay, 200*time.Millisecond)
+	def(&c.StartDelay, 200*time.Millisecond)
+	def(&c.SlowStartDelay, 10*time.Second)
+	def(&c.BackOff, time.Second)
+	if c.RequestRate == 0 {
+		c.RequestRate = 20
+	}
+	if c.MetricsAddr == "" {
+		c.MetricsAddr = "127.0.0.1:0"
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Simulator plays the kubelet (and the scheduler) for a set of nodes.
+type Simulator struct {
+	client kubernetes.Interface
+	cfg    Config
+	t      timings
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	pods     map[types.UID]*podSim
+	reg      registry
+	traffic  bool
+	nextIP   []int // per node, the last pod IP index handed out
+	bindNext int
+
+	nodes    []string
+	lister   corelisters.PodLister
+	queue    workqueue.TypedRateLimitingInterface[string]
+	listener net.Listener
+	server   *http.Server
+	wg       sync.WaitGroup
+	now      func() time.Time
+}
+
+// New returns a simulator; Start registers its nodes and begins serving pods.
+func New(client kubernetes.Interface, cfg Config) (*Simulator, error) {
+	cfg.setDefaults()
+	if cfg.Nodes < 1 || cfg.Nodes > 200 {
+		return nil, fmt.Errorf("kubelet simulator: nodes must be between 1 and 200, got %d", cfg.Nodes)
+	}
+	s := &Simulator{
+		client:  client,
+		cfg:     cfg,
+		t:       timings{pull: cfg.PullDelay, start: cfg.StartDelay, slowStart: cfg.SlowStartDelay, backoff: cfg.BackOff},
+		log:     cfg.Logger,
+		pods:    map[types.UID]*podSim{},
+		traffic: true,
+		nextIP:  make([]int, cfg.Nodes),
+		now:     time.Now,
+	}
+	for i := range cfg.Nodes {
+		s.nodes = append(s.nodes, fmt.Sprintf("%s%d", cfg.NodePrefix, i))
+	}
+	return s, nil
+}
+
+// NodeNames returns the names of the simulated nodes.
+func (s *Simulator) NodeNames() []string { return append([]string(nil), s.nodes...) }
+
+// Start registers the nodes, starts the metrics endpoint and the pod workers, and returns once
+// the pod cache has synced. Cancel ctx to stop; Wait waits for the workers to end.
+func (s *Simulator) Start(ctx context.Context) error {
+	for i := range s.nodes {
+		if err := s.registerNode(ctx, i); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listening for metrics on %s: %w", s.cfg.MetricsAddr, err)
+	}
+	s.listener = ln
+	s.server = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("metrics server stopped", "err", err)
+		}
+	}()
+
+	factory := informers.NewSharedInformerFactory(s.client, 0)
+	podInformer := factory.Core().V1().Pods()
+	s.lister = podInformer.Lister()
+	s.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "kubeletsim"})
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			s.queue.Add(key)
+		}
+	}
+	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				s.forget(pod.UID)
+			} else if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				if pod, ok := tomb.Obj.(*corev1.Pod); ok {
+					s.forget(pod.UID)
+				}
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
+		return fmt.Errorf("kubelet simulator: pod cache did not sync: %w", ctx.Err())
+	}
+	for range s.cfg.Workers {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for s.processNext(ctx) {
+			}
+		}()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		s.queue.ShutDown()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.server.Shutdown(shutdownCtx)
+		factory.Shutdown()
+	}()
+	s.log.Info("kubelet simulator started", "nodes", len(s.nodes), "metrics", s.MetricsURL())
+	return nil
+}
+
+// Wait blocks until the simulator has stopped after its context was cancelled.
+func (s *Simulator) Wait() { s.wg.Wait() }
+
+// Run starts the simulator and blocks until ctx is cancelled.
+func (s *Simulator) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	s.Wait()
+	return nil
+}
+
+// MetricsURL is the base URL of the metrics and control endpoint (metrics at /metrics).
+func (s *Simulator) MetricsURL() string {
+	if s.listener == nil {
+		return ""
+	}
+	return "http://" + s.listener.Addr().String()
+}
+
+// Retag points an image tag at a new digest, as pushing a different image under the same tag
+// does. Containers started afterwards from that tag report the new imageID; running ones keep
+// the image they started with.
+func (s *Simulator) Retag(image, digest string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reg.retag(image, digest); err != nil {
+		return err
+	}
+	s.log.Info("retagged", "image", image, "digest", digest)
+	return nil
+}
+
+// SetTraffic turns the simulated request traffic of every pod on or off.
+func (s *Simulator) SetTraffic(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tickLocked(s.now())
+	s.traffic = on
+	s.log.Info("traffic", "enabled", on)
+}
+
+func (s *Simulator) forget(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pods, uid)
+}
+
+func (s *Simulator) registerNode(ctx context.Context, i int) error {
+	name := s.nodes[i]
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:   name,
+		Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+	}}
+	if _, err := s.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("registering node %s: %w", name, err)
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("16"),
+		corev1.ResourceMemory: resource.MustParse("64Gi"),
+		corev1.ResourcePods:   resource.MustParse("1000"),
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading node %s: %w", name, err)
+		}
+		// The TaintNodesByCondition admission plugin taints a new node not-ready; a kubelet's
+		// first Ready status lets the node lifecycle controller lift it. That controller does not
+		// run here, so the simulator lifts it itself.
+		if len(n.Spec.Taints) > 0 {
+			n.Spec.Taints = nil
+			if n, err = s.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		now := metav1.Now()
+		n.Status.Capacity, n.Status.Allocatable = capacity, capacity
+		n.Status.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: s.hostIP(i)},
+			{Type: corev1.NodeHostName, Address: name},
+		}
+		n.Status.NodeInfo.KubeletVersion = "v1.34.5"
+		n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture = "linux", "amd64"
+		n.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet simulator is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now},
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now, LastTransitionTime: now},
+			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now, LastTransitionTime: now},
+			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now, LastTransitionTime: now},
+		}
+		_, err = s.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func (s *Simulator) hostIP(node int) string { return fmt.Sprintf("172.18.0.%d", node+2) }
+
+func (s *Simulator) nodeIndex(name string) int {
+	for i, n := range s.nodes {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *Simulator) processNext(ctx context.Context) bool {
+	key, shutdown := s.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer s.queue.Done(key)
+	after, err := s.syncPod(ctx, key)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("pod sync failed; retrying", "pod", key, "err", err)
+		}
+		s.queue.AddRateLimited(key)
+		return true
+	}
+	s.queue.Forget(key)
+	if after > 0 {
+		s.queue.AddAfter(key, after)
+	}
+	return true
+}
+
+// syncPod does one kubelet step for a pod: bind it, finish its deletion, or bring its status up
+// to date. It returns when the pod should be looked at again.
+func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	pod, err := s.lister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if pod.Spec.NodeName == "" {
+		return 0, s.bind(ctx, pod)
+	}
+	node := s.nodeIndex(pod.Spec.NodeName)
+	if node < 0 {
+		return 0, nil // another kubelet's pod
+	}
+	if pod.DeletionTimestamp != nil {
+		// The containers are gone at once; the kubelet then removes the pod object.
+		err := s.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr(int64(0)),
+			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return 0, fmt.Errorf("finishing deletion of pod %s: %w", key, err)
+		}
+		s.forget(pod.UID)
+		return 0, nil
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return 0, nil
+	}
+
+	now := s.now()
+	s.mu.Lock()
+	p := s.pods[pod.UID]
+	if p == nil {
+		p = newPodSim(pod, s.allocatePodIP(node), s.hostIP(node), now)
+		s.pods[pod.UID] = p
+	}
+	s.tickLocked(now)
+	before := restartsOf(p)
+	status, next := p.sync(pod, now, s.t, &s.reg)
+	after := restartsOf(p)
+	s.mu.Unlock()
+
+	for c, n := range after {
+		if n != before[c] {
+			s.log.Info("container restarted", "pod", key, "container", c, "restartCount", n)
+		}
+	}
+	if !equality.Semantic.DeepEqual(pod.Status, status) {
+		if err := s.patchStatus(ctx, pod, status); err != nil {
+			return 0, err
+		}
+	}
+	if next.IsZero() {
+		return 0, nil
+	}
+	return max(next.Sub(now), time.Millisecond), nil
+}
+
+func restartsOf(p *podSim) map[string]int32 {
+	out := make(map[string]int32, len(p.containers))
+	for name, c := range p.containers {
+		out[name] = c.restarts
+	}
+	return out
+}
+
+// patchStatus writes the kubelet-owned part of the status with a strategic-merge patch, which
+// merges conditions by type and so keeps readiness-gate conditions other writers own.
+func (s *Simulator) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
+	patch := map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status": map[string]any{
+			"phase":                 status.Phase,
+			"hostIP":                status.HostIP,
+			"hostIPs":               status.HostIPs,
+			"podIP":                 status.PodIP,
+			"podIPs":                status.PodIPs,
+			"startTime":             status.StartTime,
+			"conditions":            filterOwnConditions(status.Conditions),
+			"containerStatuses":     status.ContainerStatuses,
+			"initContainerStatuses": status.InitContainerStatuses,
+		},
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encoding status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	_, err = s.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// bind plays the scheduler: a DaemonSet pod goes to the node its affinity names, any other pod
+// to the nodes in turn.
+func (s *Simulator) bind(ctx context.Context, pod *corev1.Pod) error {
+	node := requiredNodeName(pod)
+	if node == "" {
+		s.mu.Lock()
+		node = s.nodes[s.bindNext%len(s.nodes)]
+		s.bindNext++
+		s.mu.Unlock()
+	} else if s.nodeIndex(node) < 0 {
+		return nil
+	}
+	err := s.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}, metav1.CreateOptions{})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // deleted, or bound meanwhile; the watch brings the news
+	}
+	if err != nil {
+		return fmt.Errorf("binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, node, err)
+	}
+	s.log.Info("bound", "pod", pod.Namespace+"/"+pod.Name, "node", node)
+	return nil
+}
+
+// requiredNodeName returns the node a pod's required node affinity pins it to by name, as the
+// DaemonSet controller does.
+func requiredNodeName(pod *corev1.Pod) string {
+	aff := pod.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+func (s *Simulator) allocatePodIP(node int) string {
+	s.nextIP[node]++
+	n := s.nextIP[node]
+	return fmt.Sprintf("10.%d.%d.%d", 100+node, n/250, n%250+1)
+}
