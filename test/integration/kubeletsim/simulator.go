@@ -483,3 +483,14 @@ func (s *Simulator) allocatePodIP(node int) string {
 	n := s.nextIP[node]
 	return fmt.Sprintf("10.%d.%d.%d", 100+node, n/250, n%250+1)
 }
+
+// Digest returns the digest an image reference resolves to now, as a registry would answer.
+func (s *Simulator) Digest(image string) (string, error) {
+	img, err := parseImage(image)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reg.digestOf(img), nil
+}

@@ -1,0 +1,215 @@
+package inplace
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+)
+
+// Target is what a pod's containers should run.
+type Target struct {
+	// Images maps container names to images.
+	Images map[string]string
+	// IncludeInit lets Images name init containers too.
+	IncludeInit bool
+	// RolloutID identifies the rollout; Revision is the workload revision of the target.
+	RolloutID string
+	Revision  string
+	// Supersedes lists earlier rollout IDs that this one replaces while in flight: a pod still
+	// carrying their state keeps its BeforeImages, so a revert goes back to what the pod ran
+	// before the first of them.
+	Supersedes []string
+}
+
+// Change is one container whose image changes.
+type Change struct {
+	Container string
+	Init      bool
+	From, To  string
+}
+
+// Plan is the image-only difference between a pod and a target.
+type Plan struct {
+	// Changes lists the containers whose image changes, in pod spec order.
+	Changes []Change
+	// Unchanged lists the containers the target names that already run the target image.
+	Unchanged []string
+}
+
+// NoOp reports whether nothing changes.
+func (p Plan) NoOp() bool { return len(p.Changes) == 0 }
+
+func (p Plan) String() string {
+	if p.NoOp() {
+		return fmt.Sprintf("no change: %s already on the target image", strings.Join(p.Unchanged, ", "))
+	}
+	parts := make([]string, 0, len(p.Changes))
+	for _, c := range p.Changes {
+		parts = append(parts, fmt.Sprintf("%s: %s -> %s", c.Container, c.From, c.To))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Diff computes which containers of pod change to reach target. An unknown container name, an
+// init container without IncludeInit, or an invalid image reference is an error naming it.
+func Diff(pod *corev1.Pod, target Target) (Plan, error) {
+	who := fmt.Sprintf("pod %s/%s", pod.Namespace, pod.Name)
+	if len(target.Images) == 0 {
+		return Plan{}, fmt.Errorf("%s: no container images given", who)
+	}
+	known := map[string]bool{}
+	var plan Plan
+	visit := func(containers []corev1.Container, init bool) error {
+		for _, c := range containers {
+			known[c.Name] = true
+			to, ok := target.Images[c.Name]
+			if !ok {
+				continue
+			}
+			if init && !target.IncludeInit {
+				return fmt.Errorf("%s: %q is an init container; init container images change only when asked for explicitly", who, c.Name)
+			}
+			if err := validateImage(to); err != nil {
+				return fmt.Errorf("%s: container %q: %w", who, c.Name, err)
+			}
+			if sameImage(c.Image, to) {
+				plan.Unchanged = append(plan.Unchanged, c.Name)
+				continue
+			}
+			plan.Changes = append(plan.Changes, Change{Container: c.Name, Init: init, From: c.Image, To: to})
+		}
+		return nil
+	}
+	if err := visit(pod.Spec.InitContainers, true); err != nil {
+		return Plan{}, err
+	}
+	if err := visit(pod.Spec.Containers, false); err != nil {
+		return Plan{}, err
+	}
+	var unknown []string
+	for name := range target.Images {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		var names []string
+		for _, c := range pod.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		return Plan{}, fmt.Errorf("%s has no container named %s (its containers: %s)", who, quoteList(unknown), strings.Join(names, ", "))
+	}
+	return plan, nil
+}
+
+// DiffSpecs compares a pod spec with a desired one (two workload templates, typically) and
+// returns the images that change by container name. Any difference other than container images
+// (and init container images when includeInit) is an error naming the first differing field.
+func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]string, error) {
+	images := map[string]string{}
+	normalized := *desired.DeepCopy()
+	align := func(field string, cur, want []corev1.Container, allowed bool) error {
+		if len(cur) != len(want) {
+			return fmt.Errorf("%s: %d containers, want %d: containers cannot be added or removed in place", field, len(cur), len(want))
+		}
+		for i := range want {
+			if cur[i].Name != want[i].Name {
+				return fmt.Errorf("%s[%d].name: %q, want %q: containers cannot be renamed or reordered in place", field, i, cur[i].Name, want[i].Name)
+			}
+			if cur[i].Image == want[i].Image {
+				continue
+			}
+			if !allowed {
+				return fmt.Errorf("%s[%d].image (container %q): %q -> %q: init container images change only when asked for explicitly", field, i, want[i].Name, cur[i].Image, want[i].Image)
+			}
+			if err := validateImage(want[i].Image); err != nil {
+				return fmt.Errorf("%s[%d].image (container %q): %w", field, i, want[i].Name, err)
+			}
+			images[want[i].Name] = want[i].Image
+			want[i].Image = cur[i].Image
+		}
+		return nil
+	}
+	if err := align("spec.initContainers", current.InitContainers, normalized.InitContainers, includeInit); err != nil {
+		return nil, err
+	}
+	if err := align("spec.containers", current.Containers, normalized.Containers, true); err != nil {
+		return nil, err
+	}
+	if !equality.Semantic.DeepEqual(current, normalized) {
+		return nil, fmt.Errorf("%s differs: only container images can change in place", firstDifference(current, normalized))
+	}
+	return images, nil
+}
+
+// firstDifference names the first field, as a JSON path under spec, where a and b differ.
+func firstDifference(a, b corev1.PodSpec) string {
+	var ma, mb any
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	_ = json.Unmarshal(ja, &ma)
+	_ = json.Unmarshal(jb, &mb)
+	if p := walkDifference(ma, mb, "spec"); p != "" {
+		return p
+	}
+	return "spec"
+}
+
+func walkDifference(a, b any, path string) string {
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			return path
+		}
+		keys := map[string]bool{}
+		for k := range av {
+			keys[k] = true
+		}
+		for k := range bv {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		slices.Sort(sorted)
+		for _, k := range sorted {
+			if p := walkDifference(av[k], bv[k], path+"."+k); p != "" {
+				return p
+			}
+		}
+		return ""
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			return path
+		}
+		for i := range av {
+			if p := walkDifference(av[i], bv[i], fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+		return ""
+	default:
+		if !reflect.DeepEqual(a, b) {
+			return path
+		}
+		return ""
+	}
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,148 @@
+package inplace
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func testPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "ns", ResourceVersion: "42", UID: "uid-1"},
+		Spec: corev1.PodSpec{
+			NodeName:       "node-0",
+			RestartPolicy:  corev1.RestartPolicyAlways,
+			InitContainers: []corev1.Container{{Name: "init", Image: "reg.example/init:v1"}},
+			Containers: []corev1.Container{
+				{Name: "app", Image: "reg.example/app:v1"},
+				{Name: "proxy", Image: "nginx"},
+			},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{
+				running("app", "reg.example/app:v1", "reg.example/app@sha256:"+strings.Repeat("1", 64), 0),
+				running("proxy", "docker.io/library/nginx:latest", "docker.io/library/nginx@sha256:"+strings.Repeat("2", 64), 0),
+			},
+		},
+	}
+}
+
+func running(name, image, imageID string, restarts int32) corev1.ContainerStatus {
+	return corev1.ContainerStatus{
+		Name: name, Image: image, ImageID: imageID, RestartCount: restarts, Ready: true,
+		ContainerID: "containerd://" + name,
+		State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Unix(1000, 0)}},
+	}
+}
+
+func TestDiff(t *testing.T) {
+	tests := []struct {
+		name    string
+		target  Target
+		changes []string // container names
+		noop    bool
+		err     string
+	}{
+		{name: "one image changes", target: Target{Images: map[string]string{"app": "reg.example/app:v2"}}, changes: []string{"app"}},
+		{name: "same image after normalisation is a no-op", target: Target{Images: map[string]string{"proxy": "docker.io/library/nginx:latest"}}, noop: true},
+		{name: "unknown container", target: Target{Images: map[string]string{"db": "postgres:16"}}, err: `has no container named "db" (its containers: app, proxy)`},
+		{name: "invalid reference", target: Target{Images: map[string]string{"app": "reg.example/App:V2"}}, err: `container "app": image "reg.example/App:V2" is not a valid reference`},
+		{name: "empty image", target: Target{Images: map[string]string{"app": ""}}, err: `container "app": image is empty`},
+		{name: "init container without asking", target: Target{Images: map[string]string{"init": "reg.example/init:v2"}}, err: `"init" is an init container`},
+		{name: "init container when asked", target: Target{Images: map[string]string{"init": "reg.example/init:v2"}, IncludeInit: true}, changes: []string{"init"}},
+		{name: "no images", target: Target{}, err: "no container images given"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := Diff(testPod(), tt.target)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if plan.NoOp() != tt.noop {
+				t.Errorf("NoOp = %v, want %v (%s)", plan.NoOp(), tt.noop, plan)
+			}
+			var got []string
+			for _, c := range plan.Changes {
+				got = append(got, c.Container)
+			}
+			if strings.Join(got, ",") != strings.Join(tt.changes, ",") {
+				t.Errorf("changes = %v, want %v", got, tt.changes)
+			}
+		})
+	}
+}
+
+func TestDiffSpecs(t *testing.T) {
+	base := testPod().Spec
+	tests := []struct {
+		name   string
+		mutate func(*corev1.PodSpec)
+		init   bool
+		images map[string]string
+		err    string
+	}{
+		{name: "image only", mutate: func(s *corev1.PodSpec) { s.Containers[0].Image = "reg.example/app:v2" }, images: map[string]string{"app": "reg.example/app:v2"}},
+		{name: "env changes", mutate: func(s *corev1.PodSpec) { s.Containers[1].Env = []corev1.EnvVar{{Name: "A", Value: "1"}} }, err: "spec.containers[1].env differs"},
+		{name: "container added", mutate: func(s *corev1.PodSpec) { s.Containers = append(s.Containers, corev1.Container{Name: "x", Image: "x"}) }, err: "spec.containers: 2 containers, want 3"},
+		{name: "container renamed", mutate: func(s *corev1.PodSpec) { s.Containers[0].Name = "main" }, err: `spec.containers[0].name: "app", want "main"`},
+		{name: "init image without asking", mutate: func(s *corev1.PodSpec) { s.InitContainers[0].Image = "reg.example/init:v2" }, err: "spec.initContainers[0].image"},
+		{name: "init image when asked", init: true, mutate: func(s *corev1.PodSpec) { s.InitContainers[0].Image = "reg.example/init:v2" }, images: map[string]string{"init": "reg.example/init:v2"}},
+		{name: "service account changes", mutate: func(s *corev1.PodSpec) { s.ServiceAccountName = "other" }, err: "spec.serviceAccountName differs"},
+		{name: "invalid image", mutate: func(s *corev1.PodSpec) { s.Containers[0].Image = "bad image" }, err: "not a valid reference"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			desired := *base.DeepCopy()
+			tt.mutate(&desired)
+			images, err := DiffSpecs(base, desired, tt.init)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if len(images) != len(tt.images) {
+				t.Fatalf("images = %v, want %v", images, tt.images)
+			}
+			for k, v := range tt.images {
+				if images[k] != v {
+					t.Errorf("images[%s] = %q, want %q", k, images[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestImageHelpers(t *testing.T) {
+	d := "sha256:" + strings.Repeat("a", 64)
+	tests := []struct{ got, want string }{
+		{normalizeImage("nginx"), "docker.io/library/nginx:latest"},
+		{normalizeImage("docker-pullable://nginx@" + d), "docker.io/library/nginx@" + d},
+		{normalizeImage("localhost:5000/app"), "localhost:5000/app:latest"},
+		{digestOf("docker-pullable://reg.example/app@" + d), d},
+		{digestOf("sha256:" + strings.Repeat("b", 64)), ""},
+		{digestOf("reg.example/app:v1"), ""},
+		{pinnedImage("reg.example/app:v1", d), "reg.example/app@" + d},
+		{pinnedImage("nginx:1.25", d), "nginx@" + d},
+	}
+	for i, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("case %d: got %q, want %q", i, tt.got, tt.want)
+		}
+	}
+	if !sameImage("nginx", "docker.io/library/nginx:latest") || sameImage("nginx:1", "nginx:2") {
+		t.Error("sameImage does not normalise")
+	}
+}

@@ -1,0 +1,103 @@
+package inplace
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// IneligibleError says why a pod cannot be updated in place now. Wait is true when the reason
+// is expected to pass (the pod is not scheduled or running yet); false when it will not.
+type IneligibleError struct {
+	Pod    string
+	Reason string
+	Wait   bool
+}
+
+func (e *IneligibleError) Error() string {
+	return fmt.Sprintf("pod %s cannot be updated in place: %s", e.Pod, e.Reason)
+}
+
+// IsWait reports whether err is an IneligibleError that should pass with time.
+func IsWait(err error) bool {
+	var e *IneligibleError
+	return errors.As(err, &e) && e.Wait
+}
+
+// waitingForImageID is the reason CanUpdate gives when only an imageID is missing, which the
+// update flow handles by recording its state first (StagePreparing).
+const waitingForImageID = "has not reported an imageID yet"
+
+// CanUpdate reports whether the pod can have the plan's images changed in place now. Pods being
+// deleted or with a restartPolicy other than Always are refused; pods not yet scheduled or
+// Running, or whose container to change has not reported an imageID, wait.
+func CanUpdate(pod *corev1.Pod, plan Plan) error {
+	who := pod.Namespace + "/" + pod.Name
+	refuse := func(reason string, wait bool) error { return &IneligibleError{Pod: who, Reason: reason, Wait: wait} }
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return refuse("it is being deleted", false)
+	case pod.Spec.RestartPolicy != "" && pod.Spec.RestartPolicy != corev1.RestartPolicyAlways:
+		return refuse(fmt.Sprintf("its restartPolicy is %s; only Always restarts a container on an image change", pod.Spec.RestartPolicy), false)
+	case pod.Spec.NodeName == "":
+		return refuse("it is not scheduled to a node yet", true)
+	case pod.Status.Phase != corev1.PodRunning:
+		return refuse(fmt.Sprintf("it is %s, not Running", phaseOrUnknown(pod.Status.Phase)), true)
+	}
+	for _, c := range plan.Changes {
+		cs := containerStatus(pod, c.Container, c.Init)
+		if cs == nil {
+			return refuse(fmt.Sprintf("container %q has no status yet", c.Container), true)
+		}
+		// A container that never ran because it is failing will never report an imageID; it
+		// can still be updated (to fix it), with no digest to return to.
+		if cs.ImageID == "" && failingReason(cs) == "" {
+			return refuse(fmt.Sprintf("container %q %s", c.Container, waitingForImageID), true)
+		}
+	}
+	return nil
+}
+
+func phaseOrUnknown(p corev1.PodPhase) string {
+	if p == "" {
+		return "in no phase yet"
+	}
+	return string(p)
+}
+
+func containerStatus(pod *corev1.Pod, name string, init bool) *corev1.ContainerStatus {
+	statuses := pod.Status.ContainerStatuses
+	if init {
+		statuses = pod.Status.InitContainerStatuses
+	}
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
+		}
+	}
+	return nil
+}
+
+func containerSpec(pod *corev1.Pod, name string, init bool) *corev1.Container {
+	specs := pod.Spec.Containers
+	if init {
+		specs = pod.Spec.InitContainers
+	}
+	for i := range specs {
+		if specs[i].Name == name {
+			return &specs[i]
+		}
+	}
+	return nil
+}
+
+// hasReadinessGate reports whether the pod declares the inplace-rollout.io/ready gate.
+func hasReadinessGate(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		if g.ConditionType == ReadinessGate {
+			return true
+		}
+	}
+	return false
+}

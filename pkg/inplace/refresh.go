@@ -1,0 +1,184 @@
+package inplace
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// failureReasons are the kubelet's waiting reasons that mean a container will not come up
+// without a change.
+var failureReasons = map[string]bool{
+	"ErrImagePull":               true,
+	"ImagePullBackOff":           true,
+	"ErrImageNeverPull":          true,
+	"InvalidImageName":           true,
+	"CrashLoopBackOff":           true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
+	"RunContainerError":          true,
+}
+
+// pullReasons are failures that happen before a container of the new image exists.
+var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true}
+
+// failingReason returns the container's waiting reason when it is a failure, else "".
+func failingReason(cs *corev1.ContainerStatus) string {
+	if cs != nil && cs.State.Waiting != nil && failureReasons[cs.State.Waiting.Reason] {
+		return cs.State.Waiting.Reason
+	}
+	return ""
+}
+
+// Progress is how far the containers of a state are toward their target images.
+type Progress struct {
+	// Done: every container runs its target, Running and Ready (or back on its failing image
+	// for a revert of a container that was failing before), through the soak.
+	Done bool
+	// Failed: a container will not get there; Reason says which and why.
+	Failed bool
+	Reason string
+	// ImageIDs are the imageIDs the containers report, by name, once Done.
+	ImageIDs map[string]string
+	// RequeueAfter is when to look again while neither Done nor Failed.
+	RequeueAfter time.Duration
+}
+
+// pollInterval is how often a pending container is looked at again when nothing else is due.
+const pollInterval = time.Second
+
+// Refresh judges a pod's progress toward the target of its state: the after images during an
+// update, the revert images during a rollback. It reads only the pod and writes nothing.
+func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
+	opts = opts.withDefaults()
+	reverting := st.Stage == StageRollingBack
+	p := Progress{Done: true, ImageIDs: map[string]string{}}
+	var waits []string
+	for i := range st.Containers {
+		c := &st.Containers[i]
+		v := judgeContainer(pod, c, reverting, opts.Soak, now)
+		switch {
+		case v.failed != "":
+			return Progress{Failed: true, Reason: v.failed}
+		case !v.done:
+			p.Done = false
+			waits = append(waits, v.waiting)
+			if v.after > 0 && (p.RequeueAfter == 0 || v.after < p.RequeueAfter) {
+				p.RequeueAfter = v.after
+			}
+		default:
+			p.ImageIDs[c.Name] = v.imageID
+		}
+	}
+	if p.Done {
+		return p
+	}
+	p.ImageIDs = nil
+	if deadline := st.StageAt.Add(opts.ProgressDeadline); !now.Before(deadline) {
+		return Progress{Failed: true, Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", opts.ProgressDeadline, strings.Join(waits, "; "))}
+	} else if left := deadline.Sub(now); p.RequeueAfter == 0 || left < p.RequeueAfter {
+		p.RequeueAfter = left
+	}
+	if p.RequeueAfter == 0 || p.RequeueAfter > pollInterval {
+		p.RequeueAfter = pollInterval
+	}
+	p.Reason = strings.Join(waits, "; ")
+	return p
+}
+
+// verdict is the judgement of one container.
+type verdict struct {
+	done    bool
+	imageID string
+	failed  string
+	waiting string
+	after   time.Duration // soak left
+}
+
+func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak time.Duration, now time.Time) verdict {
+	target := c.AfterImage
+	if reverting {
+		target = c.RevertImage
+	}
+	spec := containerSpec(pod, c.Name, c.Init)
+	cs := containerStatus(pod, c.Name, c.Init)
+	if spec == nil {
+		return verdict{failed: fmt.Sprintf("container %q is gone from the pod spec", c.Name)}
+	}
+	if spec.Image != target {
+		return verdict{waiting: fmt.Sprintf("container %q: spec image is %s, not yet %s", c.Name, spec.Image, target)}
+	}
+	// A completed init container is not re-run on an image change; the new image applies the
+	// next time the pod starts. Sidecars (restartable init containers) restart like others.
+	if c.Init && (spec.RestartPolicy == nil || *spec.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+		return verdict{done: true}
+	}
+	if cs == nil {
+		return verdict{waiting: fmt.Sprintf("container %q has no status", c.Name)}
+	}
+
+	var onTarget bool
+	if reverting {
+		// Back on the exact image it ran before: the recorded digest when there is one.
+		if c.BeforeImageID != "" && digestOf(c.BeforeImageID) != "" {
+			onTarget = digestOf(cs.ImageID) == digestOf(c.BeforeImageID)
+		} else {
+			onTarget = cs.ImageID != "" && sameImage(cs.Image, target)
+		}
+	} else {
+		// The runtime may report another name for the image (two tags, one digest), so a new
+		// imageID also counts.
+		onTarget = cs.ImageID != "" && (sameImage(cs.Image, target) || cs.ImageID != c.fromImageID())
+	}
+
+	reason := failingReason(cs)
+	if reason != "" {
+		msg := fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)
+		switch {
+		case reverting && c.FailingBefore != "" && onTarget:
+			// It was failing before the update and is back where it was: reverted.
+			return verdict{done: true, imageID: cs.ImageID}
+		case c.FailingBefore == "":
+			return verdict{failed: msg}
+		case attributable(cs, c, target, onTarget):
+			return verdict{failed: fmt.Sprintf("%s (pre-existing: the container was already in %s before the update)", msg, c.FailingBefore)}
+		default:
+			return verdict{waiting: fmt.Sprintf("container %q: still %s, as before the update", c.Name, reason)}
+		}
+	}
+	if !onTarget {
+		return verdict{waiting: fmt.Sprintf("container %q: still running %s", c.Name, cs.Image)}
+	}
+	if cs.State.Running == nil || !cs.Ready {
+		return verdict{waiting: fmt.Sprintf("container %q: on %s, not Running and Ready yet", c.Name, target)}
+	}
+	if !reverting && c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+1 {
+		return verdict{failed: fmt.Sprintf("RestartCountClimbing: container %q restarted %d times since the update (restart count %d -> %d)",
+			c.Name, cs.RestartCount-c.RestartsBefore, c.RestartsBefore, cs.RestartCount)}
+	}
+	if left := cs.State.Running.StartedAt.Add(soak).Sub(now); left > 0 {
+		return verdict{waiting: fmt.Sprintf("container %q: soaking, %s left", c.Name, left.Round(time.Second)), after: left}
+	}
+	return verdict{done: true, imageID: cs.ImageID}
+}
+
+// attributable reports whether the failure of a container that was already failing before the
+// update belongs to the new image: it crashed on the new image, or the kubelet names the new
+// image in a pull failure.
+func attributable(cs *corev1.ContainerStatus, c *ContainerState, target string, onTarget bool) bool {
+	reason := cs.State.Waiting.Reason
+	if pullReasons[reason] {
+		return strings.Contains(cs.State.Waiting.Message, target) || strings.Contains(cs.State.Waiting.Message, normalizeImage(target))
+	}
+	return onTarget
+}
+
+// fromImageID is the imageID the container ran when this update patched it.
+func (c *ContainerState) fromImageID() string {
+	if c.FromImageID != "" {
+		return c.FromImageID
+	}
+	return c.BeforeImageID
+}

@@ -1,0 +1,119 @@
+package inplace
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Names other tools and tests rely on.
+const (
+	// StateAnnotation holds a pod's State as JSON.
+	StateAnnotation = "inplace-rollout.io/state"
+	// ReadinessGate is the pod condition used to drain a pod before its images change, when the
+	// pod template declares it in spec.readinessGates.
+	ReadinessGate corev1.PodConditionType = "inplace-rollout.io/ready"
+)
+
+// Stage is where a pod is in its in-place update.
+type Stage string
+
+// Stages, in the order an update and a revert go through them.
+const (
+	// StagePreparing: the state is recorded, but a container to change has no imageID yet;
+	// the images are patched once it has one.
+	StagePreparing Stage = "Preparing"
+	// StageDraining: the readiness gate is False; the images are patched after the grace period.
+	StageDraining Stage = "Draining"
+	// StageUpdating: the images are patched; waiting for the new containers to run and be ready.
+	StageUpdating Stage = "Updating"
+	// StageUpdated: every changed container runs its new image, Running and Ready through the soak.
+	StageUpdated Stage = "Updated"
+	// StageFailed: a changed container failed (reason says how); the pod waits for a revert.
+	StageFailed Stage = "Failed"
+	// StageRollingBack: the pod is going back to its before images.
+	StageRollingBack Stage = "RollingBack"
+	// StageRolledBack: every changed container runs its before image again.
+	StageRolledBack Stage = "RolledBack"
+)
+
+// State is the per-pod record of an in-place update, kept in the StateAnnotation. It is the
+// only memory of the update: everything needed to resume or revert is in it.
+type State struct {
+	RolloutID  string           `json:"rolloutID,omitempty"`
+	Revision   string           `json:"revision,omitempty"`
+	StartedAt  time.Time        `json:"startedAt"`
+	Containers []ContainerState `json:"containers"`
+	Stage      Stage            `json:"stage"`
+	Reason     string           `json:"reason,omitempty"`
+	StageAt    time.Time        `json:"stageAt"`
+}
+
+// ContainerState records one container whose image changes.
+type ContainerState struct {
+	Name string `json:"name"`
+	// Init is true for an init container.
+	Init bool `json:"init,omitempty"`
+	// BeforeImage and BeforeImageID are what the container ran before the update.
+	BeforeImage   string `json:"beforeImage"`
+	BeforeImageID string `json:"beforeImageID,omitempty"`
+	// AfterImage is the target; AfterImageID what the kubelet reported once it ran.
+	AfterImage   string `json:"afterImage"`
+	AfterImageID string `json:"afterImageID,omitempty"`
+	// FromImageID is the imageID the container ran when this update patched it, when that is
+	// not BeforeImageID: a rollout that supersedes another keeps the last stable image as
+	// BeforeImage while the pod already runs the superseded rollout's image.
+	FromImageID string `json:"fromImageID,omitempty"`
+	// RestartsBefore is the container's restart count before the update.
+	RestartsBefore int32 `json:"restartsBefore"`
+	// FailingBefore is the waiting reason of a container that was already failing before the
+	// update (CrashLoopBackOff, ImagePullBackOff, ...), so a failure is not blamed on the new image.
+	FailingBefore string `json:"failingBefore,omitempty"`
+	// RevertImage is the image a revert patches back: BeforeImage, or its digest form when the
+	// tag may have moved since. Set when the revert starts.
+	RevertImage string `json:"revertImage,omitempty"`
+}
+
+// ReadState returns the pod's state, or nil when it has none.
+func ReadState(pod *corev1.Pod) (*State, error) {
+	raw, ok := pod.Annotations[StateAnnotation]
+	if !ok || raw == "" {
+		return nil, nil
+	}
+	var s State
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: annotation %s is not valid JSON: %w", pod.Namespace, pod.Name, StateAnnotation, err)
+	}
+	return &s, nil
+}
+
+func (s *State) encode() string {
+	data, err := json.Marshal(s)
+	if err != nil {
+		// State holds only strings, numbers and times.
+		panic(fmt.Sprintf("encoding in-place state: %v", err))
+	}
+	return string(data)
+}
+
+func (s *State) container(name string) *ContainerState {
+	for i := range s.Containers {
+		if s.Containers[i].Name == name {
+			return &s.Containers[i]
+		}
+	}
+	return nil
+}
+
+func (s *State) clone() *State {
+	c := *s
+	c.Containers = append([]ContainerState(nil), s.Containers...)
+	return &c
+}
+
+// Terminal reports whether the stage needs no further step from the updater.
+func (s Stage) Terminal() bool {
+	return s == StageUpdated || s == StageFailed || s == StageRolledBack
+}

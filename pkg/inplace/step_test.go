@@ -1,0 +1,248 @@
+package inplace
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// apply applies a step's patch to a copy of pod, as the apiserver would (minus validation).
+func apply(t *testing.T, pod *corev1.Pod, s Step) *corev1.Pod {
+	t.Helper()
+	if s.Patch == nil {
+		return pod
+	}
+	orig, _ := json.Marshal(pod)
+	out, err := strategicpatch.StrategicMergePatch(orig, s.Patch, corev1.Pod{})
+	if err != nil {
+		t.Fatalf("applying patch %s: %v", s.Patch, err)
+	}
+	var next corev1.Pod
+	if err := json.Unmarshal(out, &next); err != nil {
+		t.Fatal(err)
+	}
+	return &next
+}
+
+func mustState(t *testing.T, pod *corev1.Pod) *State {
+	t.Helper()
+	st, err := ReadState(pod)
+	if err != nil || st == nil {
+		t.Fatalf("state: %v %v", st, err)
+	}
+	return st
+}
+
+func TestNextUpdateWritesStateAndImagesTogether(t *testing.T) {
+	pod := testPod()
+	s, err := NextUpdate(pod, Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1"}, Options{}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Subresource != "" || s.Stage != StageUpdating {
+		t.Fatalf("step = %+v, want a pod patch to Updating", s)
+	}
+	if !strings.Contains(string(s.Patch), `"resourceVersion":"42"`) {
+		t.Errorf("patch carries no resourceVersion: %s", s.Patch)
+	}
+	next := apply(t, pod, s)
+	if next.Spec.Containers[0].Image != "reg.example/app:v2" || next.Spec.Containers[1].Image != "nginx" {
+		t.Errorf("images after patch: %v", next.Spec.Containers)
+	}
+	st := mustState(t, next)
+	if len(st.Containers) != 1 || st.Containers[0].BeforeImage != "reg.example/app:v1" ||
+		st.Containers[0].BeforeImageID != pod.Status.ContainerStatuses[0].ImageID || st.Containers[0].AfterImage != "reg.example/app:v2" {
+		t.Errorf("state = %+v", st)
+	}
+}
+
+func TestNextUpdateDrainsFirstWithReadinessGate(t *testing.T) {
+	pod := testPod()
+	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: ReadinessGate}}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: ReadinessGate, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	target := Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1"}
+	opts := Options{GracePeriod: 5 * time.Second}
+
+	s, err := NextUpdate(pod, target, opts, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Subresource != "status" || s.Stage != StageDraining {
+		t.Fatalf("first step = %+v, want a status write to Draining", s)
+	}
+	pod = apply(t, pod, s)
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionFalse {
+			t.Errorf("condition %s = %s after draining, want False", c.Type, c.Status)
+		}
+	}
+	if pod.Spec.Containers[0].Image != "reg.example/app:v1" {
+		t.Fatalf("image patched before the grace period")
+	}
+	// Within the grace period: nothing to write, come back when it ends.
+	s, _ = NextUpdate(pod, target, opts, t0.Add(2*time.Second))
+	if s.Patch != nil || s.RequeueAfter != 3*time.Second {
+		t.Fatalf("step within grace = %+v, want a 3s wait", s)
+	}
+	s, _ = NextUpdate(pod, target, opts, t0.Add(5*time.Second))
+	if s.Stage != StageUpdating || s.Subresource != "" {
+		t.Fatalf("step after grace = %+v, want the image patch", s)
+	}
+	if pod = apply(t, pod, s); pod.Spec.Containers[0].Image != "reg.example/app:v2" {
+		t.Fatalf("image not patched after grace")
+	}
+}
+
+func TestRefresh(t *testing.T) {
+	beforeID := "reg.example/app@sha256:" + strings.Repeat("1", 64)
+	afterID := "reg.example/app@sha256:" + strings.Repeat("3", 64)
+	waiting := func(reason string, imageID string, restarts int32) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "app", Image: "reg.example/app:v1", ImageID: imageID, RestartCount: restarts,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "msg"}}}
+	}
+	tests := []struct {
+		name          string
+		status        corev1.ContainerStatus
+		failingBefore string
+		soak          time.Duration
+		at            time.Time
+		want          string // done | failed:<substring> | wait:<substring>
+	}{
+		{"old instance still running", running("app", "reg.example/app:v1", beforeID, 0), "", 0, t0, "wait:still running"},
+		{"new image running and ready", running("app", "reg.example/app:v2", afterID, 1), "", 0, t0, "done"},
+		{"runtime reports another name for a new digest", running("app", "reg.example/app:other", afterID, 1), "", 0, t0, "done"},
+		{"soak not over", running("app", "reg.example/app:v2", afterID, 1), "", time.Hour, t0, "wait:soaking"},
+		{"crash loop", waiting("CrashLoopBackOff", afterID, 2), "", 0, t0, "failed:CrashLoopBackOff"},
+		{"pull failure", waiting("ImagePullBackOff", beforeID, 0), "", 0, t0, "failed:ImagePullBackOff"},
+		{"restart climbing", running("app", "reg.example/app:v2", afterID, 3), "", 0, t0, "failed:RestartCountClimbing"},
+		{"pre-existing crash, old instance", waiting("CrashLoopBackOff", beforeID, 5), "CrashLoopBackOff", 0, t0, "wait:as before the update"},
+		{"pre-existing crash, new image crashes", waiting("CrashLoopBackOff", afterID, 6), "CrashLoopBackOff", 0, t0, "failed:pre-existing"},
+		{"no progress past the deadline", running("app", "reg.example/app:v1", beforeID, 0), "", 0, t0.Add(time.Hour), "failed:ProgressDeadlineExceeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod()
+			pod.Spec.Containers[0].Image = "reg.example/app:v2"
+			pod.Status.ContainerStatuses[0] = tt.status
+			st := &State{Stage: StageUpdating, StageAt: t0.Add(-time.Second), Containers: []ContainerState{{
+				Name: "app", BeforeImage: "reg.example/app:v1", BeforeImageID: beforeID, AfterImage: "reg.example/app:v2", FailingBefore: tt.failingBefore,
+			}}}
+			if tt.status.State.Running != nil {
+				pod.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0.Add(-time.Second))
+			}
+			p := Refresh(pod, st, Options{Soak: tt.soak}, tt.at)
+			got := "done"
+			switch {
+			case p.Failed:
+				got = "failed:" + p.Reason
+			case !p.Done:
+				got = "wait:" + p.Reason
+			}
+			kind, sub, _ := strings.Cut(tt.want, ":")
+			if !strings.HasPrefix(got, kind) || !strings.Contains(got, sub) {
+				t.Errorf("Refresh = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCanUpdate(t *testing.T) {
+	plan := Plan{Changes: []Change{{Container: "app", From: "reg.example/app:v1", To: "reg.example/app:v2"}}}
+	tests := []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		want   string // "" ok, "wait:..." or "refuse:..."
+	}{
+		{"running pod", func(*corev1.Pod) {}, ""},
+		{"being deleted", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }, "refuse:being deleted"},
+		{"restartPolicy Never", func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }, "refuse:restartPolicy is Never"},
+		{"unscheduled", func(p *corev1.Pod) { p.Spec.NodeName = "" }, "wait:not scheduled"},
+		{"pending", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }, "wait:Pending, not Running"},
+		{"no imageID yet", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ImageID = "" }, "wait:" + waitingForImageID},
+		{"never started because its pull fails", func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].ImageID = ""
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod()
+			tt.mutate(pod)
+			err := CanUpdate(pod, plan)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("CanUpdate = %v, want nil", err)
+				}
+				return
+			}
+			kind, sub, _ := strings.Cut(tt.want, ":")
+			var ie *IneligibleError
+			if !errors.As(err, &ie) || ie.Wait != (kind == "wait") || !strings.Contains(err.Error(), sub) {
+				t.Fatalf("CanUpdate = %v, want %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNextRevertPinsDigestUnlessTagKnownUnmoved(t *testing.T) {
+	beforeID := "reg.example/app@sha256:" + strings.Repeat("1", 64)
+	pod := testPod()
+	pod.Spec.Containers[0].Image = "reg.example/app:v2"
+	st := &State{RolloutID: "r1", Stage: StageFailed, StageAt: t0, Containers: []ContainerState{{
+		Name: "app", BeforeImage: "reg.example/app:v1", BeforeImageID: beforeID, AfterImage: "reg.example/app:v2"}}}
+	pod.Annotations = map[string]string{StateAnnotation: st.encode()}
+	tests := []struct {
+		name     string
+		tagMoved TagMoved
+		want     string
+	}{
+		{"unknown: pin the digest", nil, "reg.example/app@sha256:" + strings.Repeat("1", 64)},
+		{"tag moved: pin the digest", func(string, string) (bool, bool) { return true, true }, "reg.example/app@sha256:" + strings.Repeat("1", 64)},
+		{"tag unmoved: the tag", func(string, string) (bool, bool) { return false, true }, "reg.example/app:v1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NextRevert(pod, Options{}, t0, tt.tagMoved)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := apply(t, pod, s)
+			if got := next.Spec.Containers[0].Image; got != tt.want {
+				t.Errorf("revert image = %q, want %q", got, tt.want)
+			}
+			if got := mustState(t, next); got.Stage != StageRollingBack || got.Containers[0].BeforeImage != "reg.example/app:v1" {
+				t.Errorf("state after revert write = %+v", got)
+			}
+		})
+	}
+}
+
+func BenchmarkRefresh10Containers(b *testing.B) {
+	pod := testPod()
+	st := &State{Stage: StageUpdating, StageAt: t0}
+	pod.Spec.Containers, pod.Status.ContainerStatuses = nil, nil
+	for i := range 10 {
+		name := fmt.Sprintf("c%d", i)
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: name, Image: "reg.example/app:v2"})
+		cs := running(name, "reg.example/app:v2", fmt.Sprintf("reg.example/app@sha256:%064d", i+100), 1)
+		cs.State.Running.StartedAt = metav1.NewTime(t0.Add(-time.Minute))
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, cs)
+		st.Containers = append(st.Containers, ContainerState{Name: name, BeforeImage: "reg.example/app:v1",
+			BeforeImageID: fmt.Sprintf("reg.example/app@sha256:%064d", i), AfterImage: "reg.example/app:v2"})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := Refresh(pod, st, Options{}, t0); !p.Done {
+			b.Fatalf("not done: %s", p.Reason)
+		}
+	}
+}

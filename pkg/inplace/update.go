@@ -1,0 +1,232 @@
+package inplace
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NextUpdate computes the next write that moves pod toward target, from the pod as it is now.
+// Bad input (unknown container, invalid image) and pods that cannot be updated return an error
+// and no write. Calling it again after any write, or after a crash, continues where the pod is.
+func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (Step, error) {
+	opts = opts.withDefaults()
+	st, err := ReadState(pod)
+	if err != nil {
+		return Step{}, err
+	}
+	if st != nil && st.RolloutID == target.RolloutID {
+		return continueUpdate(pod, st, opts, now), nil
+	}
+	superseding := st != nil && slicesContains(target.Supersedes, st.RolloutID)
+	if st != nil && !st.Stage.Terminal() && !(superseding && !imagesPatched(pod, st)) {
+		if !superseding {
+			return Step{}, &IneligibleError{Pod: pod.Namespace + "/" + pod.Name,
+				Reason: fmt.Sprintf("rollout %q is updating it (stage %s)", st.RolloutID, st.Stage)}
+		}
+		// A superseded update whose images are already patched finishes first, so the pod is
+		// judged against one target at a time and restarts at most once more.
+		if st.Stage == StageRollingBack {
+			return continueRevert(pod, st, opts, now), nil
+		}
+		return continueUpdate(pod, st, opts, now), nil
+	}
+
+	plan, err := Diff(pod, target)
+	if err != nil {
+		return Step{}, err
+	}
+	if plan.NoOp() {
+		if !superseding {
+			return Step{Done: true, Reason: plan.String()}, nil
+		}
+		if !imagesChanged(pod, st) {
+			// The superseded rollout never patched this pod and the pod already runs the target.
+			return clearState(pod, st, now), nil
+		}
+	}
+	err = CanUpdate(pod, plan)
+	preparing := err != nil && IsWait(err) && strings.Contains(err.Error(), waitingForImageID)
+	if err != nil && !preparing {
+		return Step{}, err
+	}
+
+	next := &State{RolloutID: target.RolloutID, Revision: target.Revision, StartedAt: now.UTC().Truncate(time.Second)}
+	for _, ch := range plan.Changes {
+		cs := containerStatus(pod, ch.Container, ch.Init)
+		c := ContainerState{Name: ch.Container, Init: ch.Init, BeforeImage: ch.From, AfterImage: ch.To}
+		if cs != nil {
+			c.BeforeImageID, c.RestartsBefore, c.FailingBefore = cs.ImageID, cs.RestartCount, failingReason(cs)
+		}
+		if superseding {
+			if prev := st.container(ch.Container); prev != nil {
+				c.BeforeImage, c.BeforeImageID = prev.BeforeImage, prev.BeforeImageID
+				if c.BeforeImageID != "" && cs != nil && cs.ImageID != c.BeforeImageID {
+					c.FromImageID = cs.ImageID
+				}
+			}
+		}
+		next.Containers = append(next.Containers, c)
+	}
+	if superseding {
+		// Containers the earlier rollout changed and this one leaves alone keep their record,
+		// so a rollback still returns them to their last stable image.
+		for _, prev := range st.Containers {
+			if next.container(prev.Name) == nil {
+				next.Containers = append(next.Containers, prev)
+			}
+		}
+		if plan.NoOp() && !imagesPatchedTo(pod, next) {
+			return Step{}, fmt.Errorf("pod %s/%s: superseding rollout %q changes no image", pod.Namespace, pod.Name, st.RolloutID)
+		}
+		next.StartedAt = st.StartedAt
+	}
+
+	switch {
+	case preparing:
+		return enter(pod, next, StagePreparing, now, err.Error()), nil
+	case hasReadinessGate(pod):
+		return enter(pod, next, StageDraining, now, ""), nil
+	default:
+		return enter(pod, next, StageUpdating, now, ""), nil
+	}
+}
+
+// enter writes st at the given stage with the stage's side effect: the readiness gate False for
+// Draining, the images for Updating.
+func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string) Step {
+	st.Stage, st.StageAt, st.Reason = stage, now.UTC().Truncate(time.Second), reason
+	b := newPatch(pod).state(st)
+	var ev *Event
+	switch stage {
+	case StageDraining:
+		b.gate(corev1.ConditionFalse, "InPlaceUpdateDraining", now)
+		ev = &Event{corev1.EventTypeNormal, EventUpdating, "draining before in-place update: " + describeChanges(st, false)}
+	case StageUpdating:
+		for _, c := range st.Containers {
+			b.image(c.Name, c.Init, c.AfterImage)
+		}
+		ev = &Event{corev1.EventTypeNormal, EventUpdating, "updating in place: " + describeChanges(st, false)}
+	}
+	s := b.step(stage, reason)
+	s.Event = ev
+	s.RequeueAfter = pollInterval
+	return s
+}
+
+// continueUpdate takes the next step of an update already recorded on the pod.
+func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Step {
+	switch st.Stage {
+	case StagePreparing:
+		next := st.clone()
+		var missing []string
+		for i := range next.Containers {
+			c := &next.Containers[i]
+			cs := containerStatus(pod, c.Name, c.Init)
+			if c.BeforeImageID != "" {
+				continue
+			}
+			if cs != nil && (cs.ImageID != "" || failingReason(cs) != "") {
+				c.BeforeImageID, c.RestartsBefore, c.FailingBefore = cs.ImageID, cs.RestartCount, failingReason(cs)
+				continue
+			}
+			missing = append(missing, c.Name)
+		}
+		if len(missing) > 0 {
+			if now.Sub(st.StageAt) >= opts.ProgressDeadline {
+				return fail(pod, st, now, fmt.Sprintf("ProgressDeadlineExceeded: container %s reported no imageID within %s", strings.Join(missing, ", "), opts.ProgressDeadline), false)
+			}
+			return wait(st, pollInterval, fmt.Sprintf("waiting for container %s to report an imageID", strings.Join(missing, ", ")))
+		}
+		if hasReadinessGate(pod) {
+			return enter(pod, next, StageDraining, now, "")
+		}
+		return enter(pod, next, StageUpdating, now, "")
+	case StageDraining:
+		if left := st.StageAt.Add(opts.GracePeriod).Sub(now); left > 0 {
+			return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second)))
+		}
+		return enter(pod, st.clone(), StageUpdating, now, "")
+	case StageUpdating:
+		p := Refresh(pod, st, opts, now)
+		switch {
+		case p.Failed:
+			return fail(pod, st, now, p.Reason, false)
+		case p.Done:
+			next := st.clone()
+			for i := range next.Containers {
+				next.Containers[i].AfterImageID = p.ImageIDs[next.Containers[i].Name]
+			}
+			return finish(pod, next, StageUpdated, now, &Event{corev1.EventTypeNormal, EventUpdated, "updated in place: " + describeChanges(st, false)})
+		default:
+			return wait(st, p.RequeueAfter, p.Reason)
+		}
+	case StageRollingBack:
+		// The rollout that started this update is rolling it back; that is the revert's job.
+		return Step{Stage: st.Stage, Reason: "rolling back", RequeueAfter: pollInterval}
+	default: // Updated, Failed, RolledBack
+		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}
+	}
+}
+
+// finish records a terminal success stage; with a readiness gate the gate goes True in the
+// same write, and the kubelet then marks the pod Ready.
+func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event) Step {
+	st.Stage, st.StageAt, st.Reason = stage, now.UTC().Truncate(time.Second), ""
+	b := newPatch(pod).state(st)
+	if hasReadinessGate(pod) {
+		b.gate(corev1.ConditionTrue, "InPlaceUpdateDone", now)
+	}
+	s := b.step(stage, "")
+	s.Done, s.Event = true, ev
+	return s
+}
+
+// fail records the Failed stage with the reason. The pod keeps its images until reverted.
+func fail(pod *corev1.Pod, st *State, now time.Time, reason string, reverting bool) Step {
+	next := st.clone()
+	next.Stage, next.StageAt, next.Reason = StageFailed, now.UTC().Truncate(time.Second), reason
+	s := newPatch(pod).state(next).step(StageFailed, reason)
+	s.Done = true
+	evReason := EventUpdateFailed
+	if reverting {
+		evReason = EventRollbackFailed
+	}
+	s.Event = &Event{corev1.EventTypeWarning, evReason, reason}
+	return s
+}
+
+// imagesPatched reports whether the pod spec already carries any after image of st that differs
+// from its before image.
+func imagesPatched(pod *corev1.Pod, st *State) bool {
+	for _, c := range st.Containers {
+		if spec := containerSpec(pod, c.Name, c.Init); spec != nil && spec.Image != c.BeforeImage && spec.Image == c.AfterImage {
+			return true
+		}
+	}
+	return false
+}
+
+// imagesPatchedTo reports whether every container of st already has its after image in the spec.
+func imagesPatchedTo(pod *corev1.Pod, st *State) bool {
+	for _, c := range st.Containers {
+		if spec := containerSpec(pod, c.Name, c.Init); spec == nil || spec.Image != c.AfterImage {
+			return false
+		}
+	}
+	return true
+}
+
+func describeChanges(st *State, reverting bool) string {
+	parts := make([]string, 0, len(st.Containers))
+	for _, c := range st.Containers {
+		if reverting {
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", c.Name, c.AfterImage, c.RevertImage))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", c.Name, c.BeforeImage, c.AfterImage))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

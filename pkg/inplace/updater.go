@@ -1,0 +1,114 @@
+package inplace
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// Updater applies NextUpdate and NextRevert to pods on a cluster, one write per call. It keeps
+// no state of its own: any Updater, in any process, continues from what is on the pod.
+type Updater struct {
+	Client  kubernetes.Interface
+	Options Options
+	// Events receives an Event per stage change; nil records none.
+	Events EventRecorder
+	// TagMoved tells a revert whether a tag still resolves to the digest a container ran; nil
+	// means it cannot be known, so reverts go to the recorded digest.
+	TagMoved TagMoved
+	// Log receives one line per write; nil discards.
+	Log *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Result is the outcome of one Update or Revert call.
+type Result struct {
+	Stage        Stage
+	Reason       string
+	Done         bool
+	RequeueAfter time.Duration
+	// Wrote reports whether the call wrote to the pod.
+	Wrote bool
+}
+
+// Update takes the next step of updating the pod to target.
+func (u *Updater) Update(ctx context.Context, namespace, name string, target Target) (Result, error) {
+	return u.do(ctx, namespace, name, "updating", func(pod *corev1.Pod, now time.Time) (Step, error) {
+		return NextUpdate(pod, target, u.Options, now)
+	})
+}
+
+// Revert takes the next step of putting the pod back on the images it ran before.
+func (u *Updater) Revert(ctx context.Context, namespace, name string) (Result, error) {
+	return u.do(ctx, namespace, name, "reverting", func(pod *corev1.Pod, now time.Time) (Step, error) {
+		return NextRevert(pod, u.Options, now, u.TagMoved)
+	})
+}
+
+func (u *Updater) do(ctx context.Context, namespace, name, verb string, next func(*corev1.Pod, time.Time) (Step, error)) (Result, error) {
+	var (
+		res     Result
+		written *corev1.Pod
+		event   *Event
+	)
+	// Every decision is made on a fresh read and written with that read's resourceVersion; a
+	// conflict means the pod moved on, so read and decide again.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		pod, err := u.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
+		}
+		step, err := next(pod, u.now())
+		if err != nil {
+			return err
+		}
+		res = Result{Stage: step.Stage, Reason: step.Reason, Done: step.Done, RequeueAfter: step.RequeueAfter}
+		if step.Patch == nil {
+			return nil
+		}
+		var sub []string
+		if step.Subresource != "" {
+			sub = []string{step.Subresource}
+		}
+		written, err = u.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, step.Patch, metav1.PatchOptions{}, sub...)
+		if err != nil {
+			return fmt.Errorf("%s pod %s/%s (writing stage %s): %w", verb, namespace, name, step.Stage, err)
+		}
+		res.Wrote, event = true, step.Event
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if res.Wrote {
+		u.log().Info("pod written", "pod", namespace+"/"+name, "stage", res.Stage, "reason", res.Reason)
+		if event != nil && u.Events != nil {
+			if err := u.Events.Record(ctx, written, *event); err != nil {
+				u.log().Warn("event not recorded", "pod", namespace+"/"+name, "err", err)
+			}
+		}
+	}
+	return res, nil
+}
+
+func (u *Updater) now() time.Time {
+	if u.Now != nil {
+		return u.Now()
+	}
+	return time.Now()
+}
+
+func (u *Updater) log() *slog.Logger {
+	if u.Log != nil {
+		return u.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
