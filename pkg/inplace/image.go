@@ -67,15 +67,3 @@ func pinnedImage(image, digest string) string {
 	// Keep the repository as the user wrote it (reg/app, not docker.io/reg/app).
 	return reference.FamiliarName(named) + "@" + digest
 }
-
-// imageRepo returns the normalized repository name of a reference, or "" when it does not parse.
-func imageRepo(ref string) string {
-	if i := strings.Index(ref, "://"); i >= 0 {
-		ref = ref[i+3:]
-	}
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return ""
-	}
-	return named.Name()
-}

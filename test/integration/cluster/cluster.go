@@ -56,7 +56,6 @@ type Cluster struct {
 	tempDir bool
 	procs   []*process
 	cancel  context.CancelFunc
-	simDone chan error
 	log     *slog.Logger
 }
 
