@@ -9,9 +9,9 @@ import (
 )
 
 // failureReasons are the kubelet's waiting reasons that mean a container will not come up
-// without a change.
+// without a change. ErrImagePull is not one: the kubelet retries a failed pull once before it
+// backs off, and a pull that fails again shows as ImagePullBackOff.
 var failureReasons = map[string]bool{
-	"ErrImagePull":               true,
 	"ImagePullBackOff":           true,
 	"ErrImageNeverPull":          true,
 	"InvalidImageName":           true,
@@ -24,9 +24,10 @@ var failureReasons = map[string]bool{
 // pullReasons are failures that happen before a container of the new image exists.
 var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true}
 
-// failingReason returns the container's waiting reason when it is a failure, else "".
+// failingReason returns the container's waiting reason when it is a failure (or a first failed
+// pull), else "".
 func failingReason(cs *corev1.ContainerStatus) string {
-	if cs != nil && cs.State.Waiting != nil && failureReasons[cs.State.Waiting.Reason] {
+	if cs != nil && cs.State.Waiting != nil && (failureReasons[cs.State.Waiting.Reason] || cs.State.Waiting.Reason == "ErrImagePull") {
 		return cs.State.Waiting.Reason
 	}
 	return ""
@@ -134,6 +135,9 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	}
 
 	reason := failingReason(cs)
+	if reason == "ErrImagePull" {
+		return verdict{waiting: fmt.Sprintf("container %q: %s: %s", c.Name, reason, cs.State.Waiting.Message)}
+	}
 	if reason != "" {
 		msg := fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)
 		switch {

@@ -123,6 +123,7 @@ func TestRefresh(t *testing.T) {
 		{"soak not over", running("app", "reg.example/app:v2", afterID, 1), "", time.Hour, t0, "wait:soaking"},
 		{"crash loop", waiting("CrashLoopBackOff", afterID, 2), "", 0, t0, "failed:CrashLoopBackOff"},
 		{"pull failure", waiting("ImagePullBackOff", beforeID, 0), "", 0, t0, "failed:ImagePullBackOff"},
+		{"first failed pull is retried", waiting("ErrImagePull", beforeID, 0), "", 0, t0, "wait:ErrImagePull"},
 		{"restart climbing", running("app", "reg.example/app:v2", afterID, 3), "", 0, t0, "failed:RestartCountClimbing"},
 		{"pre-existing crash, old instance", waiting("CrashLoopBackOff", beforeID, 5), "CrashLoopBackOff", 0, t0, "wait:as before the update"},
 		{"pre-existing crash, new image crashes", waiting("CrashLoopBackOff", afterID, 6), "CrashLoopBackOff", 0, t0, "failed:pre-existing"},

@@ -1,0 +1,412 @@
+package inplace_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+)
+
+func TestUpdateChangesOnlyTheChangedContainer(t *testing.T) {
+	ns := env.Namespace(t)
+	before := newPod(t, ns, "p", false, "app", "sidecar", "logger")
+	client, counter := countingClient(t, 0)
+	u := newUpdater(client, inplace.Options{})
+
+	res := drive(t, "update", func() (inplace.Result, error) {
+		return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": appV2, "sidecar": "registry.example/sidecar:v1"}, RolloutID: "r1"})
+	})
+	if res.Stage != inplace.StageUpdated {
+		t.Fatalf("stage = %s (%s), want Updated", res.Stage, res.Reason)
+	}
+	after := getPod(t, ns, "p")
+	if after.UID != before.UID || after.Status.PodIP != before.Status.PodIP || after.Spec.NodeName != before.Spec.NodeName {
+		t.Errorf("pod identity changed: UID %s->%s IP %s->%s node %s->%s", before.UID, after.UID,
+			before.Status.PodIP, after.Status.PodIP, before.Spec.NodeName, after.Spec.NodeName)
+	}
+	for _, name := range []string{"app", "sidecar", "logger"} {
+		b, a := cluster.ContainerStatus(before, name), cluster.ContainerStatus(after, name)
+		restarted := a.ContainerID != b.ContainerID
+		if want := name == "app"; restarted != want || (want && a.RestartCount != b.RestartCount+1) {
+			t.Errorf("container %s: restarted=%v (restarts %d -> %d), want restarted=%v", name, restarted, b.RestartCount, a.RestartCount, want)
+		}
+	}
+	st := state(t, after)
+	if len(st.Containers) != 1 || st.Containers[0].Name != "app" {
+		t.Fatalf("state lists %+v, want only app", st.Containers)
+	}
+	c := st.Containers[0]
+	app := cluster.ContainerStatus(after, "app")
+	if c.BeforeImage != appV1 || c.BeforeImageID != cluster.ContainerStatus(before, "app").ImageID || c.AfterImageID != app.ImageID || c.AfterImageID == c.BeforeImageID {
+		t.Errorf("state container = %+v; status imageID %s", c, app.ImageID)
+	}
+	writes := counter.count(ns, "p")
+	t.Logf("API writes for an update without a readiness gate: %d", writes)
+	if writes > 2 {
+		t.Errorf("%d writes, want at most 2", writes)
+	}
+	if reasons := eventReasons(t, ns, "p"); !slices.Contains(reasons, inplace.EventUpdating) || !slices.Contains(reasons, inplace.EventUpdated) {
+		t.Errorf("events %v, want %s and %s", reasons, inplace.EventUpdating, inplace.EventUpdated)
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	ns := env.Namespace(t)
+	newPod(t, ns, "ok", false, "app")
+
+	never := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "never", Namespace: ns},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", Image: appV1}}}}
+	deleting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "deleting", Namespace: ns, Finalizers: []string{"example.com/hold"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: appV1}}}}
+	for _, p := range []*corev1.Pod{never, deleting} {
+		if _, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPod(t, ns, p.Name, 30*time.Second, "Ready", cluster.PodReady)
+	}
+	t.Cleanup(func() {
+		_, _ = env.Client.CoreV1().Pods(ns).Patch(context.Background(), "deleting", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	if err := env.Client.CoreV1().Pods(ns).Delete(context.Background(), "deleting", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPod(t, ns, "deleting", 10*time.Second, "deletionTimestamp", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+
+	tests := []struct {
+		name, pod string
+		images    map[string]string
+		nonImage  bool
+		want      string
+	}{
+		{name: "unknown container", pod: "ok", images: map[string]string{"db": appV2}, want: `has no container named "db"`},
+		{name: "invalid reference", pod: "ok", images: map[string]string{"app": "registry.example/app:v2 beta"}, want: "is not a valid reference"},
+		{name: "non-image change", pod: "ok", nonImage: true, want: "spec.containers[0].env differs"},
+		{name: "restartPolicy Never", pod: "never", images: map[string]string{"app": appV2}, want: "restartPolicy is Never"},
+		{name: "being deleted", pod: "deleting", images: map[string]string{"app": appV2}, want: "being deleted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := getPod(t, ns, tt.pod)
+			images := tt.images
+			var err error
+			if tt.nonImage {
+				// A target template that changes more than images, as a workload would hand it over.
+				desired := before.Spec.DeepCopy()
+				desired.Containers[0].Image = appV2
+				desired.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "fast"}}
+				images, err = inplace.DiffSpecs(before.Spec, *desired, false)
+			}
+			if err == nil {
+				u := newUpdater(env.Client, inplace.Options{})
+				_, err = u.Update(context.Background(), ns, tt.pod, inplace.Target{Images: images, RolloutID: "r1"})
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+			if after := getPod(t, ns, tt.pod); after.ResourceVersion != before.ResourceVersion {
+				t.Errorf("pod written: resourceVersion %s -> %s", before.ResourceVersion, after.ResourceVersion)
+			}
+		})
+	}
+}
+
+func TestFailedUpdateRevertsToBeforeImage(t *testing.T) {
+	tests := []struct {
+		name, image, reason string
+	}{
+		{"crash", "registry.example/app:crash-2", "CrashLoopBackOff"},
+		{"pull", kubeletsim.NotFoundHost + "/app:v2", "ImagePullBackOff"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			before := newPod(t, ns, "p", false, "app", "sidecar")
+			beforeID := cluster.ContainerStatus(before, "app").ImageID
+			u := newUpdater(env.Client, inplace.Options{})
+
+			res := drive(t, "update", func() (inplace.Result, error) {
+				return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": tt.image}, RolloutID: "r1"})
+			})
+			if res.Stage != inplace.StageFailed || !strings.HasPrefix(res.Reason, tt.reason) {
+				t.Fatalf("update ended %s (%s), want Failed with %s", res.Stage, res.Reason, tt.reason)
+			}
+			if st := state(t, getPod(t, ns, "p")); st.Stage != inplace.StageFailed || !strings.HasPrefix(st.Reason, tt.reason) {
+				t.Fatalf("state = %s (%s)", st.Stage, st.Reason)
+			}
+
+			res = drive(t, "revert", func() (inplace.Result, error) { return u.Revert(context.Background(), ns, "p") })
+			if res.Stage != inplace.StageRolledBack {
+				t.Fatalf("revert ended %s (%s), want RolledBack", res.Stage, res.Reason)
+			}
+			after := getPod(t, ns, "p")
+			app := cluster.ContainerStatus(after, "app")
+			if app.ImageID != beforeID || app.State.Running == nil || !cluster.PodReady(after) {
+				t.Errorf("after revert: imageID %s (want %s), running %v, ready %v", app.ImageID, beforeID, app.State.Running != nil, cluster.PodReady(after))
+			}
+			if after.UID != before.UID || after.Status.PodIP != before.Status.PodIP {
+				t.Errorf("pod identity changed")
+			}
+			if side := cluster.ContainerStatus(after, "sidecar"); side.ContainerID != cluster.ContainerStatus(before, "sidecar").ContainerID {
+				t.Errorf("sidecar restarted")
+			}
+			reasons := eventReasons(t, ns, "p")
+			for _, want := range []string{inplace.EventUpdating, inplace.EventUpdateFailed, inplace.EventRollingBack, inplace.EventRolledBack} {
+				if !slices.Contains(reasons, want) {
+					t.Errorf("events %v: missing %s", reasons, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRevertAfterRetagGoesToRecordedDigest(t *testing.T) {
+	tests := []struct {
+		name    string
+		retag   bool
+		wantTag bool
+	}{
+		{"tag overwritten: revert to the digest", true, false},
+		{"tag unchanged: revert to the tag", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			// Each subtest owns its tag, so retagging one does not affect the other.
+			tag := "registry.example/" + ns + ":v1"
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: tag}}}}
+			if _, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			before := env.WaitForPod(t, ns, "p", 30*time.Second, "Ready", cluster.PodReady)
+			beforeID := cluster.ContainerStatus(before, "app").ImageID
+
+			u := newUpdater(env.Client, inplace.Options{})
+			u.TagMoved = simTagMoved
+			drive(t, "update", func() (inplace.Result, error) {
+				return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": appV2}, RolloutID: "r1"})
+			})
+			if tt.retag {
+				if err := env.Sim.Retag(tag, kubeletsim.DigestFor(ns)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res := drive(t, "revert", func() (inplace.Result, error) { return u.Revert(context.Background(), ns, "p") })
+			if res.Stage != inplace.StageRolledBack {
+				t.Fatalf("revert ended %s (%s)", res.Stage, res.Reason)
+			}
+			after := getPod(t, ns, "p")
+			wantImage := tag
+			if !tt.wantTag {
+				wantImage = "registry.example/" + ns + "@" + beforeID[strings.Index(beforeID, "@")+1:]
+			}
+			if got := after.Spec.Containers[0].Image; got != wantImage {
+				t.Errorf("spec image after revert = %q, want %q", got, wantImage)
+			}
+			if got := cluster.ContainerStatus(after, "app").ImageID; got != beforeID {
+				t.Errorf("imageID after revert = %q, want the recorded %q", got, beforeID)
+			}
+		})
+	}
+}
+
+func TestReadinessGateKeepsPodUnreadyDuringUpdate(t *testing.T) {
+	ns := env.Namespace(t)
+	newPod(t, ns, "p", true, "app", "sidecar")
+	client, counter := countingClient(t, 0)
+	u := newUpdater(client, inplace.Options{GracePeriod: time.Second})
+
+	// Watch Ready from the side while the update runs.
+	var (
+		mu        sync.Mutex
+		drained   bool
+		readyLeak []string
+	)
+	stop := make(chan struct{})
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			pod, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), "p", metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			st, _ := inplace.ReadState(pod)
+			mu.Lock()
+			if st != nil && st.Stage != inplace.StageUpdated {
+				drained = true
+				if cluster.PodReady(pod) {
+					readyLeak = append(readyLeak, string(st.Stage))
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	res := drive(t, "update", func() (inplace.Result, error) {
+		return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": appV2}, RolloutID: "r1"})
+	})
+	close(stop)
+	<-watcherDone
+	if res.Stage != inplace.StageUpdated {
+		t.Fatalf("stage %s (%s)", res.Stage, res.Reason)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !drained {
+		t.Fatal("never observed the pod while it was updating")
+	}
+	if len(readyLeak) > 0 {
+		t.Errorf("pod was Ready while updating, in stages %v", readyLeak)
+	}
+	env.WaitForPod(t, ns, "p", 10*time.Second, "Ready again", cluster.PodReady)
+	writes := counter.count(ns, "p")
+	t.Logf("API writes for an update with a readiness gate: %d", writes)
+	if writes > 4 {
+		t.Errorf("%d writes, want at most 4", writes)
+	}
+}
+
+// TestKilledUpdaterResumes kills the updater after a random number of writes (the last write
+// may or may not have landed; the updater never learns) and lets a fresh one finish, 200 times.
+func TestKilledUpdaterResumes(t *testing.T) {
+	const pods, iterations = 10, 20
+	ns := env.Namespace(t)
+	var (
+		wg     sync.WaitGroup
+		killed atomic.Int32
+	)
+	for p := range pods {
+		name := "p" + string(rune('a'+p))
+		gate := p%2 == 1
+		newPod(t, ns, name, gate, "app", "sidecar")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(p), 42))
+			for i := range iterations {
+				ok, died := killAndResume(t, ns, name, i, rng.IntN(3)+1)
+				if died {
+					killed.Add(1)
+				}
+				if !ok {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d of %d updaters were killed before the update finished", killed.Load(), pods*iterations)
+	if killed.Load() == 0 {
+		t.Error("no updater was killed: the test exercised nothing")
+	}
+}
+
+// killAndResume runs one update of the pod's app container to a new image, killing the first
+// updater after killAfter writes. It reports false after a failure, and whether the first
+// updater died before the update finished.
+func killAndResume(t *testing.T, ns, name string, i, killAfter int) (ok, died bool) {
+	before := getPod(t, ns, name)
+	app, side := *cluster.ContainerStatus(before, "app"), *cluster.ContainerStatus(before, "sidecar")
+	target := inplace.Target{
+		Images:    map[string]string{"app": "registry.example/app:v" + string(rune('b'+i%20)) + "-" + name},
+		RolloutID: "r" + string(rune('a'+i)),
+	}
+	opts := inplace.Options{}
+
+	dying, _ := countingClient(t, killAfter)
+	u := newUpdater(dying, opts)
+	for range 200 {
+		res, err := u.Update(context.Background(), ns, name, target)
+		if errors.Is(err, errKilled) {
+			died = true
+		}
+		if err != nil || res.Done {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fresh := newUpdater(env.Client, opts)
+	var res inplace.Result
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		var err error
+		if res, err = fresh.Update(context.Background(), ns, name, target); err != nil {
+			t.Errorf("%s iteration %d: resumed update: %v", name, i, err)
+			return false, died
+		}
+		if res.Done {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	after := getPod(t, ns, name)
+	st, _ := inplace.ReadState(after)
+	a, s := cluster.ContainerStatus(after, "app"), cluster.ContainerStatus(after, "sidecar")
+	switch {
+	case !res.Done || res.Stage != inplace.StageUpdated:
+		t.Errorf("%s iteration %d (killed after %d writes): ended %s (%s)", name, i, killAfter, res.Stage, res.Reason)
+	case st == nil || len(st.Containers) != 1 || st.Containers[0].BeforeImage != before.Spec.Containers[0].Image:
+		t.Errorf("%s iteration %d: state %+v, want BeforeImage %s", name, i, st, before.Spec.Containers[0].Image)
+	case a.RestartCount != app.RestartCount+1:
+		t.Errorf("%s iteration %d (killed after %d writes): app restarted %d times, want once", name, i, killAfter, a.RestartCount-app.RestartCount)
+	case s.ContainerID != side.ContainerID:
+		t.Errorf("%s iteration %d: sidecar restarted", name, i)
+	case st.Containers[0].AfterImageID != a.ImageID:
+		t.Errorf("%s iteration %d: afterImageID %s, status %s", name, i, st.Containers[0].AfterImageID, a.ImageID)
+	default:
+		return true, died
+	}
+	return false, died
+}
+
+func TestPreexistingCrashLoopIsNotBlamedOnTheNewImage(t *testing.T) {
+	tests := []struct {
+		name, image string
+		stage       inplace.Stage
+		reason      string
+	}{
+		{"fixed by the new image", appV2, inplace.StageUpdated, ""},
+		{"new image crashes too", "registry.example/app:crash-again", inplace.StageFailed, "pre-existing: the container was already in CrashLoopBackOff"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:crash-1"}}}}
+			if _, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			env.WaitForPod(t, ns, "p", 30*time.Second, "CrashLoopBackOff", func(p *corev1.Pod) bool {
+				cs := cluster.ContainerStatus(p, "app")
+				return p.Status.Phase == corev1.PodRunning && cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff"
+			})
+			u := newUpdater(env.Client, inplace.Options{})
+			res := drive(t, "update", func() (inplace.Result, error) {
+				return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": tt.image}, RolloutID: "r1"})
+			})
+			if res.Stage != tt.stage || !strings.Contains(res.Reason, tt.reason) {
+				t.Fatalf("ended %s (%s), want %s with %q", res.Stage, res.Reason, tt.stage, tt.reason)
+			}
+			if st := state(t, getPod(t, ns, "p")); st.Containers[0].FailingBefore != "CrashLoopBackOff" {
+				t.Errorf("failingBefore = %q, want CrashLoopBackOff", st.Containers[0].FailingBefore)
+			}
+		})
+	}
+}

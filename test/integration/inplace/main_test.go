@@ -1,0 +1,15 @@
+// Package inplace_test tests pkg/inplace against the real local control plane.
+package inplace_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+)
+
+var env *cluster.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(cluster.RunTests(m, cluster.Options{}, &env))
+}
