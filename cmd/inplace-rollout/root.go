@@ -48,6 +48,6 @@ Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input (nothing changed)
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand())
+	root.AddCommand(newRunCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newVersionCommand())
 	return root
 }

@@ -21,6 +21,8 @@ type Target struct {
 	// RolloutID identifies the rollout; Revision is the workload revision of the target.
 	RolloutID string
 	Revision  string
+	// Labels are set on the pod in the same write as the images, and put back by a revert.
+	Labels map[string]string
 	// Supersedes lists earlier rollout IDs that this one replaces while in flight: a pod still
 	// carrying their state keeps its BeforeImages, so a revert goes back to what the pod ran
 	// before the first of them.

@@ -48,7 +48,7 @@ type Progress struct {
 }
 
 // pollInterval is how often a pending container is looked at again when nothing else is due.
-const pollInterval = time.Second
+const pollInterval = 200 * time.Millisecond
 
 // Refresh judges a pod's progress toward the target of its state: the after images during an
 // update, the revert images during a rollback. It reads only the pod and writes nothing.

@@ -45,9 +45,7 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 		// Drain before the restart, as for the update; the images follow after the grace period.
 		b.gate(corev1.ConditionFalse, "InPlaceRollingBack", now)
 	} else {
-		for _, c := range next.Containers {
-			b.image(c.Name, c.Init, c.RevertImage)
-		}
+		revertPatch(b, next)
 	}
 	s := b.step(StageRollingBack, "")
 	s.RequeueAfter = pollInterval
@@ -65,9 +63,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second)))
 		}
 		b := newPatch(pod).state(st)
-		for _, c := range st.Containers {
-			b.image(c.Name, c.Init, c.RevertImage)
-		}
+		revertPatch(b, st)
 		s := b.step(StageRollingBack, "")
 		s.RequeueAfter = pollInterval
 		return s
@@ -80,6 +76,16 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)})
 	default:
 		return wait(st, p.RequeueAfter, p.Reason)
+	}
+}
+
+// revertPatch puts the revert images and the labels' previous values in one write.
+func revertPatch(b *patchBuilder, st *State) {
+	for _, c := range st.Containers {
+		b.image(c.Name, c.Init, c.RevertImage)
+	}
+	for k, l := range st.Labels {
+		b.label(k, l.Before)
 	}
 }
 
@@ -129,12 +135,22 @@ func imagesChanged(pod *corev1.Pod, st *State) bool {
 			return true
 		}
 	}
+	for k, l := range st.Labels {
+		if pod.Labels[k] != l.Before {
+			return true
+		}
+	}
 	return false
 }
 
 func revertPatched(pod *corev1.Pod, st *State) bool {
 	for _, c := range st.Containers {
 		if spec := containerSpec(pod, c.Name, c.Init); spec == nil || spec.Image != c.RevertImage {
+			return false
+		}
+	}
+	for k, l := range st.Labels {
+		if pod.Labels[k] != l.Before {
 			return false
 		}
 	}

@@ -46,9 +46,12 @@ type State struct {
 	Revision   string           `json:"revision,omitempty"`
 	StartedAt  time.Time        `json:"startedAt"`
 	Containers []ContainerState `json:"containers"`
-	Stage      Stage            `json:"stage"`
-	Reason     string           `json:"reason,omitempty"`
-	StageAt    time.Time        `json:"stageAt"`
+	// Labels are pod labels set together with the images (a workload's revision label), with
+	// the values a revert puts back.
+	Labels  map[string]LabelChange `json:"labels,omitempty"`
+	Stage   Stage                  `json:"stage"`
+	Reason  string                 `json:"reason,omitempty"`
+	StageAt time.Time              `json:"stageAt"`
 }
 
 // ContainerState records one container whose image changes.
@@ -74,6 +77,12 @@ type ContainerState struct {
 	// RevertImage is the image a revert patches back: BeforeImage, or its digest form when the
 	// tag may have moved since. Set when the revert starts.
 	RevertImage string `json:"revertImage,omitempty"`
+}
+
+// LabelChange is one label set with the images. An empty Before means the label was absent.
+type LabelChange struct {
+	Before string `json:"before,omitempty"`
+	After  string `json:"after"`
 }
 
 // ReadState returns the pod's state, or nil when it has none.
@@ -110,6 +119,12 @@ func (s *State) container(name string) *ContainerState {
 func (s *State) clone() *State {
 	c := *s
 	c.Containers = append([]ContainerState(nil), s.Containers...)
+	if s.Labels != nil {
+		c.Labels = make(map[string]LabelChange, len(s.Labels))
+		for k, v := range s.Labels {
+			c.Labels[k] = v
+		}
+	}
 	return &c
 }
 

@@ -68,6 +68,7 @@ const (
 type patchBuilder struct {
 	pod         *corev1.Pod
 	annotations map[string]any
+	labels      map[string]any
 	containers  []map[string]any
 	inits       []map[string]any
 	conditions  []corev1.PodCondition
@@ -83,6 +84,18 @@ func (b *patchBuilder) state(st *State) *patchBuilder {
 
 func (b *patchBuilder) clearState() *patchBuilder {
 	b.annotations = map[string]any{StateAnnotation: nil}
+	return b
+}
+
+func (b *patchBuilder) label(key, value string) *patchBuilder {
+	if b.labels == nil {
+		b.labels = map[string]any{}
+	}
+	if value == "" {
+		b.labels[key] = nil
+	} else {
+		b.labels[key] = value
+	}
 	return b
 }
 
@@ -127,6 +140,9 @@ func (b *patchBuilder) build() []byte {
 	meta := map[string]any{"resourceVersion": b.pod.ResourceVersion, "uid": string(b.pod.UID)}
 	if b.annotations != nil {
 		meta["annotations"] = b.annotations
+	}
+	if b.labels != nil {
+		meta["labels"] = b.labels
 	}
 	body := map[string]any{"metadata": meta}
 	spec := map[string]any{}

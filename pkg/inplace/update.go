@@ -38,7 +38,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 	if err != nil {
 		return Step{}, err
 	}
-	if plan.NoOp() {
+	if plan.NoOp() && labelsSet(pod, target.Labels) {
 		if !superseding {
 			return Step{Done: true, Reason: plan.String()}, nil
 		}
@@ -47,7 +47,12 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 			return clearState(pod, st, now), nil
 		}
 	}
-	err = CanUpdate(pod, plan)
+	if plan.NoOp() && !superseding {
+		// Only labels change: the pod runs the target (the controller created it so).
+		err = nil
+	} else {
+		err = CanUpdate(pod, plan)
+	}
 	preparing := err != nil && IsWait(err) && strings.Contains(err.Error(), waitingForImageID)
 	if err != nil && !preparing {
 		return Step{}, err
@@ -69,6 +74,18 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 			}
 		}
 		next.Containers = append(next.Containers, c)
+	}
+	for k, v := range target.Labels {
+		if next.Labels == nil {
+			next.Labels = map[string]LabelChange{}
+		}
+		before := pod.Labels[k]
+		if superseding {
+			if prev, ok := st.Labels[k]; ok {
+				before = prev.Before
+			}
+		}
+		next.Labels[k] = LabelChange{Before: before, After: v}
 	}
 	if superseding {
 		// Containers the earlier rollout changed and this one leaves alone keep their record,
@@ -107,6 +124,9 @@ func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string
 	case StageUpdating:
 		for _, c := range st.Containers {
 			b.image(c.Name, c.Init, c.AfterImage)
+		}
+		for k, l := range st.Labels {
+			b.label(k, l.After)
 		}
 		ev = &Event{corev1.EventTypeNormal, EventUpdating, "updating in place: " + describeChanges(st, false)}
 	}
@@ -196,6 +216,16 @@ func fail(pod *corev1.Pod, st *State, now time.Time, reason string, reverting bo
 	}
 	s.Event = &Event{corev1.EventTypeWarning, evReason, reason}
 	return s
+}
+
+// labelsSet reports whether the pod carries every label with its value.
+func labelsSet(pod *corev1.Pod, labels map[string]string) bool {
+	for k, v := range labels {
+		if pod.Labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // imagesPatched reports whether the pod spec already carries any after image of st that differs

@@ -71,10 +71,12 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 }
 
 // advance moves the container through its life up to now for the given spec image and returns
-// when it next changes on its own (zero when it will not).
-func (c *containerSim) advance(now time.Time, specImage string, t timings, reg *registry) time.Time {
+// when it next changes on its own (zero when it will not). crash makes the image crash-loop in
+// this container whatever its tag.
+func (c *containerSim) advance(now time.Time, specImage string, crash bool, t timings, reg *registry) time.Time {
 	if specImage != c.specImage || c.since.IsZero() {
 		c.changeImage(now, specImage)
+		c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
 	}
 	for {
 		switch c.phase {

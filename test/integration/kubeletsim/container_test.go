@@ -9,7 +9,7 @@ var testTimings = timings{pull: 200 * time.Millisecond, start: 200 * time.Millis
 
 // step advances c to at and returns its status reason and restart count.
 func step(c *containerSim, image string, at time.Time, reg *registry) (state string, restarts int32, next time.Time) {
-	next = c.advance(at, image, testTimings, reg)
+	next = c.advance(at, image, false, testTimings, reg)
 	st := c.status(at, testTimings)
 	switch {
 	case st.State.Running != nil && st.Ready:
@@ -95,8 +95,8 @@ func TestStatusReportsNormalizedImageAndDigest(t *testing.T) {
 	t0 := time.Now()
 	reg := &registry{}
 	c := &containerSim{name: "app"}
-	c.advance(t0, "nginx:1.25", testTimings, reg)
-	c.advance(t0.Add(time.Second), "nginx:1.25", testTimings, reg)
+	c.advance(t0, "nginx:1.25", false, testTimings, reg)
+	c.advance(t0.Add(time.Second), "nginx:1.25", false, testTimings, reg)
 	st := c.status(t0.Add(time.Second), testTimings)
 	if st.Image != "docker.io/library/nginx:1.25" {
 		t.Errorf("image = %q, want docker.io/library/nginx:1.25", st.Image)

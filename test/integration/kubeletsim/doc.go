@@ -14,6 +14,9 @@
 //	tag errors*              the pod serves 30% HTTP 5xx
 //	tag latency*             the pod serves a p99 latency of about 2 s
 //
+// The pod annotation kubeletsim.inplace-rollout.io/crash-images (comma-separated images) makes
+// those images crash-loop in that pod only.
+//
 // A metrics endpoint exposes per-pod request counters, a latency histogram and container CPU
 // and memory in the Prometheus text format, for a real Prometheus to scrape.
 package kubeletsim

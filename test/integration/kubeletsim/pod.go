@@ -1,6 +1,7 @@
 package kubeletsim
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +82,7 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 			c = &containerSim{name: spec.Name}
 			p.containers[spec.Name] = c
 		}
-		earliest(c.advance(now, spec.Image, t, reg))
+		earliest(c.advance(now, spec.Image, crashesHere(pod, spec.Image), t, reg))
 		allCreated = allCreated && c.started
 		allReady = allReady && c.ready()
 		statuses = append(statuses, c.status(now, t))
@@ -137,6 +138,19 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		status.Conditions = setCondition(status.Conditions, c, now)
 	}
 	return status, next
+}
+
+// CrashImagesAnnotation lists, comma-separated, images that crash-loop in this pod whatever
+// their tag: a fault injected into one pod of a workload whose pods share a template.
+const CrashImagesAnnotation = "kubeletsim.inplace-rollout.io/crash-images"
+
+func crashesHere(pod *corev1.Pod, image string) bool {
+	for _, img := range strings.Split(pod.Annotations[CrashImagesAnnotation], ",") {
+		if strings.TrimSpace(img) == image {
+			return true
+		}
+	}
+	return false
 }
 
 func condition(t corev1.PodConditionType, ok bool, reasonIfNot string) corev1.PodCondition {

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// clusterFlags locate the cluster and namespace.
+type clusterFlags struct {
+	kubeconfig string
+	namespace  string
+	target     string
+	selector   string
+	output     string
+}
+
+func (f *clusterFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "path of the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of the workload (default: the kubeconfig context's)")
+	cmd.Flags().StringVar(&f.target, "target", "", "workload as KIND/NAME: statefulset/web, daemonset/agent, deployment/api; or pods with --selector")
+	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector of the pods, with --target pods")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+}
+
+func (f *clusterFlags) client() (kubernetes.Interface, *rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: f.namespace}})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, nil, "", badInput("loading kubeconfig: %v", err)
+	}
+	ns := f.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return nil, nil, "", badInput("reading the namespace from kubeconfig: %v", err)
+		}
+	}
+	cfg.UserAgent = "inplace-rollout/" + version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, "", badInput("building a client for %s: %v", cfg.Host, err)
+	}
+	return client, cfg, ns, nil
+}
+
+func (f *clusterFlags) ref(ns string) (workload.Ref, error) {
+	if f.output != "text" && f.output != "json" {
+		return workload.Ref{}, badInput("--output %q: use text or json", f.output)
+	}
+	if f.target == "" {
+		return workload.Ref{}, badInput("--target is required, e.g. --target statefulset/web")
+	}
+	kindStr, name, _ := strings.Cut(f.target, "/")
+	kind, err := workload.ParseKind(kindStr)
+	if err != nil {
+		return workload.Ref{}, badInput("--target %q: %v", f.target, err)
+	}
+	ref := workload.Ref{Kind: kind, Namespace: ns, Name: name, Selector: f.selector}
+	switch {
+	case kind == workload.Pods && f.selector == "":
+		return ref, badInput("--target pods needs --selector")
+	case kind != workload.Pods && name == "":
+		return ref, badInput("--target %q: give KIND/NAME", f.target)
+	case kind != workload.Pods && f.selector != "":
+		return ref, badInput("--selector goes with --target pods only")
+	}
+	return ref, nil
+}
+
+// rolloutFlags describe the rollout itself.
+type rolloutFlags struct {
+	images         []string
+	batches        string
+	maxUnavailable string
+	grace          time.Duration
+	soak           time.Duration
+	timeout        time.Duration
+	allowUnready   bool
+	includeInit    bool
+	supersede      bool
+	resultsDir     string
+}
+
+func (f *rolloutFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.images, "image", nil, "CONTAINER=IMAGE to roll out (repeatable)")
+	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
+	cmd.Flags().StringVar(&f.maxUnavailable, "max-unavailable", "1", "pods of a batch updated at once, count or percentage")
+	cmd.Flags().DurationVar(&f.grace, "grace", 0, "wait between draining a pod (readiness gate inplace-rollout.io/ready False) and restarting it")
+	cmd.Flags().DurationVar(&f.soak, "soak", 0, "how long an updated container must run Ready without restarting before its pod counts as updated")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "fail a pod that makes no progress for this long")
+	cmd.Flags().BoolVar(&f.allowUnready, "allow-unready", false, "start even if some pods are not Ready")
+	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers")
+	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
+	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
+}
+
+func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
+	spec := rollout.Spec{
+		Target:       ref,
+		Images:       map[string]string{},
+		IncludeInit:  f.includeInit,
+		GracePeriod:  f.grace,
+		Soak:         f.soak,
+		Timeout:      f.timeout,
+		AllowUnready: f.allowUnready,
+		Holder:       "cli",
+		Supersede:    f.supersede,
+	}
+	for _, kv := range f.images {
+		name, img, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || img == "" {
+			return spec, badInput("--image %q: use CONTAINER=IMAGE", kv)
+		}
+		if _, dup := spec.Images[name]; dup {
+			return spec, badInput("--image: container %q given twice", name)
+		}
+		spec.Images[name] = img
+	}
+	batches, err := rollout.ParseBatches(f.batches)
+	if err != nil {
+		return spec, badInput("--batches: %v", err)
+	}
+	spec.Batches = batches
+	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
+	if err := spec.Validate(); err != nil {
+		return spec, badInput("%v", err)
+	}
+	return spec, nil
+}
+
+func badInput(format string, args ...any) error {
+	return &exitError{code: exitBadInput, err: fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+)
+
+// exitInterrupted is the exit code after Ctrl-C: the rollout is left resumable.
+const exitInterrupted = 130
+
+func newRunCommand() *cobra.Command {
+	var cf clusterFlags
+	var rf rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "run --target KIND/NAME --image CONTAINER=IMAGE [flags]",
+		Short: "Roll new images out to a workload's live pods, in place, batch by batch",
+		Long: `run updates the images of a workload's live pods in place, batch by batch, and
+waits for each pod to run its new image, Running and Ready. If a pod fails, every
+pod it touched goes back to the exact image it ran before and the workload is
+restored; run then exits 1.
+
+Running run again with the same arguments resumes a rollout that was interrupted
+(Ctrl-C, a lost connection, a killed process); rollback undoes it.`,
+		Example: `  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --batches 1,50%,100%
+  inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, _, ns, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ref, err := cf.ref(ns)
+			if err != nil {
+				return err
+			}
+			spec, err := rf.spec(ref)
+			if err != nil {
+				return err
+			}
+			return drive(cmd, client, spec, rf.resultsDir, cf.output, false)
+		},
+	}
+	cf.register(cmd)
+	rf.register(cmd)
+	return cmd
+}
+
+func newRollbackCommand() *cobra.Command {
+	var cf clusterFlags
+	var rf rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "rollback --target KIND/NAME [flags]",
+		Short: "Put every pod of the workload's last rollout back on the image it ran before",
+		Long: `rollback undoes the workload's in-place rollout, in flight or finished: every pod
+it touched goes back to the exact image it ran before (pinned by digest), in the
+reverse order of the batches, and the workload gets its previous images and update
+strategy back.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, _, ns, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ref, err := cf.ref(ns)
+			if err != nil {
+				return err
+			}
+			spec := rollout.Spec{Target: ref, Holder: "cli", Rollback: true, GracePeriod: rf.grace, Timeout: rf.timeout, MaxUnavailable: intstr.Parse(rf.maxUnavailable)}
+			return drive(cmd, client, spec, rf.resultsDir, cf.output, true)
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVar(&rf.maxUnavailable, "max-unavailable", "1", "pods reverted at once, count or percentage")
+	cmd.Flags().DurationVar(&rf.grace, "grace", 0, "wait between draining a pod and restarting it")
+	cmd.Flags().DurationVar(&rf.timeout, "timeout", 10*time.Minute, "fail a pod that makes no progress for this long")
+	cmd.Flags().StringVar(&rf.resultsDir, "results-dir", "", "write Tekton-style results to this directory")
+	return cmd
+}
+
+// drive reconciles the rollout until it ends, printing one line per change on stderr.
+func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, resultsDir, output string, rollbackCmd bool) error {
+	stderr := cmd.ErrOrStderr()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	engine := &rollout.Engine{
+		Client: client,
+		Events: inplace.ClientEventRecorder{Client: client},
+		Log:    log,
+	}
+	bar := newProgressBar(stderr)
+
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(interrupted)
+
+	var (
+		st         rollout.Status
+		lastMsg    string
+		errorsFrom time.Time
+	)
+	// Each Reconcile gets its own context that Ctrl-C does not cancel: the write in flight
+	// completes, and the rollout stops between two steps.
+	ctx := context.Background()
+	for {
+		next, res, err := engine.Reconcile(ctx, spec, st)
+		var invalid *rollout.InvalidError
+		switch {
+		case errors.As(err, &invalid):
+			bar.clear()
+			return &exitError{code: exitBadInput, err: err}
+		case err != nil:
+			if errorsFrom.IsZero() {
+				errorsFrom = time.Now()
+			}
+			log.Warn("retrying", "target", spec.Target.String(), "err", err)
+			if time.Since(errorsFrom) > 2*time.Minute {
+				bar.clear()
+				return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("giving up after 2m of errors; the rollout is resumable: %w", err)}
+			}
+			res.RequeueAfter = time.Second
+		default:
+			errorsFrom = time.Time{}
+			st = next
+			if st.Message != lastMsg {
+				bar.clear()
+				log.Info("progress", "target", spec.Target.String(), "phase", st.Phase, "batch", fmt.Sprintf("%d/%d", st.Batch, st.Batches),
+					"updated", st.Updated, "total", st.Total, "message", st.Message)
+				lastMsg = st.Message
+			}
+			bar.show(st)
+		}
+		if res.Phase.Terminal() {
+			bar.clear()
+			if err := writeResults(resultsDir, st); err != nil {
+				return &exitError{code: exitRollbackIncomplete, err: err}
+			}
+			if err := printStatus(cmd.OutOrStdout(), output, st); err != nil {
+				return err
+			}
+			return phaseExit(res.Phase, rollbackCmd, st.Message)
+		}
+		select {
+		case <-interrupted:
+			bar.clear()
+			_ = writeResults(resultsDir, st)
+			return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped; %s is left as it is. Run the same command again to resume, or `inplace-rollout rollback` to undo", spec.Target)}
+		case <-time.After(max(res.RequeueAfter, 50*time.Millisecond)):
+		}
+	}
+}
+
+func phaseExit(p rollout.Phase, rollbackCmd bool, msg string) error {
+	switch {
+	case p == rollout.PhaseSucceeded, p == rollout.PhaseRolledBack && rollbackCmd:
+		return nil
+	case p == rollout.PhaseRolledBack:
+		return &exitError{code: exitFailedRolledBack, err: errors.New(msg)}
+	default:
+		return &exitError{code: exitRollbackIncomplete, err: errors.New(msg)}
+	}
+}
+
+// writeResults writes Tekton-style result files: phase, updated-pods, rolled-back, message.
+func writeResults(dir string, st rollout.Status) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating results directory %s: %w", dir, err)
+	}
+	for name, value := range map[string]string{
+		"phase":        string(st.Phase),
+		"updated-pods": strconv.Itoa(st.Updated),
+		"rolled-back":  strconv.Itoa(st.RolledBack),
+		"message":      st.Message,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644); err != nil {
+			return fmt.Errorf("writing result %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// progressBar draws one live line per batch when stderr is a terminal.
+type progressBar struct {
+	w  io.Writer
+	on bool
+}
+
+func newProgressBar(w io.Writer) *progressBar {
+	f, ok := w.(*os.File)
+	return &progressBar{w: w, on: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+func (b *progressBar) show(st rollout.Status) {
+	if !b.on || st.Total == 0 {
+		return
+	}
+	const width = 30
+	done := width * st.Updated / st.Total
+	bar := make([]byte, width)
+	for i := range bar {
+		bar[i] = ' '
+		if i < done {
+			bar[i] = '#'
+		}
+	}
+	fmt.Fprintf(b.w, "\r[%s] batch %d/%d  %d/%d pods  %s\033[K", bar, st.Batch, st.Batches, st.Updated, st.Total, st.Phase)
+}
+
+func (b *progressBar) clear() {
+	if b.on {
+		fmt.Fprint(b.w, "\r\033[K")
+	}
+}

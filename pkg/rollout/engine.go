@@ -1,0 +1,500 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// Engine reconciles rollouts. It keeps nothing between calls: every fact it needs is on the
+// workload (its lock annotation) and the pods (their state annotations).
+type Engine struct {
+	Client kubernetes.Interface
+	// Events records pod Events; nil records none.
+	Events inplace.EventRecorder
+	// TagMoved tells a revert whether a tag still resolves to the digest a pod ran; nil pins
+	// reverts to the recorded digest.
+	TagMoved inplace.TagMoved
+	// Log receives one line per event; nil discards.
+	Log *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Intervals at which Reconcile asks to be called again.
+const (
+	busyRequeue = 200 * time.Millisecond
+	idleRequeue = time.Second
+)
+
+// Reconcile observes the workload and its pods, takes one bounded step (one workload write, or
+// one write for each of at most max-unavailable pods) and returns the new status. Errors of
+// type *InvalidError are bad input, with nothing written; other errors are worth a retry.
+func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status, Result, error) {
+	if err := spec.Validate(); err != nil {
+		return prev, Result{}, err
+	}
+	w, err := workload.Load(ctx, e.Client, spec.Target)
+	if err != nil {
+		return prev, Result{}, asInvalid(err)
+	}
+	lock := w.Lock()
+	if spec.Rollback {
+		return e.reconcileRollback(ctx, spec, w, lock)
+	}
+	hash := spec.Hash()
+	switch {
+	case lock == nil || !lock.Active():
+		return e.start(ctx, spec, w, lock, hash)
+	case lock.Holder != spec.Holder:
+		return prev, Result{}, invalid("%s is being rolled out by %s (rollout %s, started %s); only its holder can change it",
+			w.Ref(), lock.Holder, lock.RolloutID, lock.StartedAt.Format(time.RFC3339))
+	case lock.SpecHash != hash:
+		return e.supersede(ctx, spec, w, lock, hash)
+	case lock.Phase == workload.LockRollingBack:
+		return e.rollBack(ctx, spec, w, lock)
+	}
+	return e.progress(ctx, spec, w, lock)
+}
+
+func asInvalid(err error) error {
+	var wi *workload.InvalidError
+	if errors.As(err, &wi) {
+		return &InvalidError{wi.Msg}
+	}
+	return err
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Log != nil {
+		return e.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (e *Engine) updater(spec Spec) *inplace.Updater {
+	return &inplace.Updater{
+		Client:   e.Client,
+		Events:   e.Events,
+		TagMoved: e.TagMoved,
+		Log:      e.Log,
+		Now:      e.Now,
+		Options:  inplace.Options{GracePeriod: spec.GracePeriod, Soak: spec.Soak, ProgressDeadline: spec.Timeout},
+	}
+}
+
+// start checks that the rollout can begin and writes the lock with the freeze, or reports that
+// a rollout with this spec already finished.
+func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
+	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash {
+		switch lock.Phase {
+		case workload.LockSucceeded:
+			return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
+		case workload.LockRolledBack:
+			return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s to these images was rolled back: %s; change the images to start another", lock.RolloutID, lock.Reason))
+		}
+	}
+	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
+		var nr *workload.NotReadyError
+		if errors.As(err, &nr) {
+			return Status{Phase: PhaseProgressing, Message: nr.Msg}, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: nr.Msg}, nil
+		}
+		return Status{}, Result{}, asInvalid(err)
+	}
+	pods := w.Pods()
+	var unready []string
+	onTarget := 0
+	for _, p := range pods {
+		if !podReady(p) {
+			unready = append(unready, p.Name)
+		}
+		if w.Counted(p, spec.Images, nil) {
+			onTarget++
+		}
+	}
+	if len(unready) > 0 && !spec.AllowUnready {
+		return Status{}, Result{}, invalid("%s: %d pods are not Ready (%s); fix them first, or pass --allow-unready",
+			w.Ref(), len(unready), strings.Join(firstN(unready, 5), ", "))
+	}
+	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || templateRuns(tmpl, spec.Images)) {
+		msg := fmt.Sprintf("%s already runs these images; nothing to do", w.Ref())
+		return Status{Phase: PhaseSucceeded, Total: len(pods), Updated: len(pods), Message: msg}, Result{Phase: PhaseSucceeded, Message: msg}, nil
+	}
+	next := &workload.Lock{
+		Holder:    spec.Holder,
+		RolloutID: rolloutID(hash, e.now()),
+		SpecHash:  hash,
+		Images:    spec.Images,
+		Phase:     workload.LockProgressing,
+		StartedAt: e.now().UTC().Truncate(time.Second),
+	}
+	if err := w.Start(ctx, next); err != nil {
+		return Status{}, Result{}, err
+	}
+	e.log().Info("rollout started", "target", w.Ref().String(), "rollout", next.RolloutID, "images", mustJSON(spec.Images), "pods", len(pods))
+	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
+	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+}
+
+// supersede replaces the rollout in flight with one to the spec's images. Pods keep the last
+// stable image as their BeforeImage, so a rollback returns to what ran before the first one.
+func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
+	if !spec.Supersede {
+		return Status{}, Result{}, invalid("%s has rollout %s in progress to other images (%s); pass --supersede to replace it, or roll it back first",
+			w.Ref(), lock.RolloutID, mustJSON(lock.Images))
+	}
+	if lock.Phase != workload.LockProgressing {
+		return Status{}, Result{}, invalid("%s: rollout %s is %s; wait for it to finish before starting another", w.Ref(), lock.RolloutID, lock.Phase)
+	}
+	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
+		var nr *workload.NotReadyError
+		if !errors.As(err, &nr) && !strings.Contains(err.Error(), "unfinished rollout") {
+			return Status{}, Result{}, asInvalid(err)
+		}
+	}
+	next := *lock
+	next.Superseded = append(slices.Clone(lock.Superseded), lock.RolloutID)
+	next.RolloutID = rolloutID(hash, e.now())
+	next.SpecHash = hash
+	next.Images = spec.Images
+	next.StartedAt = e.now().UTC().Truncate(time.Second)
+	if err := w.Retarget(ctx, &next); err != nil {
+		return Status{}, Result{}, err
+	}
+	e.log().Info("rollout superseded", "target", w.Ref().String(), "rollout", next.RolloutID, "superseded", lock.RolloutID, "images", mustJSON(spec.Images))
+	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "superseded " + lock.RolloutID}
+	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+}
+
+// progress advances the batches: it steps the pods in flight, starts pods of the current batch
+// up to max-unavailable, and finalizes the workload once every pod is updated.
+func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+	total := w.Replicas()
+	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: total}
+	labels, ok, err := w.RevisionLabels(lock.Images)
+	if err != nil {
+		return st, Result{}, err
+	}
+	if !ok {
+		st.Message = "waiting for the workload controller to record the new revision"
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	}
+	target := inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
+
+	var inflight, pending []*corev1.Pod
+	var failed []string
+	for _, p := range w.Pods() {
+		if p.DeletionTimestamp != nil {
+			continue // the controller recreates it; the new pod is judged then
+		}
+		s, err := inplace.ReadState(p)
+		if err != nil {
+			return st, Result{}, err
+		}
+		switch {
+		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageUpdated:
+			st.Updated++
+		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageFailed:
+			failed = append(failed, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
+		case s != nil && s.RolloutID == lock.RolloutID:
+			inflight = append(inflight, p)
+		case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID) && hasPatched(p, s):
+			// A superseded update still settling on this pod: it finishes before the new one.
+			inflight = append(inflight, p)
+		case w.Counted(p, lock.Images, labels):
+			st.Updated++
+		default:
+			pending = append(pending, p)
+		}
+	}
+	if len(failed) > 0 {
+		return e.beginRollback(ctx, w, lock, strings.Join(failed, "; "), st)
+	}
+
+	batches, err := ResolveBatches(spec.Batches, total)
+	if err != nil {
+		return st, Result{}, err
+	}
+	st.Batches = len(batches)
+	batch := len(batches) - 1
+	for i, n := range batches {
+		if st.Updated < n {
+			batch = i
+			break
+		}
+	}
+	st.Batch = batch + 1
+
+	if st.Updated >= total && len(inflight) == 0 {
+		done, err := w.Finalize(ctx, lock)
+		if err != nil {
+			return st, Result{}, err
+		}
+		if !done {
+			st.Message = "finalizing " + w.Ref().String()
+			return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+		}
+		st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new images", st.Updated, total, w.Ref())
+		e.log().Info("rollout succeeded", "target", w.Ref().String(), "rollout", lock.RolloutID, "updated", st.Updated)
+		return st, Result{Phase: PhaseSucceeded, Message: st.Message}, nil
+	}
+
+	u := e.updater(spec)
+	maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, total)
+	if err != nil {
+		return st, Result{}, err
+	}
+	requeue := idleRequeue
+	step := func(p *corev1.Pod) error {
+		res, err := u.Update(ctx, p.Namespace, p.Name, target)
+		var ie *inplace.IneligibleError
+		switch {
+		case errors.As(err, &ie) && ie.Wait:
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil // deleted meanwhile
+		case err != nil:
+			return err
+		}
+		if res.Wrote || res.Done {
+			requeue = busyRequeue
+		} else if res.RequeueAfter > 0 && res.RequeueAfter < requeue {
+			requeue = res.RequeueAfter
+		}
+		return nil
+	}
+	for _, p := range inflight {
+		if err := step(p); err != nil {
+			return e.stepFailed(ctx, w, lock, p, err, st)
+		}
+	}
+	started := 0
+	for _, p := range pending {
+		if len(inflight)+started >= maxUnavailable || st.Updated+len(inflight)+started >= batches[batch] {
+			break
+		}
+		if err := step(p); err != nil {
+			return e.stepFailed(ctx, w, lock, p, err, st)
+		}
+		started++
+	}
+	st.Updating = len(inflight) + started
+	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, total, st.Updating)
+	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+// stepFailed handles an error from a pod step: bad input on the pod (it cannot be updated in
+// place) fails the rollout; API trouble is retried.
+func (e *Engine) stepFailed(ctx context.Context, w workload.Workload, lock *workload.Lock, p *corev1.Pod, err error, st Status) (Status, Result, error) {
+	var ie *inplace.IneligibleError
+	if errors.As(err, &ie) && !ie.Wait {
+		return e.beginRollback(ctx, w, lock, err.Error(), st)
+	}
+	return st, Result{}, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
+}
+
+// beginRollback records, on the lock, that the rollout is rolling back and why.
+func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, reason string, st Status) (Status, Result, error) {
+	next := *lock
+	next.Phase, next.Reason = workload.LockRollingBack, reason
+	if err := w.SetLock(ctx, &next); err != nil {
+		return st, Result{}, err
+	}
+	e.log().Warn("rolling back", "target", w.Ref().String(), "rollout", lock.RolloutID, "reason", reason)
+	st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
+	return st, Result{Phase: PhaseRollingBack, Message: st.Message}, nil
+}
+
+// reconcileRollback handles an explicit rollback request: of the rollout in flight, or of the
+// last finished one.
+func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+	switch {
+	case lock == nil:
+		return Status{}, Result{}, invalid("%s has no in-place rollout recorded; nothing to roll back", w.Ref())
+	case lock.Holder != spec.Holder:
+		return Status{}, Result{}, invalid("%s was rolled out by %s (rollout %s); only its holder can roll it back", w.Ref(), lock.Holder, lock.RolloutID)
+	case lock.Phase == workload.LockRolledBack:
+		return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s is rolled back", lock.RolloutID))
+	case lock.Phase == workload.LockRollingBack:
+		return e.rollBack(ctx, spec, w, lock)
+	case lock.Phase == workload.LockProgressing:
+		return e.beginRollback(ctx, w, lock, "rollback requested", Status{RolloutID: lock.RolloutID, Total: w.Replicas()})
+	}
+	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout.
+	next := *lock
+	next.Phase, next.Reason = workload.LockRollingBack, "rollback requested"
+	if err := w.Start(ctx, &next); err != nil {
+		return Status{}, Result{}, err
+	}
+	e.log().Info("rolling back a finished rollout", "target", w.Ref().String(), "rollout", lock.RolloutID)
+	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Message: "rolling back"}
+	return st, Result{Phase: PhaseRollingBack, Message: st.Message}, nil
+}
+
+// rollBack reverts every pod the rollout (and the rollouts it superseded) touched, most recent
+// first, then restores the workload's previous images and strategy.
+func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas()}
+	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
+	type touched struct {
+		pod   *corev1.Pod
+		state *inplace.State
+	}
+	var todo []touched
+	var stuck []string
+	for _, p := range w.Pods() {
+		s, err := inplace.ReadState(p)
+		if err != nil {
+			return st, Result{}, err
+		}
+		if s == nil || !slices.Contains(ours, s.RolloutID) {
+			continue
+		}
+		switch {
+		case s.Stage == inplace.StageRolledBack:
+			st.RolledBack++
+		case s.Stage == inplace.StageFailed && revertFailed(s):
+			stuck = append(stuck, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
+		default:
+			todo = append(todo, touched{p, s})
+		}
+	}
+	// Most recently started first: the reverse of the order the batches went in.
+	sort.SliceStable(todo, func(i, j int) bool {
+		ri, rj := todo[i].state.Stage == inplace.StageRollingBack, todo[j].state.Stage == inplace.StageRollingBack
+		if ri != rj {
+			return ri
+		}
+		return todo[i].state.StartedAt.After(todo[j].state.StartedAt)
+	})
+	if len(todo) == 0 {
+		if len(stuck) > 0 {
+			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(stuck, "; ")
+			return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
+		}
+		done, err := w.Restore(ctx, lock)
+		if err != nil {
+			return st, Result{}, err
+		}
+		if !done {
+			st.Message = "restoring " + w.Ref().String()
+			return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, nil
+		}
+		st.Phase = PhaseRolledBack
+		st.Message = fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", st.RolledBack, w.Ref(), mustJSON(lock.PreviousImages), lock.Reason)
+		e.log().Info("rolled back", "target", w.Ref().String(), "rollout", lock.RolloutID, "pods", st.RolledBack)
+		return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
+	}
+
+	u := e.updater(spec)
+	maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, st.Total)
+	if err != nil {
+		return st, Result{}, err
+	}
+	requeue := idleRequeue
+	for i, t := range todo {
+		if i >= maxUnavailable {
+			break
+		}
+		res, err := u.Revert(ctx, t.pod.Namespace, t.pod.Name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return st, Result{}, fmt.Errorf("pod %s/%s: %w", t.pod.Namespace, t.pod.Name, err)
+		}
+		if res.Wrote || res.Done {
+			requeue = busyRequeue
+		} else if res.RequeueAfter > 0 && res.RequeueAfter < requeue {
+			requeue = res.RequeueAfter
+		}
+	}
+	st.Updating = min(len(todo), maxUnavailable)
+	st.Message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s", st.RolledBack, len(todo), lock.Reason)
+	return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase, msg string) (Status, Result, error) {
+	st := Status{RolloutID: lock.RolloutID, Phase: phase, Total: w.Replicas(), Message: msg}
+	for _, p := range w.Pods() {
+		s, _ := inplace.ReadState(p)
+		if s == nil || s.RolloutID != lock.RolloutID {
+			continue
+		}
+		switch s.Stage {
+		case inplace.StageUpdated:
+			st.Updated++
+		case inplace.StageRolledBack:
+			st.RolledBack++
+		}
+	}
+	return st, Result{Phase: phase, Message: msg}, nil
+}
+
+// revertFailed reports whether a Failed state is a failed revert (its revert images were set).
+func revertFailed(s *inplace.State) bool {
+	for _, c := range s.Containers {
+		if c.RevertImage != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPatched reports whether the pod already runs a superseded rollout's after images.
+func hasPatched(p *corev1.Pod, s *inplace.State) bool {
+	for _, c := range s.Containers {
+		for _, spec := range p.Spec.Containers {
+			if spec.Name == c.Name && spec.Image == c.AfterImage && c.AfterImage != c.BeforeImage {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func templateRuns(tmpl *corev1.PodTemplateSpec, images map[string]string) bool {
+	for _, list := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
+		for _, c := range list {
+			if img, ok := images[c.Name]; ok && img != c.Image {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	}
+	return s
+}

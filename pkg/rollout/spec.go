@@ -1,0 +1,212 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// Spec is what a rollout does. The CLI builds it from flags; the Argo step plugin and the
+// Tekton custom task from their configuration.
+type Spec struct {
+	// Target is the workload; its namespace is the caller's.
+	Target workload.Ref
+	// Images maps container names to their new images.
+	Images map[string]string
+	// IncludeInit lets Images name init containers.
+	IncludeInit bool
+	// Batches are cumulative pod counts or percentages, strictly increasing, the last 100%.
+	Batches []intstr.IntOrString
+	// MaxUnavailable is how many pods of a batch update at once (count or percentage) [1].
+	MaxUnavailable intstr.IntOrString
+	// GracePeriod is the wait between draining a pod (readiness gate False) and its restart.
+	GracePeriod time.Duration
+	// Soak is how long each updated container must run Ready without restarting before its
+	// pod, and so its batch, counts as updated.
+	Soak time.Duration
+	// Timeout fails a pod that makes no progress for this long [10m].
+	Timeout time.Duration
+	// AllowUnready starts even when pods are not Ready.
+	AllowUnready bool
+	// Holder names who runs the rollout: cli, argo:NS/NAME, tekton:NS/NAME.
+	Holder string
+	// Supersede replaces a rollout of the same holder to other images that is in flight.
+	Supersede bool
+	// Rollback asks for the rollout to be undone.
+	Rollback bool
+}
+
+// InvalidError is bad input: the rollout cannot run as asked, and nothing was written.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+func invalid(format string, args ...any) error { return &InvalidError{fmt.Sprintf(format, args...)} }
+
+// Validate checks the spec without looking at the cluster.
+func (s Spec) Validate() error {
+	if s.Target.Kind == "" {
+		return invalid("no target: give KIND/NAME, e.g. statefulset/web")
+	}
+	if s.Target.Kind == workload.Pods {
+		if s.Target.Selector == "" {
+			return invalid("target pods needs a label selector")
+		}
+	} else if s.Target.Name == "" {
+		return invalid("target %s needs a name", s.Target.Kind)
+	}
+	if s.Target.Namespace == "" {
+		return invalid("no namespace")
+	}
+	if s.Rollback {
+		return nil
+	}
+	if len(s.Images) == 0 {
+		return invalid("no images: give at least one CONTAINER=IMAGE")
+	}
+	for name, img := range s.Images {
+		if name == "" {
+			return invalid("image %q has no container name: use CONTAINER=IMAGE", img)
+		}
+		if _, err := reference.ParseNormalizedNamed(img); err != nil || strings.TrimSpace(img) != img {
+			return invalid("image %q for container %q is not a valid image reference", img, name)
+		}
+	}
+	if _, err := ResolveBatches(s.Batches, 100); err != nil {
+		return err
+	}
+	if _, err := resolveMaxUnavailable(s.MaxUnavailable, 100); err != nil {
+		return err
+	}
+	if s.GracePeriod < 0 || s.Soak < 0 || s.Timeout < 0 {
+		return invalid("grace, soak and timeout cannot be negative")
+	}
+	return nil
+}
+
+// Hash identifies the rollout's target and images: the same hash resumes, another supersedes.
+func (s Spec) Hash() string {
+	names := make([]string, 0, len(s.Images))
+	for n := range s.Images {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%s|%s|%v", s.Target.Kind, s.Target.Namespace, s.Target.Name, s.Target.Selector, s.IncludeInit)
+	for _, n := range names {
+		fmt.Fprintf(&b, "|%s=%s", n, s.Images[n])
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// ParseBatches parses a comma-separated list of counts and percentages, e.g. "1,50%,100%".
+func ParseBatches(s string) ([]intstr.IntOrString, error) {
+	var out []intstr.IntOrString
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, invalid("batches %q: empty entry", s)
+		}
+		if strings.HasSuffix(part, "%") {
+			out = append(out, intstr.FromString(part))
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		if err != nil {
+			return nil, invalid("batches %q: %q is neither a pod count nor a percentage", s, part)
+		}
+		out = append(out, intstr.FromInt32(int32(n)))
+	}
+	return out, nil
+}
+
+// ResolveBatches turns batches into cumulative pod counts for total pods. Counts are capped at
+// total; percentages round up, so 10% of 5 pods is 1. Batches that resolve to the count of the
+// one before are dropped. Empty batches mean one batch of 100%.
+func ResolveBatches(batches []intstr.IntOrString, total int) ([]int, error) {
+	if len(batches) == 0 {
+		return []int{total}, nil
+	}
+	last := batches[len(batches)-1]
+	if last.Type != intstr.String || last.StrVal != "100%" {
+		return nil, invalid("batches %s: the last batch must be 100%%", formatBatches(batches))
+	}
+	var out []int
+	prevPercent, prevCount := -1.0, -1
+	for _, b := range batches {
+		var n int
+		if b.Type == intstr.String {
+			p, err := strconv.ParseFloat(strings.TrimSuffix(b.StrVal, "%"), 64)
+			if err != nil || !strings.HasSuffix(b.StrVal, "%") || p <= 0 || p > 100 {
+				return nil, invalid("batches %s: %q is not a percentage between 0 and 100%%", formatBatches(batches), b.StrVal)
+			}
+			if p <= prevPercent {
+				return nil, invalid("batches %s: not strictly increasing at %s", formatBatches(batches), b.StrVal)
+			}
+			prevPercent = p
+			n = int(math.Ceil(p * float64(total) / 100))
+		} else {
+			if b.IntVal <= 0 {
+				return nil, invalid("batches %s: a pod count must be positive, got %d", formatBatches(batches), b.IntVal)
+			}
+			if int(b.IntVal) <= prevCount {
+				return nil, invalid("batches %s: not strictly increasing at %d", formatBatches(batches), b.IntVal)
+			}
+			prevCount = int(b.IntVal)
+			n = min(int(b.IntVal), total)
+		}
+		if len(out) > 0 && n < out[len(out)-1] {
+			return nil, invalid("batches %s: batch %s is smaller than the one before it", formatBatches(batches), b.String())
+		}
+		if len(out) > 0 && n == out[len(out)-1] {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func formatBatches(batches []intstr.IntOrString) string {
+	parts := make([]string, len(batches))
+	for i, b := range batches {
+		parts[i] = b.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// resolveMaxUnavailable resolves a count or percentage of total, at least 1.
+func resolveMaxUnavailable(v intstr.IntOrString, total int) (int, error) {
+	if v.Type == intstr.Int && v.IntVal == 0 {
+		return 1, nil
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, false)
+	if err != nil {
+		return 0, invalid("max-unavailable %q is neither a count nor a percentage", v.String())
+	}
+	if n < 0 {
+		return 0, invalid("max-unavailable %q cannot be negative", v.String())
+	}
+	return max(n, 1), nil
+}
+
+// rolloutID names a new rollout: the spec hash and when it started.
+func rolloutID(hash string, now time.Time) string {
+	return fmt.Sprintf("%s-%d", hash[:10], now.Unix())
+}
+
+func mustJSON(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}

@@ -1,0 +1,192 @@
+package workload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// objectPatch is a strategic-merge patch of a workload object carrying the resourceVersion it
+// was computed from.
+type objectPatch struct {
+	resourceVersion string
+	lock            *Lock
+	spec            map[string]any
+}
+
+func (p objectPatch) bytes() []byte {
+	meta := map[string]any{"resourceVersion": p.resourceVersion}
+	if p.lock != nil {
+		meta["annotations"] = map[string]any{LockAnnotation: p.lock.encode()}
+	}
+	body := map[string]any{"metadata": meta}
+	if len(p.spec) > 0 {
+		body["spec"] = p.spec
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		panic(fmt.Sprintf("encoding workload patch: %v", err))
+	}
+	return data
+}
+
+// templatePatch sets the template's container images by name.
+func templatePatch(tmpl *corev1.PodTemplateSpec, images map[string]string) map[string]any {
+	spec := map[string]any{}
+	add := func(field string, containers []corev1.Container) {
+		var entries []map[string]any
+		for _, c := range containers {
+			if img, ok := images[c.Name]; ok && img != c.Image {
+				entries = append(entries, map[string]any{"name": c.Name, "image": img})
+			}
+		}
+		if len(entries) > 0 {
+			spec[field] = entries
+		}
+	}
+	add("initContainers", tmpl.Spec.InitContainers)
+	add("containers", tmpl.Spec.Containers)
+	return map[string]any{"spec": spec}
+}
+
+// templateImages returns the template's images for the named containers.
+func templateImages(tmpl *corev1.PodTemplateSpec, names map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, list := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
+		for _, c := range list {
+			if _, ok := names[c.Name]; ok {
+				out[c.Name] = c.Image
+			}
+		}
+	}
+	return out
+}
+
+// templateHasImages reports whether the template runs exactly these images.
+func templateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) bool {
+	for name, img := range templateImages(tmpl, images) {
+		if images[name] != img {
+			return false
+		}
+	}
+	return true
+}
+
+// podHasImages reports whether the pod spec runs these images.
+func podHasImages(pod *corev1.Pod, images map[string]string) bool {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if img, ok := images[c.Name]; ok && img != c.Image {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func hasLabels(pod *corev1.Pod, labels map[string]string) bool {
+	for k, v := range labels {
+		if pod.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ownedPods lists the pods matching selector that ownerUID controls.
+func ownedPods(ctx context.Context, client kubernetes.Interface, ns string, selector *metav1.LabelSelector, ownerUID types.UID) ([]*corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return nil, fmt.Errorf("parsing selector: %w", err)
+	}
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		p := &list.Items[i]
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == ownerUID {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+func sortByName(pods []*corev1.Pod) {
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+}
+
+// sortByOrdinalDesc orders StatefulSet pods highest ordinal first, as its controller updates.
+func sortByOrdinalDesc(pods []*corev1.Pod) {
+	ord := func(p *corev1.Pod) int {
+		i := strings.LastIndexByte(p.Name, '-')
+		n, err := strconv.Atoi(p.Name[i+1:])
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	sort.Slice(pods, func(i, j int) bool { return ord(pods[i]) > ord(pods[j]) })
+}
+
+// checkImages refuses images naming containers the template lacks, or init containers.
+func checkImages(ref Ref, tmpl *corev1.PodTemplateSpec, images map[string]string, includeInit bool) error {
+	known := map[string]bool{}
+	for _, c := range tmpl.Spec.Containers {
+		known[c.Name] = true
+	}
+	var unknown []string
+	for name := range images {
+		if known[name] {
+			continue
+		}
+		isInit := false
+		for _, c := range tmpl.Spec.InitContainers {
+			isInit = isInit || c.Name == name
+		}
+		if isInit && includeInit {
+			continue
+		}
+		unknown = append(unknown, name)
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		var names []string
+		for _, c := range tmpl.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		return &InvalidError{fmt.Sprintf("%s has no container named %s (its containers: %s)", ref, strings.Join(unknown, ", "), strings.Join(names, ", "))}
+	}
+	return nil
+}
+
+// strategyJSON encodes an update strategy for the lock.
+func strategyJSON(v any) json.RawMessage {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encoding update strategy: %v", err))
+	}
+	return data
+}
+
+// restoreStrategy is the patch value that puts back a recorded update strategy in full:
+// rollingUpdate is cleared when the original had none.
+func restoreStrategy(raw json.RawMessage) (map[string]any, error) {
+	var orig map[string]any
+	if err := json.Unmarshal(raw, &orig); err != nil {
+		return nil, fmt.Errorf("decoding the recorded update strategy: %w", err)
+	}
+	if _, ok := orig["rollingUpdate"]; !ok {
+		orig["rollingUpdate"] = nil
+	}
+	return orig, nil
+}

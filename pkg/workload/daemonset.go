@@ -1,0 +1,169 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+const (
+	// templateGenerationLabel is the DaemonSet pod label the controller also counts a pod
+	// updated by.
+	templateGenerationLabel = "pod-template-generation"
+	// templateGenerationAnnotation holds the DaemonSet's template generation.
+	templateGenerationAnnotation = "deprecated.daemonset.template.generation"
+)
+
+type daemonSet struct {
+	client   kubernetes.Interface
+	ds       *appsv1.DaemonSet
+	lock     *Lock
+	pods     []*corev1.Pod
+	revision *appsv1.ControllerRevision // the newest owned ControllerRevision
+}
+
+func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*daemonSet, error) {
+	ds, err := client.AppsV1().DaemonSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	lock, err := parseLock(DaemonSet, ds.Namespace, ds.Name, ds.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := ownedPods(ctx, client, ds.Namespace, ds.Spec.Selector, ds.UID)
+	if err != nil {
+		return nil, err
+	}
+	sortByName(pods)
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("parsing selector: %w", err)
+	}
+	revs, err := client.AppsV1().ControllerRevisions(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing controller revisions: %w", err)
+	}
+	d := &daemonSet{client: client, ds: ds, lock: lock, pods: pods}
+	for i := range revs.Items {
+		r := &revs.Items[i]
+		if ref := metav1.GetControllerOf(r); ref != nil && ref.UID == ds.UID && (d.revision == nil || r.Revision > d.revision.Revision) {
+			d.revision = r
+		}
+	}
+	return d, nil
+}
+
+func (d *daemonSet) Ref() Ref                          { return Ref{Kind: DaemonSet, Namespace: d.ds.Namespace, Name: d.ds.Name} }
+func (d *daemonSet) Lock() *Lock                       { return d.lock }
+func (d *daemonSet) Template() *corev1.PodTemplateSpec { return &d.ds.Spec.Template }
+func (d *daemonSet) Pods() []*corev1.Pod               { return d.pods }
+func (d *daemonSet) Replicas() int                     { return int(d.ds.Status.DesiredNumberScheduled) }
+
+// currentLabels are the revision labels of the template as the controller last saw it: the bare
+// hash of the newest ControllerRevision (DaemonSet status names no revision) and the template
+// generation.
+func (d *daemonSet) currentLabels() (map[string]string, bool) {
+	if d.ds.Status.ObservedGeneration < d.ds.Generation || d.revision == nil {
+		return nil, false
+	}
+	hash := d.revision.Labels[revisionLabel]
+	gen := d.ds.Annotations[templateGenerationAnnotation]
+	if hash == "" || gen == "" {
+		return nil, false
+	}
+	return map[string]string{revisionLabel: hash, templateGenerationLabel: gen}, true
+}
+
+func (d *daemonSet) CheckStart(images map[string]string, includeInit bool) error {
+	if err := checkImages(d.Ref(), d.Template(), images, includeInit); err != nil {
+		return err
+	}
+	labels, ok := d.currentLabels()
+	if !ok {
+		return &NotReadyError{fmt.Sprintf("%s: the DaemonSet controller has not observed generation %d yet", d.Ref(), d.ds.Generation)}
+	}
+	for _, p := range d.pods {
+		// The controller's own rule: the hash or the template generation matches.
+		if p.Labels[revisionLabel] != labels[revisionLabel] && p.Labels[templateGenerationLabel] != labels[templateGenerationLabel] {
+			return &InvalidError{fmt.Sprintf("%s has an unfinished rollout: pod %s is at revision %s, not the template's %s; finish or undo it first",
+				d.Ref(), p.Name, p.Labels[revisionLabel], labels[revisionLabel])}
+		}
+	}
+	return nil
+}
+
+func (d *daemonSet) patch(ctx context.Context, p objectPatch) error {
+	p.resourceVersion = d.ds.ResourceVersion
+	_, err := d.client.AppsV1().DaemonSets(d.ds.Namespace).Patch(ctx, d.ds.Name, types.StrategicMergePatchType, p.bytes(), metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", d.Ref(), err)
+	}
+	return nil
+}
+
+func (d *daemonSet) Start(ctx context.Context, lock *Lock) error {
+	if lock.PreviousImages == nil {
+		lock.PreviousImages = templateImages(d.Template(), lock.Images)
+		lock.PreviousStrategy = strategyJSON(d.ds.Spec.UpdateStrategy)
+	}
+	return d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
+		"updateStrategy": map[string]any{"type": appsv1.OnDeleteDaemonSetStrategyType, "rollingUpdate": nil},
+		"template":       templatePatch(d.Template(), lock.Images),
+	}})
+}
+
+func (d *daemonSet) Retarget(ctx context.Context, lock *Lock) error {
+	return d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{"template": templatePatch(d.Template(), lock.Images)}})
+}
+
+func (d *daemonSet) SetLock(ctx context.Context, lock *Lock) error {
+	return d.patch(ctx, objectPatch{lock: lock})
+}
+
+func (d *daemonSet) RevisionLabels(images map[string]string) (map[string]string, bool, error) {
+	if !templateHasImages(d.Template(), images) {
+		return nil, false, nil
+	}
+	labels, ok := d.currentLabels()
+	return labels, ok, nil
+}
+
+func (d *daemonSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
+	return podHasImages(pod, images) && (pod.Labels[revisionLabel] == labels[revisionLabel] || pod.Labels[templateGenerationLabel] == labels[templateGenerationLabel])
+}
+
+func (d *daemonSet) Finalize(ctx context.Context, lock *Lock) (bool, error) {
+	if d.lock != nil && d.lock.Phase == LockSucceeded {
+		return true, nil
+	}
+	strategy, err := restoreStrategy(lock.PreviousStrategy)
+	if err != nil {
+		return false, err
+	}
+	lock.Phase = LockSucceeded
+	return true, d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
+		"updateStrategy": strategy,
+		"template":       templatePatch(d.Template(), lock.Images),
+	}})
+}
+
+func (d *daemonSet) Restore(ctx context.Context, lock *Lock) (bool, error) {
+	if d.lock != nil && d.lock.Phase == LockRolledBack {
+		return true, nil
+	}
+	strategy, err := restoreStrategy(lock.PreviousStrategy)
+	if err != nil {
+		return false, err
+	}
+	lock.Phase = LockRolledBack
+	return true, d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
+		"updateStrategy": strategy,
+		"template":       templatePatch(d.Template(), lock.PreviousImages),
+	}})
+}

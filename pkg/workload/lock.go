@@ -1,0 +1,69 @@
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// LockAnnotation holds a workload's Lock as JSON.
+const LockAnnotation = "inplace-rollout.io/rollout"
+
+// Lock phases.
+const (
+	LockProgressing = "Progressing"
+	LockRollingBack = "RollingBack"
+	LockSucceeded   = "Succeeded"
+	LockRolledBack  = "RolledBack"
+)
+
+// Lock is the record of a rollout on its workload: who runs it, what it changes and what to put
+// back. While its phase is Progressing or RollingBack the workload belongs to the holder; a
+// finished lock stays as the record of the last rollout, for `rollback` and `status`.
+type Lock struct {
+	// Holder names who runs the rollout: cli, argo:NS/NAME, tekton:NS/NAME.
+	Holder string `json:"holder"`
+	// RolloutID identifies the rollout on the pods' state annotations.
+	RolloutID string `json:"rolloutID"`
+	// SpecHash is the hash of the rollout's target and images.
+	SpecHash string `json:"specHash"`
+	// Images are the target images by container.
+	Images map[string]string `json:"images"`
+	// PreviousImages are the template images before the first of the rollouts chained by
+	// superseding, by container.
+	PreviousImages map[string]string `json:"previousImages"`
+	// PreviousStrategy is the workload's update strategy before the rollout (StatefulSet and
+	// DaemonSet: spec.updateStrategy; Deployment: {"paused": bool}).
+	PreviousStrategy json.RawMessage `json:"previousStrategy,omitempty"`
+	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
+	Superseded []string `json:"superseded,omitempty"`
+	Phase      string   `json:"phase"`
+	// Reason says why the rollout is rolling back or rolled back.
+	Reason    string    `json:"reason,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// Active reports whether the lock still holds the workload.
+func (l *Lock) Active() bool {
+	return l != nil && (l.Phase == LockProgressing || l.Phase == LockRollingBack)
+}
+
+func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock, error) {
+	raw, ok := annotations[LockAnnotation]
+	if !ok || raw == "" {
+		return nil, nil
+	}
+	var l Lock
+	if err := json.Unmarshal([]byte(raw), &l); err != nil {
+		return nil, fmt.Errorf("%s %s/%s: annotation %s is not valid JSON: %w", kind, ns, name, LockAnnotation, err)
+	}
+	return &l, nil
+}
+
+func (l *Lock) encode() string {
+	data, err := json.Marshal(l)
+	if err != nil {
+		panic(fmt.Sprintf("encoding rollout lock: %v", err))
+	}
+	return string(data)
+}

@@ -1,0 +1,140 @@
+package workload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+// podSet is a set of pods chosen by a label selector, with no controller to freeze. Its lock
+// lives on a ConfigMap named after the selector, since there is no workload object to carry it.
+type podSet struct {
+	client    kubernetes.Interface
+	ref       Ref
+	pods      []*corev1.Pod
+	lock      *Lock
+	configMap *corev1.ConfigMap // nil until the rollout starts
+}
+
+// lockConfigMapName names the ConfigMap holding the lock of a pod selector.
+func lockConfigMapName(selector string) string {
+	sum := sha256.Sum256([]byte(selector))
+	return "inplace-rollout-pods-" + hex.EncodeToString(sum[:])[:10]
+}
+
+func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSet, error) {
+	sel, err := labels.Parse(ref.Selector)
+	if err != nil || ref.Selector == "" {
+		return nil, &InvalidError{fmt.Sprintf("pods: selector %q is not a valid, non-empty label selector", ref.Selector)}
+	}
+	list, err := client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	p := &podSet{client: client, ref: ref}
+	for i := range list.Items {
+		p.pods = append(p.pods, &list.Items[i])
+	}
+	sortByName(p.pods)
+	cm, err := client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, lockConfigMapName(ref.Selector), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("reading the lock of %s: %w", ref, err)
+	default:
+		p.configMap = cm
+		if p.lock, err = parseLock(Pods, cm.Namespace, cm.Name, cm.Annotations); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *podSet) Ref() Ref                          { return p.ref }
+func (p *podSet) Lock() *Lock                       { return p.lock }
+func (p *podSet) Template() *corev1.PodTemplateSpec { return nil }
+func (p *podSet) Pods() []*corev1.Pod               { return p.pods }
+func (p *podSet) Replicas() int                     { return len(p.pods) }
+
+func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
+	if len(p.pods) == 0 {
+		return &InvalidError{fmt.Sprintf("no pods match %s", p.ref)}
+	}
+	for _, pod := range p.pods {
+		tmpl := &corev1.PodTemplateSpec{Spec: pod.Spec}
+		ref := Ref{Kind: Pods, Namespace: pod.Namespace, Name: pod.Name}
+		if err := checkImages(ref, tmpl, images, includeInit); err != nil {
+			return &InvalidError{fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
+		}
+	}
+	return nil
+}
+
+func (p *podSet) Start(ctx context.Context, lock *Lock) error {
+	if lock.PreviousImages == nil {
+		lock.PreviousImages = map[string]string{}
+		for name := range lock.Images {
+			for _, c := range p.pods[0].Spec.Containers {
+				if c.Name == name {
+					lock.PreviousImages[name] = c.Image
+				}
+			}
+		}
+	}
+	if p.configMap == nil {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: lockConfigMapName(p.ref.Selector), Namespace: p.ref.Namespace,
+			Annotations: map[string]string{LockAnnotation: lock.encode(), "inplace-rollout.io/selector": p.ref.Selector},
+		}}
+		if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
+		}
+		return nil
+	}
+	return p.SetLock(ctx, lock)
+}
+
+func (p *podSet) Retarget(ctx context.Context, lock *Lock) error { return p.SetLock(ctx, lock) }
+
+func (p *podSet) SetLock(ctx context.Context, lock *Lock) error {
+	cm := p.configMap.DeepCopy()
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[LockAnnotation] = lock.encode()
+	if _, err := p.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
+	}
+	return nil
+}
+
+func (p *podSet) RevisionLabels(map[string]string) (map[string]string, bool, error) {
+	return map[string]string{}, true, nil
+}
+
+func (p *podSet) Counted(pod *corev1.Pod, images, _ map[string]string) bool {
+	return podHasImages(pod, images)
+}
+
+func (p *podSet) Finalize(ctx context.Context, lock *Lock) (bool, error) {
+	return p.finish(ctx, lock, LockSucceeded)
+}
+
+func (p *podSet) Restore(ctx context.Context, lock *Lock) (bool, error) {
+	return p.finish(ctx, lock, LockRolledBack)
+}
+
+func (p *podSet) finish(ctx context.Context, lock *Lock, phase string) (bool, error) {
+	if p.lock != nil && p.lock.Phase == phase {
+		return true, nil
+	}
+	lock.Phase = phase
+	return true, p.SetLock(ctx, lock)
+}

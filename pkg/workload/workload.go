@@ -1,0 +1,130 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Kind is a kind of workload.
+type Kind string
+
+// The workload kinds.
+const (
+	StatefulSet Kind = "StatefulSet"
+	DaemonSet   Kind = "DaemonSet"
+	Deployment  Kind = "Deployment"
+	Pods        Kind = "Pods"
+)
+
+// ParseKind accepts a kind in any case, and the usual short names.
+func ParseKind(s string) (Kind, error) {
+	switch strings.ToLower(s) {
+	case "statefulset", "statefulsets", "sts":
+		return StatefulSet, nil
+	case "daemonset", "daemonsets", "ds":
+		return DaemonSet, nil
+	case "deployment", "deployments", "deploy":
+		return Deployment, nil
+	case "pods", "pod", "po":
+		return Pods, nil
+	}
+	return "", fmt.Errorf("unknown workload kind %q: use StatefulSet, DaemonSet, Deployment or Pods", s)
+}
+
+// Ref names a workload. Pods are named by a label selector instead of a name.
+type Ref struct {
+	Kind      Kind
+	Namespace string
+	Name      string
+	Selector  string
+}
+
+func (r Ref) String() string {
+	if r.Kind == Pods {
+		return fmt.Sprintf("pods in %s matching %q", r.Namespace, r.Selector)
+	}
+	return fmt.Sprintf("%s %s/%s", r.Kind, r.Namespace, r.Name)
+}
+
+// Workload is a workload as observed at one moment, with the writes that adapt it to in-place
+// updates. Every write is one API call carrying the resourceVersion observed; on a conflict the
+// caller observes again.
+type Workload interface {
+	Ref() Ref
+	// Lock returns the rollout lock, or nil.
+	Lock() *Lock
+	// Template returns the pod template, or nil for label-selected pods.
+	Template() *corev1.PodTemplateSpec
+	// Replicas is how many pods the workload should have.
+	Replicas() int
+	// Pods returns the workload's live pods in update order.
+	Pods() []*corev1.Pod
+	// CheckStart returns an error when a rollout to images cannot start: an unknown container,
+	// or an unfinished rollout of the controller's own (pods not at the template's revision,
+	// whose template may differ from the pods' in more than images).
+	CheckStart(images map[string]string, includeInit bool) error
+	// Start writes the lock and freezes the controller, so that no pod is recreated while it
+	// changes. StatefulSets and DaemonSets get their template images in the same write, which
+	// makes the controller compute the revision updated pods are labelled with. A lock that
+	// already records the previous images and strategy keeps them: a rollback after a finished
+	// rollout freezes the workload again this way.
+	Start(ctx context.Context, lock *Lock) error
+	// Retarget writes a new lock and template images for a rollout that supersedes another.
+	Retarget(ctx context.Context, lock *Lock) error
+	// SetLock writes the lock alone (its phase or reason changed).
+	SetLock(ctx context.Context, lock *Lock) error
+	// RevisionLabels are the labels an updated pod carries so that the controller counts it as
+	// updated. ok is false while the controller has not yet computed the new revision.
+	RevisionLabels(images map[string]string) (labels map[string]string, ok bool, err error)
+	// Counted reports whether a pod the rollout never touched already runs images and carries
+	// the revision labels: the controller created it from the new template.
+	Counted(pod *corev1.Pod, images map[string]string, labels map[string]string) bool
+	// Finalize takes the next step of handing the workload back with the new images; done once
+	// the original strategy is restored and the lock marked Succeeded.
+	Finalize(ctx context.Context, lock *Lock) (done bool, err error)
+	// Restore takes the next step of handing the workload back with the previous images and
+	// the original strategy; done once the lock is marked RolledBack.
+	Restore(ctx context.Context, lock *Lock) (done bool, err error)
+}
+
+// Load observes the workload and its pods.
+func Load(ctx context.Context, client kubernetes.Interface, ref Ref) (Workload, error) {
+	var (
+		w   Workload
+		err error
+	)
+	switch ref.Kind {
+	case StatefulSet:
+		w, err = loadStatefulSet(ctx, client, ref)
+	case DaemonSet:
+		w, err = loadDaemonSet(ctx, client, ref)
+	case Deployment:
+		w, err = loadDeployment(ctx, client, ref)
+	case Pods:
+		w, err = loadPods(ctx, client, ref)
+	default:
+		return nil, &InvalidError{fmt.Sprintf("unknown workload kind %q", ref.Kind)}
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, &InvalidError{fmt.Sprintf("%s not found", ref)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return w, nil
+}
+
+// InvalidError is bad input: the workload cannot be rolled out as asked, and nothing was written.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+// NotReadyError means the workload's controller has not caught up yet; try again shortly.
+type NotReadyError struct{ Msg string }
+
+func (e *NotReadyError) Error() string { return e.Msg }

@@ -1,0 +1,212 @@
+package rollout_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+)
+
+func TestStatefulSetRollout(t *testing.T) {
+	ns := env.Namespace(t)
+	orig := createStatefulSet(t, ns, "web", 6)
+	before := identities(t, ns, "app=web")
+
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%")
+	if r.code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
+	podsOnImage(t, ns, "app=web", appV2)
+
+	sts := waitStatefulSet(t, ns, "web", "6 updated replicas at one revision", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == 6 && s.Status.ReadyReplicas == 6 &&
+			s.Status.CurrentRevision == s.Status.UpdateRevision
+	})
+	if !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
+		t.Errorf("update strategy %+v, want the original %+v", sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy)
+	}
+	if sts.Spec.Template.Spec.Containers[0].Image != appV2 {
+		t.Errorf("template image %s, want %s", sts.Spec.Template.Spec.Containers[0].Image, appV2)
+	}
+	for _, p := range listPods(t, ns, "app=web") {
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] != sts.Status.UpdateRevision {
+			t.Errorf("pod %s at revision %s, want %s", p.Name, p.Labels[appsv1.ControllerRevisionHashLabelKey], sts.Status.UpdateRevision)
+		}
+	}
+	// The controller reconciles the restored strategy without recreating anything.
+	time.Sleep(2 * time.Second)
+	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
+
+	// A pod deleted afterwards comes back on the new image.
+	if err := env.Client.CoreV1().Pods(ns).Delete(context.Background(), "web-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPod(t, ns, "web-0", 60*time.Second, "recreated and Ready on "+appV2, func(p *corev1.Pod) bool {
+		return string(p.UID) != before["web-0"].uid && p.Spec.Containers[0].Image == appV2 && cluster.PodReady(p)
+	})
+}
+
+func TestDaemonSetRollout(t *testing.T) {
+	ns := env.Namespace(t)
+	labels := map[string]string{"app": "agent"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns},
+		Spec:       appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+	}
+	orig, err := env.Client.AppsV1().DaemonSets(ns).Create(context.Background(), ds, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := int32(len(env.Sim.NodeNames()))
+	waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == nodes && d.Status.UpdatedNumberScheduled == nodes })
+	before := identities(t, ns, "app=agent")
+
+	r := runCLI(t, "run", "-n", ns, "--target", "daemonset/agent", "--image", "app="+appV2, "--batches", "1,100%")
+	if r.code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	podsOnImage(t, ns, "app=agent", appV2)
+	got := waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool {
+		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedNumberScheduled == nodes && d.Status.NumberReady == nodes
+	})
+	if got.Spec.UpdateStrategy.Type != orig.Spec.UpdateStrategy.Type {
+		t.Errorf("update strategy %s, want the original %s", got.Spec.UpdateStrategy.Type, orig.Spec.UpdateStrategy.Type)
+	}
+	time.Sleep(2 * time.Second)
+	checkInPlace(t, before, identities(t, ns, "app=agent"), 1)
+}
+
+func waitDaemonSet(t *testing.T, ns, name string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
+	t.Helper()
+	var got *appsv1.DaemonSet
+	cluster.WaitFor(t, 60*time.Second, "daemonset "+name, func(ctx context.Context) (bool, error) {
+		d, err := env.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		got = d
+		return err == nil && cond(d), err
+	})
+	return got
+}
+
+func TestDeploymentRollout(t *testing.T) {
+	ns := env.Namespace(t)
+	labels := map[string]string{"app": "api"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+	}
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeployment(t, ns, "api", 4)
+	before := identities(t, ns, "app=api")
+
+	r := runCLI(t, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2, "--batches", "25%,100%", "--max-unavailable", "2")
+	if r.code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	podsOnImage(t, ns, "app=api", appV2)
+	got := waitDeployment(t, ns, "api", 4)
+	if got.Spec.Paused {
+		t.Error("deployment left paused")
+	}
+	// Give the Deployment controller time to act on the new template; it must adopt the
+	// existing ReplicaSet rather than roll out a new one.
+	time.Sleep(3 * time.Second)
+	got = waitDeployment(t, ns, "api", 4)
+	rsList, err := env.Client.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rsList.Items) != 1 {
+		t.Errorf("%d ReplicaSets after the rollout, want exactly 1", len(rsList.Items))
+	}
+	if got.Status.UpdatedReplicas != 4 {
+		t.Errorf("updatedReplicas = %d, want 4", got.Status.UpdatedReplicas)
+	}
+	checkInPlace(t, before, identities(t, ns, "app=api"), 1)
+}
+
+func waitDeployment(t *testing.T, ns, name string, replicas int32) *appsv1.Deployment {
+	t.Helper()
+	var got *appsv1.Deployment
+	cluster.WaitFor(t, 60*time.Second, "deployment "+name+" available", func(ctx context.Context) (bool, error) {
+		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		got = d
+		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == replicas && d.Status.UpdatedReplicas == replicas, err
+	})
+	return got
+}
+
+func TestCrashInBatchTwoRollsBack(t *testing.T) {
+	ns := env.Namespace(t)
+	orig := createStatefulSet(t, ns, "web", 6)
+	before := identities(t, ns, "app=web")
+	// Batches 1,50%,100% take web-5, then web-4 and web-3: v2 crashes in web-3 only.
+	if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "web-3", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"`+kubeletsim.CrashImagesAnnotation+`":"`+appV2+`"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%")
+	if r.code != 1 {
+		t.Fatalf("run: %s; want exit 1", r)
+	}
+	after := identities(t, ns, "app=web")
+	for name, b := range before {
+		a := after[name]
+		if a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
+			t.Errorf("pod %s: UID %s->%s, app imageID %s->%s; want the same pod on the same digest", name, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
+		}
+	}
+	touched := 0
+	for _, p := range listPods(t, ns, "app=web") {
+		st := stateOf(t, &p)
+		if st == nil {
+			continue
+		}
+		touched++
+		if st.Stage != inplace.StageRolledBack {
+			t.Errorf("pod %s: stage %s, want RolledBack", p.Name, st.Stage)
+		}
+		if !cluster.PodReady(&p) {
+			t.Errorf("pod %s not Ready after the rollback", p.Name)
+		}
+		var reasons []string
+		events, _ := env.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+		for _, e := range events.Items {
+			reasons = append(reasons, e.Reason)
+		}
+		if !slices.Contains(reasons, inplace.EventRolledBack) {
+			t.Errorf("pod %s: events %v, want %s", p.Name, reasons, inplace.EventRolledBack)
+		}
+	}
+	if touched != 3 {
+		t.Errorf("%d pods touched, want 3 (batches 1 and 2)", touched)
+	}
+	sts := waitStatefulSet(t, ns, "web", "reconciled", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == 6 && s.Status.CurrentRevision == s.Status.UpdateRevision
+	})
+	if !equality.Semantic.DeepEqual(sts.Spec.Template, orig.Spec.Template) || !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
+		t.Errorf("template or strategy not restored:\ntemplate %+v\nstrategy %+v", sts.Spec.Template.Spec.Containers, sts.Spec.UpdateStrategy)
+	}
+	if sts.Status.UpdateRevision != orig.Status.UpdateRevision {
+		t.Errorf("updateRevision %s, want the original %s", sts.Status.UpdateRevision, orig.Status.UpdateRevision)
+	}
+	time.Sleep(2 * time.Second)
+	for name, a := range identities(t, ns, "app=web") {
+		if a.uid != before[name].uid {
+			t.Errorf("pod %s recreated after the workload was restored", name)
+		}
+	}
+}
