@@ -59,7 +59,9 @@ func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*
 	return d, nil
 }
 
-func (d *daemonSet) Ref() Ref                          { return Ref{Kind: DaemonSet, Namespace: d.ds.Namespace, Name: d.ds.Name} }
+func (d *daemonSet) Ref() Ref {
+	return Ref{Kind: DaemonSet, Namespace: d.ds.Namespace, Name: d.ds.Name}
+}
 func (d *daemonSet) Lock() *Lock                       { return d.lock }
 func (d *daemonSet) Template() *corev1.PodTemplateSpec { return &d.ds.Spec.Template }
 func (d *daemonSet) Pods() []*corev1.Pod               { return d.pods }

@@ -62,7 +62,9 @@ func loadDeployment(ctx context.Context, client kubernetes.Interface, ref Ref) (
 	return d, nil
 }
 
-func (d *deployment) Ref() Ref                          { return Ref{Kind: Deployment, Namespace: d.dep.Namespace, Name: d.dep.Name} }
+func (d *deployment) Ref() Ref {
+	return Ref{Kind: Deployment, Namespace: d.dep.Namespace, Name: d.dep.Name}
+}
 func (d *deployment) Lock() *Lock                       { return d.lock }
 func (d *deployment) Template() *corev1.PodTemplateSpec { return &d.dep.Spec.Template }
 func (d *deployment) Pods() []*corev1.Pod               { return d.pods }

@@ -69,7 +69,9 @@ func TestDaemonSetRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := int32(len(env.Sim.NodeNames()))
-	waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == nodes && d.Status.UpdatedNumberScheduled == nodes })
+	waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool {
+		return d.Status.NumberReady == nodes && d.Status.UpdatedNumberScheduled == nodes
+	})
 	before := identities(t, ns, "app=agent")
 
 	r := runCLI(t, "run", "-n", ns, "--target", "daemonset/agent", "--image", "app="+appV2, "--batches", "1,100%")
@@ -103,7 +105,7 @@ func TestDeploymentRollout(t *testing.T) {
 	labels := map[string]string{"app": "api"}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
 	}
 	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
