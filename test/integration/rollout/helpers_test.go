@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -176,4 +177,23 @@ func stateOf(t *testing.T, p *corev1.Pod) *inplace.State {
 		t.Fatalf("pod %s: %v", p.Name, err)
 	}
 	return st
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonString(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
 }

@@ -1,0 +1,233 @@
+package rollout_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+)
+
+// startCLI starts inplace-rollout in the background.
+func startCLI(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(cli, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %v: %v", args, err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	return cmd
+}
+
+func TestKilledCommandResumes(t *testing.T) {
+	ns := env.Namespace(t)
+	createStatefulSet(t, ns, "web", 12)
+	before := identities(t, ns, "app=web")
+	args := []string{"run", "-n", ns, "--target", "statefulset/web", "--image", "app=" + appV2, "--batches", "25%,50%,100%", "--max-unavailable", "2"}
+
+	rng := rand.New(rand.NewPCG(7, 11))
+	midway := 0
+	for range 30 {
+		cmd := startCLI(t, args...)
+		time.Sleep(time.Duration(30+rng.IntN(200)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			midway++
+		}
+	}
+	updated := 0
+	for _, p := range listPods(t, ns, "app=web") {
+		if p.Spec.Containers[0].Image == appV2 {
+			updated++
+		}
+	}
+	t.Logf("%d of 30 runs were killed before they finished; %d of 12 pods were on the new image before the final run", midway, updated)
+	if midway == 0 || updated == 0 {
+		t.Fatal("no run was killed mid-way, or none made progress: the test exercised nothing")
+	}
+	if r := runCLI(t, args...); r.code != 0 {
+		t.Fatalf("final run: %s", r)
+	}
+	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
+	podsOnImage(t, ns, "app=web", appV2)
+	waitStatefulSet(t, ns, "web", "12 updated replicas at one revision", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == 12 && s.Status.CurrentRevision == s.Status.UpdateRevision
+	})
+}
+
+// stopAfterFirstBatch runs a rollout to image and interrupts it once a pod is updated. It
+// returns the pods the rollout touched.
+func stopAfterFirstBatch(t *testing.T, ns, image string) map[string]bool {
+	t.Helper()
+	cmd := startCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+image, "--batches", "1,50%,100%")
+	cluster.WaitFor(t, 60*time.Second, "the first batch", func(context.Context) (bool, error) {
+		for _, p := range listPods(t, ns, "app=web") {
+			if st := stateOf(t, &p); st != nil && st.Stage == inplace.StageUpdated {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 130 {
+		t.Fatalf("interrupted run ended with %v, want exit 130", err)
+	}
+	// The run stopped between two steps: finish what is in flight so the pods settle.
+	touched := map[string]bool{}
+	for _, p := range listPods(t, ns, "app=web") {
+		if st := stateOf(t, &p); st != nil {
+			touched[p.Name] = true
+		}
+	}
+	return touched
+}
+
+func TestSupersedeWithNewImages(t *testing.T) {
+	ns := env.Namespace(t)
+	createStatefulSet(t, ns, "web", 6)
+	before := identities(t, ns, "app=web")
+	touched := stopAfterFirstBatch(t, ns, appV2)
+
+	if r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV3, "--batches", "1,50%,100%"); r.code != 2 {
+		t.Fatalf("a new spec without --supersede: %s; want exit 2", r)
+	}
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV3, "--batches", "1,50%,100%", "--supersede")
+	if r.code != 0 {
+		t.Fatalf("superseding run: %s", r)
+	}
+	podsOnImage(t, ns, "app=web", appV3)
+	after := identities(t, ns, "app=web")
+	for name, b := range before {
+		want := int32(1)
+		if touched[name] {
+			want = 2 // v2, then v3
+		}
+		if got := after[name].restarts["app"] - b.restarts["app"]; got != want {
+			t.Errorf("pod %s: app restarted %d times, want %d", name, got, want)
+		}
+		if after[name].uid != b.uid {
+			t.Errorf("pod %s recreated", name)
+		}
+	}
+	for _, p := range listPods(t, ns, "app=web") {
+		if st := stateOf(t, &p); st == nil || st.Containers[0].BeforeImage != appV1 {
+			t.Errorf("pod %s: state %+v, want BeforeImage %s", p.Name, st, appV1)
+		}
+	}
+	sts, _ := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	lock := sts.Annotations[workload.LockAnnotation]
+	if sts.Spec.Template.Spec.Containers[0].Image != appV3 {
+		t.Errorf("template on %s, want %s; lock %s", sts.Spec.Template.Spec.Containers[0].Image, appV3, lock)
+	}
+}
+
+func TestSupersedeWithCrashRollsBackToFirstImage(t *testing.T) {
+	ns := env.Namespace(t)
+	orig := createStatefulSet(t, ns, "web", 6)
+	before := identities(t, ns, "app=web")
+	stopAfterFirstBatch(t, ns, appV2)
+
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app=registry.example/app:crash-3", "--batches", "1,50%,100%", "--supersede")
+	if r.code != 1 {
+		t.Fatalf("superseding crash run: %s; want exit 1", r)
+	}
+	after := identities(t, ns, "app=web")
+	for name, b := range before {
+		if after[name].uid != b.uid || after[name].imageIDs["app"] != b.imageIDs["app"] {
+			t.Errorf("pod %s: UID %s->%s imageID %s->%s; want the same pod back on v1's digest", name, b.uid, after[name].uid, b.imageIDs["app"], after[name].imageIDs["app"])
+		}
+	}
+	for _, p := range listPods(t, ns, "app=web") {
+		if !cluster.PodReady(&p) {
+			t.Errorf("pod %s not Ready", p.Name)
+		}
+	}
+	sts := waitStatefulSet(t, ns, "web", "restored", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdateRevision == orig.Status.UpdateRevision && s.Status.UpdatedReplicas == 6
+	})
+	if got := sts.Spec.Template.Spec.Containers[0].Image; got != appV1 {
+		t.Errorf("template image %s, want %s", got, appV1)
+	}
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	ns := env.Namespace(t)
+	createStatefulSet(t, ns, "web", 2)
+	sick := createStatefulSet(t, ns, "sick", 1)
+	_ = sick
+	// Make sick's pod crash so it is not Ready.
+	if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "sick-0", "application/strategic-merge-patch+json",
+		[]byte(`{"spec":{"containers":[{"name":"app","image":"registry.example/app:crash-0"}]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPod(t, ns, "sick-0", 30*time.Second, "not Ready", func(p *corev1.Pod) bool { return !cluster.PodReady(p) })
+	for _, name := range []string{"held", "busy"} {
+		createStatefulSet(t, ns, name, 1)
+		holder := map[string]string{"held": "argo:shop/web", "busy": "cli"}[name]
+		lock := `{"holder":"` + holder + `","rolloutID":"other-1","specHash":"0000","images":{"app":"registry.example/app:v9"},"previousImages":{"app":"` + appV1 + `"},"phase":"Progressing","startedAt":"2026-01-01T00:00:00Z"}`
+		patch := `{"metadata":{"annotations":{"` + workload.LockAnnotation + `":` + jsonString(lock) + `}}}`
+		if _, err := env.Client.AppsV1().StatefulSets(ns).Patch(context.Background(), name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tests := []struct {
+		name   string
+		target string
+		args   []string
+		want   string
+	}{
+		{"missing workload", "nope", []string{"--image", "app=" + appV2}, "not found"},
+		{"unknown container", "web", []string{"--image", "db=" + appV2}, `no container named db`},
+		{"invalid image", "web", []string{"--image", "app=registry.example/App:V2"}, "not a valid image reference"},
+		{"batches not increasing", "web", []string{"--image", "app=" + appV2, "--batches", "50%,10%,100%"}, "not strictly increasing"},
+		{"batches not ending at 100%", "web", []string{"--image", "app=" + appV2, "--batches", "1,2"}, "the last batch must be 100%"},
+		{"pods not ready", "sick", []string{"--image", "app=" + appV2}, "not Ready"},
+		{"locked by another holder", "held", []string{"--image", "app=" + appV2}, "being rolled out by argo:shop/web"},
+		{"another spec of the same holder", "busy", []string{"--image", "app=" + appV2}, "pass --supersede"},
+		{"unknown kind", "web", []string{"--image", "app=" + appV2, "--target", "frobs/web"}, "unknown workload kind"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := resourceVersions(t, ns)
+			args := append([]string{"run", "-n", ns, "--target", "statefulset/" + tt.target}, tt.args...)
+			r := runCLI(t, args...)
+			if r.code != 2 || !contains(r.stderr, tt.want) {
+				t.Fatalf("%s\nwant exit 2 and %q", r, tt.want)
+			}
+			if after := resourceVersions(t, ns); !equalMaps(before, after) {
+				t.Errorf("objects changed:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+	}
+}
+
+// resourceVersions of every StatefulSet and pod in the namespace.
+func resourceVersions(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	sets, err := env.Client.AppsV1().StatefulSets(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sets.Items {
+		out["sts/"+s.Name] = s.ResourceVersion
+	}
+	for _, p := range listPods(t, ns, "") {
+		out["pod/"+p.Name] = p.ResourceVersion
+	}
+	return out
+}
