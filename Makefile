@@ -32,9 +32,10 @@ lint:
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-## bench: Go benchmarks
+## bench: Go benchmarks and the scale scenarios (a 500-pod StatefulSet)
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m $(PKGS)
+	hack/check-leftovers.sh
 
 ## demo: bring the local control plane up and run the demo against it
 demo: cluster-up build

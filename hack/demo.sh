@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# The demo: a 5-replica StatefulSet on the local control plane, its pods running.
+# The demo: in-place rollouts on the local control plane. A 6-replica StatefulSet and a
+# DaemonSet get a good image in batches (1, 50%, 100%), then a crashing image that rolls
+# itself back. Pod UIDs and IPs are shown before and after: they never change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .dev/env
-
+cli=.dev/bin/inplace-rollout
 ns=demo
-kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns"
-kubectl -n "$ns" apply -f - <<'YAML'
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+pods() { # selector
+  kubectl -n "$ns" get pods -l "$1" --sort-by=.metadata.name \
+    -o custom-columns='POD:.metadata.name,UID:.metadata.uid,IP:.status.podIP,NODE:.spec.nodeName,IMAGE:.spec.containers[0].image,RESTARTS:.status.containerStatuses[0].restartCount,READY:.status.containerStatuses[0].ready'
+}
+identity() { # selector: name uid ip, one pod per line
+  kubectl -n "$ns" get pods -l "$1" --sort-by=.metadata.name -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.status.podIP}{"\n"}{end}'
+}
+
+if kubectl get namespace "$ns" >/dev/null 2>&1; then
+  kubectl delete namespace "$ns" --wait=true >/dev/null
+fi
+kubectl create namespace "$ns" >/dev/null
+kubectl -n "$ns" apply -f - >/dev/null <<'YAML'
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
   name: web
 spec:
-  replicas: 5
+  replicas: 6
   serviceName: web
   podManagementPolicy: Parallel
   selector:
@@ -24,9 +39,67 @@ spec:
       containers:
         - name: app
           image: registry.example/app:v1
+        - name: sidecar
+          image: registry.example/proxy:v1
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers:
+        - name: agent
+          image: registry.example/agent:v1
 YAML
-kubectl -n "$ns" rollout status statefulset/web --timeout=120s
-kubectl -n "$ns" get pods -o wide
-kubectl -n "$ns" get pods -o custom-columns='POD:.metadata.name,UID:.metadata.uid,IP:.status.podIP,NODE:.spec.nodeName,IMAGE:.status.containerStatuses[0].image,IMAGE-ID:.status.containerStatuses[0].imageID'
+kubectl -n "$ns" rollout status statefulset/web --timeout=120s >/dev/null
+kubectl -n "$ns" rollout status daemonset/agent --timeout=120s >/dev/null
+identity app=web >.dev/demo-before.txt
+identity app=agent >>.dev/demo-before.txt
+
+say "Before: StatefulSet web (6 pods) and DaemonSet agent"
+pods app=web
+pods app=agent
+
+say "Plan: registry.example/app:v2 in batches 1, 50%, 100% (writes nothing)"
+$cli plan -n "$ns" --target statefulset/web --image app=registry.example/app:v2 --batches 1,50%,100%
+
+say "Rollout 1: StatefulSet web to registry.example/app:v2, in place"
+start=$(date +%s%N)
+$cli run -n "$ns" --target statefulset/web --image app=registry.example/app:v2 --batches 1,50%,100% 2>&1 | grep -E 'rollout (started|succeeded)|Updating|Updated|progress' || true
+echo "took $(( ($(date +%s%N) - start) / 1000000 )) ms"
+
+say "Rollout 2: DaemonSet agent to registry.example/agent:v2, in place"
+$cli run -n "$ns" --target daemonset/agent --image agent=registry.example/agent:v2 --batches 1,100% 2>&1 | grep -E 'rollout (started|succeeded)|progress' || true
+
+say "Rollout 3: StatefulSet web to registry.example/app:crash-1, which crash-loops; it rolls itself back"
+set +e
+$cli run -n "$ns" --target statefulset/web --image app=registry.example/app:crash-1 --batches 1,50%,100% 2>&1 | grep -E 'rollout started|rolling back|rolled back|RollingBack|RolledBack' | cut -c1-220
+code=${PIPESTATUS[0]}
+set -e
+echo "inplace-rollout exited $code (1: failed and rolled back)"
+
+say "Per-pod status of web (stage, image before the last rollout, image now)"
+$cli status -n "$ns" --target statefulset/web
+
+say "Events on the pod the crash reached"
+kubectl -n "$ns" get events --field-selector involvedObject.name=web-5 --sort-by=.lastTimestamp -o custom-columns='REASON:.reason,MESSAGE:.message' | grep InPlace | cut -c1-160
+
+say "After: same pods, same UIDs and IPs"
+pods app=web
+pods app=agent
+identity app=web >.dev/demo-after.txt
+identity app=agent >>.dev/demo-after.txt
+if diff -u .dev/demo-before.txt .dev/demo-after.txt; then
+  echo "every pod kept its UID and IP through three rollouts and a rollback"
+else
+  echo "pod identities changed" >&2
+  exit 1
+fi
 echo
-echo "The control plane keeps running: . .dev/env, then kubectl. make cluster-down stops it."
+echo "The control plane keeps running: . .dev/env, then kubectl or .dev/bin/inplace-rollout. make cluster-down stops it."

@@ -48,6 +48,9 @@ func (f *clusterFlags) client() (kubernetes.Interface, *rest.Config, string, err
 		}
 	}
 	cfg.UserAgent = "inplace-rollout/" + version
+	// A batch steps each of its pods every fraction of a second; client-go's default of 5
+	// requests per second would make the client, not the pods, the bottleneck.
+	cfg.QPS, cfg.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, "", badInput("building a client for %s: %v", cfg.Host, err)

@@ -41,19 +41,35 @@ type Result struct {
 
 // Update takes the next step of updating the pod to target.
 func (u *Updater) Update(ctx context.Context, namespace, name string, target Target) (Result, error) {
-	return u.do(ctx, namespace, name, "updating", func(pod *corev1.Pod, now time.Time) (Step, error) {
+	return u.UpdatePod(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, target)
+}
+
+// UpdatePod is Update starting from a pod the caller has just read from the API server (not
+// from a cache that may lag): the first decision uses it, saving a read; a conflict re-reads.
+// A pod with no resourceVersion is read first.
+func (u *Updater) UpdatePod(ctx context.Context, pod *corev1.Pod, target Target) (Result, error) {
+	return u.do(ctx, pod, "updating", func(pod *corev1.Pod, now time.Time) (Step, error) {
 		return NextUpdate(pod, target, u.Options, now)
 	})
 }
 
 // Revert takes the next step of putting the pod back on the images it ran before.
 func (u *Updater) Revert(ctx context.Context, namespace, name string) (Result, error) {
-	return u.do(ctx, namespace, name, "reverting", func(pod *corev1.Pod, now time.Time) (Step, error) {
+	return u.RevertPod(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
+}
+
+// RevertPod is Revert starting from a pod just read, as UpdatePod.
+func (u *Updater) RevertPod(ctx context.Context, pod *corev1.Pod) (Result, error) {
+	return u.do(ctx, pod, "reverting", func(pod *corev1.Pod, now time.Time) (Step, error) {
 		return NextRevert(pod, u.Options, now, u.TagMoved)
 	})
 }
 
-func (u *Updater) do(ctx context.Context, namespace, name, verb string, next func(*corev1.Pod, time.Time) (Step, error)) (Result, error) {
+func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next func(*corev1.Pod, time.Time) (Step, error)) (Result, error) {
+	namespace, name := fresh.Namespace, fresh.Name
+	if fresh.ResourceVersion == "" {
+		fresh = nil
+	}
 	var (
 		res     Result
 		written *corev1.Pod
@@ -62,9 +78,13 @@ func (u *Updater) do(ctx context.Context, namespace, name, verb string, next fun
 	// Every decision is made on a fresh read and written with that read's resourceVersion; a
 	// conflict means the pod moved on, so read and decide again.
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		pod, err := u.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
+		pod := fresh
+		fresh = nil // a retry after a conflict reads again
+		if pod == nil {
+			var err error
+			if pod, err = u.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
+			}
 		}
 		step, err := next(pod, u.now())
 		if err != nil {

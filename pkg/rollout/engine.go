@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -263,40 +264,20 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	if err != nil {
 		return st, Result{}, err
 	}
-	requeue := idleRequeue
-	step := func(p *corev1.Pod) error {
-		res, err := u.Update(ctx, p.Namespace, p.Name, target)
+	start := min(len(pending), maxUnavailable-len(inflight), batches[batch]-st.Updated-len(inflight))
+	work := append(slices.Clone(inflight), pending[:max(start, 0)]...)
+	requeue, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) {
+		res, err := u.UpdatePod(ctx, p, target)
 		var ie *inplace.IneligibleError
-		switch {
-		case errors.As(err, &ie) && ie.Wait:
-			return nil
-		case apierrors.IsNotFound(err):
-			return nil // deleted meanwhile
-		case err != nil:
-			return err
+		if errors.As(err, &ie) && ie.Wait {
+			return res, nil
 		}
-		if res.Wrote || res.Done {
-			requeue = busyRequeue
-		} else if res.RequeueAfter > 0 && res.RequeueAfter < requeue {
-			requeue = res.RequeueAfter
-		}
-		return nil
+		return res, err
+	})
+	if err != nil {
+		return e.stepFailed(ctx, w, lock, failedPod, err, st)
 	}
-	for _, p := range inflight {
-		if err := step(p); err != nil {
-			return e.stepFailed(ctx, w, lock, p, err, st)
-		}
-	}
-	started := 0
-	for _, p := range pending {
-		if len(inflight)+started >= maxUnavailable || st.Updated+len(inflight)+started >= batches[batch] {
-			break
-		}
-		if err := step(p); err != nil {
-			return e.stepFailed(ctx, w, lock, p, err, st)
-		}
-		started++
-	}
+	started := len(work) - len(inflight)
 	st.Updating = len(inflight) + started
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, total, st.Updating)
 	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
@@ -410,27 +391,55 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 	if err != nil {
 		return st, Result{}, err
 	}
-	requeue := idleRequeue
-	for i, t := range todo {
-		if i >= maxUnavailable {
-			break
-		}
-		res, err := u.Revert(ctx, t.pod.Namespace, t.pod.Name)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return st, Result{}, fmt.Errorf("pod %s/%s: %w", t.pod.Namespace, t.pod.Name, err)
-		}
-		if res.Wrote || res.Done {
-			requeue = busyRequeue
-		} else if res.RequeueAfter > 0 && res.RequeueAfter < requeue {
-			requeue = res.RequeueAfter
-		}
+	var work []*corev1.Pod
+	for _, t := range todo[:min(len(todo), maxUnavailable)] {
+		work = append(work, t.pod)
+	}
+	requeue, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) { return u.RevertPod(ctx, p) })
+	if err != nil {
+		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
 	st.Updating = min(len(todo), maxUnavailable)
 	st.Message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s", st.RolledBack, len(todo), lock.Reason)
 	return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+// stepConcurrency bounds the pod steps one Reconcile runs at once.
+const stepConcurrency = 16
+
+// stepPods takes one step on each pod, concurrently, and returns when to look again: soon if
+// any pod was written or finished, else at the earliest time a pod asked for. A pod that no
+// longer exists is skipped. The first error is returned with its pod.
+func stepPods(pods []*corev1.Pod, step func(*corev1.Pod) (inplace.Result, error)) (time.Duration, *corev1.Pod, error) {
+	type outcome struct {
+		res inplace.Result
+		err error
+	}
+	out := make([]outcome, len(pods))
+	sem := make(chan struct{}, stepConcurrency)
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i].res, out[i].err = step(p)
+		}()
+	}
+	wg.Wait()
+	requeue := idleRequeue
+	for i, o := range out {
+		switch {
+		case apierrors.IsNotFound(o.err):
+		case o.err != nil:
+			return 0, pods[i], o.err
+		case o.res.Wrote || o.res.Done:
+			requeue = busyRequeue
+		case o.res.RequeueAfter > 0 && o.res.RequeueAfter < requeue:
+			requeue = o.res.RequeueAfter
+		}
+	}
+	return requeue, nil, nil
 }
 
 func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase, msg string) (Status, Result, error) {

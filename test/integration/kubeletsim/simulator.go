@@ -494,3 +494,6 @@ func (s *Simulator) Digest(image string) (string, error) {
 	defer s.mu.Unlock()
 	return s.reg.digestOf(img), nil
 }
+
+// Config returns the simulator's configuration with defaults applied.
+func (s *Simulator) Config() Config { return s.cfg }

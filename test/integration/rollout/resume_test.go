@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -166,14 +167,22 @@ func TestSupersedeWithCrashRollsBackToFirstImage(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	createStatefulSet(t, ns, "web", 2)
-	sick := createStatefulSet(t, ns, "sick", 1)
-	_ = sick
-	// Make sick's pod crash so it is not Ready.
-	if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "sick-0", "application/strategic-merge-patch+json",
-		[]byte(`{"spec":{"containers":[{"name":"app","image":"registry.example/app:crash-0"}]}}`), metav1.PatchOptions{}); err != nil {
+	// sick's pod declares a readiness gate nobody sets: Running, never Ready, and stable (a
+	// crash-looping pod would change under the test).
+	labels := map[string]string{"app": "sick"}
+	sick := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "sick", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), ServiceName: "sick",
+			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+	}
+	sick.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sick, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	env.WaitForPod(t, ns, "sick-0", 30*time.Second, "not Ready", func(p *corev1.Pod) bool { return !cluster.PodReady(p) })
+	env.WaitForPod(t, ns, "sick-0", 30*time.Second, "Running, containers ready, not Ready", func(p *corev1.Pod) bool {
+		cs := cluster.ContainerStatus(p, "app")
+		return p.Status.Phase == corev1.PodRunning && cs != nil && cs.Ready && !cluster.PodReady(p)
+	})
 	for _, name := range []string{"held", "busy"} {
 		createStatefulSet(t, ns, name, 1)
 		holder := map[string]string{"held": "argo:shop/web", "busy": "cli"}[name]

@@ -1,0 +1,137 @@
+// Package scale_test measures rollouts of large workloads on the local control plane. It runs
+// only with -bench (make bench); without it no control plane starts.
+package scale_test
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+)
+
+var (
+	env *cluster.Cluster
+	cli string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "inplace-rollout-scale-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cli = filepath.Join(dir, "inplace-rollout")
+	build := exec.Command("go", "build", "-o", cli, "github.com/inplace-rollout/inplace-rollout/cmd/inplace-rollout")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building inplace-rollout:", err)
+		os.Exit(1)
+	}
+	code := cluster.RunTests(m, cluster.Options{Simulator: kubeletsim.Config{Nodes: 10, Workers: 16}}, &env)
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// BenchmarkStatefulSet500 rolls a 500-pod StatefulSet out in 10 batches of 10%, each batch all at
+// once, with the simulator's default delays (200 ms pull, 200 ms start). The floor is the sum of
+// those delays over the batches: 10 x 400 ms.
+func BenchmarkStatefulSet500(b *testing.B) {
+	const replicas, batches = 500, 10
+	for range b.N {
+		b.StopTimer()
+		ns := env.Namespace(b)
+		name := "big"
+		labels := map[string]string{"app": name}
+		sts := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas: ptr.To[int32](replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}}},
+			},
+		}
+		if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		cluster.WaitFor(b, 5*time.Minute, "500 ready pods", func(ctx context.Context) (bool, error) {
+			s, err := env.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && s.Status.ReadyReplicas == replicas, err
+		})
+
+		writesBefore := podWrites(b)
+		b.StartTimer()
+		start := time.Now()
+		cmd := exec.Command(cli, "run", "-n", ns, "--target", "statefulset/"+name, "--image", "app=registry.example/app:v2",
+			"--batches", "10%,20%,30%,40%,50%,60%,70%,80%,90%,100%", "--max-unavailable", "10%")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		wall := time.Since(start)
+		if err != nil {
+			b.Fatalf("run: %v\n%s", err, lastLines(string(out), 20))
+		}
+		writes := podWrites(b) - writesBefore
+		floor := batches * (env.Sim.Config().PullDelay + env.Sim.Config().StartDelay)
+		maxRSS := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+		b.ReportMetric(wall.Seconds(), "wall-s")
+		b.ReportMetric(floor.Seconds(), "floor-s")
+		b.ReportMetric(float64(writes)/replicas, "writes/pod")
+		b.ReportMetric(float64(maxRSS)/1024, "peak-RSS-MiB")
+		b.Logf("500 pods, 10 batches: %s wall, floor %s (%.1fx), %.2f pod writes per pod, CLI peak RSS %.1f MiB",
+			wall.Round(10*time.Millisecond), floor, wall.Seconds()/floor.Seconds(), float64(writes)/replicas, float64(maxRSS)/1024)
+	}
+}
+
+// podWrites reads the apiserver's count of PATCH requests to pods (not pods/status, which the
+// simulated kubelets write).
+func podWrites(b *testing.B) int {
+	b.Helper()
+	data, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("reading apiserver metrics: %v", err)
+	}
+	total := 0
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="pods"`) ||
+			!strings.Contains(line, `verb="PATCH"`) || !strings.Contains(line, `subresource=""`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		n, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err == nil {
+			total += int(n)
+		}
+	}
+	return total
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
