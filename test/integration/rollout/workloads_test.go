@@ -2,6 +2,9 @@ package rollout_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -22,9 +25,44 @@ func TestStatefulSetRollout(t *testing.T) {
 	orig := createStatefulSet(t, ns, "web", 6)
 	before := identities(t, ns, "app=web")
 
-	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%")
+	// plan shows the batches, highest ordinal first, and writes nothing.
+	rvs := resourceVersions(t, ns)
+	r := runCLI(t, "plan", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%")
+	if r.code != 0 || !contains(r.stdout, "batch 1 (up to 1 pods): [web-5]") || !contains(r.stdout, "batch 2 (up to 3 pods): [web-4 web-3]") {
+		t.Fatalf("plan: %s", r)
+	}
+	if !equalMaps(rvs, resourceVersions(t, ns)) {
+		t.Fatal("plan wrote to the cluster")
+	}
+
+	results := t.TempDir()
+	r = runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%", "--results-dir", results)
 	if r.code != 0 {
 		t.Fatalf("run: %s", r)
+	}
+	for name, want := range map[string]string{"phase": "Succeeded", "updated-pods": "6", "rolled-back": "0"} {
+		if got, err := os.ReadFile(filepath.Join(results, name)); err != nil || string(got) != want {
+			t.Errorf("result %s = %q (%v), want %q", name, got, err, want)
+		}
+	}
+	r = runCLI(t, "status", "-n", ns, "--target", "statefulset/web", "-o", "json")
+	var report struct {
+		Rollout struct{ Phase string }
+		Pods    []struct {
+			Name, Stage string
+			Containers  []struct{ BeforeImage, AfterImage, AfterImageID string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &report); err != nil || r.code != 0 {
+		t.Fatalf("status -o json: %v\n%s", err, r)
+	}
+	if report.Rollout.Phase != "Succeeded" || len(report.Pods) != 6 {
+		t.Errorf("status: rollout %q with %d pods, want Succeeded with 6", report.Rollout.Phase, len(report.Pods))
+	}
+	for _, p := range report.Pods {
+		if p.Stage != "Updated" || len(p.Containers) != 1 || p.Containers[0].BeforeImage != appV1 || p.Containers[0].AfterImageID == "" {
+			t.Errorf("status of pod %s: %+v", p.Name, p)
+		}
 	}
 	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
 	podsOnImage(t, ns, "app=web", appV2)
@@ -211,4 +249,76 @@ func TestCrashInBatchTwoRollsBack(t *testing.T) {
 			t.Errorf("pod %s recreated after the workload was restored", name)
 		}
 	}
+}
+
+// TestPodsRecreatedDuringRollout deletes a pod the rollout has not reached yet. A StatefulSet
+// recreates it from the new template (counted as updated, never touched); a paused
+// Deployment's ReplicaSet recreates it from the old template (updated in a later batch).
+func TestPodsRecreatedDuringRollout(t *testing.T) {
+	tests := []struct {
+		kind        string
+		wantTouched bool
+	}{
+		{"statefulset", false},
+		{"deployment", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			ns := env.Namespace(t)
+			labels := map[string]string{"app": "web"}
+			if tt.kind == "statefulset" {
+				createStatefulSet(t, ns, "web", 4)
+			} else {
+				dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+					Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)}}
+				if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				waitDeployment(t, ns, "web", 4)
+			}
+			before := identities(t, ns, "app=web")
+			cmd := startCLI(t, "run", "-n", ns, "--target", tt.kind+"/web", "--image", "app="+appV2, "--batches", "1,100%", "--soak", "2s")
+			// While the first pod soaks, delete a pod the rollout has not touched.
+			var victim string
+			cluster.WaitFor(t, 60*time.Second, "the first pod updating", func(context.Context) (bool, error) {
+				pods := listPods(t, ns, "app=web")
+				for _, p := range pods {
+					if stateOf(t, &p) == nil {
+						victim = p.Name
+					}
+				}
+				return len(pods) == 4 && victim != "" && len(pods) > 0 && anyTouched(t, pods), nil
+			})
+			if err := env.Client.CoreV1().Pods(ns).Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			podsOnImage(t, ns, "app=web", appV2)
+			var recreated []string
+			for _, p := range listPods(t, ns, "app=web") {
+				if b, ok := before[p.Name]; ok && b.uid == string(p.UID) {
+					continue
+				}
+				recreated = append(recreated, p.Name)
+				if touched := stateOf(t, &p) != nil; touched != tt.wantTouched {
+					t.Errorf("recreated pod %s: touched by the rollout = %v, want %v", p.Name, touched, tt.wantTouched)
+				}
+			}
+			if len(recreated) != 1 {
+				t.Errorf("recreated pods %v, want exactly one (the deleted %s)", recreated, victim)
+			}
+		})
+	}
+}
+
+func anyTouched(t *testing.T, pods []corev1.Pod) bool {
+	t.Helper()
+	for _, p := range pods {
+		if stateOf(t, &p) != nil {
+			return true
+		}
+	}
+	return false
 }
