@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -94,6 +95,9 @@ type rolloutFlags struct {
 	includeInit    bool
 	supersede      bool
 	resultsDir     string
+	analysisFile   string
+	prometheusURL  string
+	onInconclusive string
 }
 
 func (f *rolloutFlags) register(cmd *cobra.Command) {
@@ -107,6 +111,9 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers")
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
+	cmd.Flags().StringVar(&f.analysisFile, "analysis", "", "analysis config (YAML or JSON): gate every batch on Prometheus golden signals")
+	cmd.Flags().StringVar(&f.prometheusURL, "prometheus", "", "Prometheus URL (default: prometheus.address of the analysis config)")
+	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
 }
 
 func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
@@ -137,6 +144,16 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 	}
 	spec.Batches = batches
 	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
+	spec.PrometheusURL, spec.OnInconclusive = f.prometheusURL, f.onInconclusive
+	if f.analysisFile != "" {
+		cfg, err := analysis.DecodeFile(f.analysisFile)
+		if err != nil {
+			return spec, badInput("--analysis: %v", err)
+		}
+		spec.Analysis = cfg
+	} else if f.prometheusURL != "" {
+		return spec, badInput("--prometheus needs --analysis FILE")
+	}
 	if err := spec.Validate(); err != nil {
 		return spec, badInput("%v", err)
 	}

@@ -12,6 +12,7 @@ const (
 	exitFailedRolledBack   = 1
 	exitBadInput           = 2
 	exitRollbackIncomplete = 3
+	exitPaused             = 4
 )
 
 // exitError carries the exit code a command ends with.
@@ -44,10 +45,11 @@ golden signals, and a failed batch puts every touched pod back on the exact imag
 it ran before.
 
 Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input (nothing changed),
-3 rollback incomplete (a person must look).`,
+3 rollback incomplete (a person must look), 4 paused by an inconclusive analysis
+(resume or roll back), 130 stopped by Ctrl-C (run again to resume).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newVersionCommand())
 	return root
 }

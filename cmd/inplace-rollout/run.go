@@ -62,6 +62,38 @@ Running run again with the same arguments resumes a rollout that was interrupted
 	return cmd
 }
 
+func newResumeCommand() *cobra.Command {
+	var cf clusterFlags
+	var rf rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "resume --target KIND/NAME --image CONTAINER=IMAGE [flags]",
+		Short: "Accept the batch an inconclusive analysis paused on, and continue the rollout",
+		Long: `resume takes the same arguments as the run it continues. When the rollout is paused
+by an inconclusive analysis, resume accepts the paused batch, as a person who looked
+at it, and goes on like run; rollback undoes the rollout instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			client, _, ns, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ref, err := cf.ref(ns)
+			if err != nil {
+				return err
+			}
+			spec, err := rf.spec(ref)
+			if err != nil {
+				return err
+			}
+			spec.Resume = true
+			return drive(cmd, client, spec, rf.resultsDir, cf.output, false)
+		},
+	}
+	cf.register(cmd)
+	rf.register(cmd)
+	return cmd
+}
+
 func newRollbackCommand() *cobra.Command {
 	var cf clusterFlags
 	var rf rolloutFlags
@@ -110,9 +142,10 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 	defer signal.Stop(interrupted)
 
 	var (
-		st         rollout.Status
-		lastMsg    string
-		errorsFrom time.Time
+		st          rollout.Status
+		lastMsg     string
+		errorsFrom  time.Time
+		lastMeasure time.Time
 	)
 	// Each Reconcile gets its own context that Ctrl-C does not cancel: the write in flight
 	// completes, and the rollout stops between two steps.
@@ -143,9 +176,17 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 					"updated", st.Updated, "total", st.Total, "message", st.Message)
 				lastMsg = st.Message
 			}
+			if a := st.Analysis; a != nil && len(a.Last) > 0 && a.Last[len(a.Last)-1].At.After(lastMeasure) {
+				m := a.Last[len(a.Last)-1]
+				lastMeasure = m.At
+				bar.clear()
+				for _, r := range m.Results {
+					log.Info("measurement", "target", spec.Target.String(), "batch", a.Batch+1, "check", r.Check, "verdict", r.Verdict, "result", r.String())
+				}
+			}
 			bar.show(st)
 		}
-		if res.Phase.Terminal() {
+		if res.Phase.Terminal() || res.Phase == rollout.PhasePaused {
 			bar.clear()
 			if err := writeResults(resultsDir, st); err != nil {
 				return &exitError{code: exitRollbackIncomplete, err: err}
@@ -167,6 +208,8 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 
 func phaseExit(p rollout.Phase, rollbackCmd bool, msg string) error {
 	switch {
+	case p == rollout.PhasePaused:
+		return &exitError{code: exitPaused, err: errors.New(msg)}
 	case p == rollout.PhaseSucceeded, p == rollout.PhaseRolledBack && rollbackCmd:
 		return nil
 	case p == rollout.PhaseRolledBack:

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -32,6 +33,11 @@ type Engine struct {
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Querier answers the analysis' PromQL queries; nil builds a Prometheus client from the
+	// spec on first use.
+	Querier analysis.Querier
+
+	mu sync.Mutex
 }
 
 // Intervals at which Reconcile asks to be called again.
@@ -66,6 +72,8 @@ func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 		return e.supersede(ctx, spec, w, lock, hash)
 	case lock.Phase == workload.LockRollingBack:
 		return e.rollBack(ctx, spec, w, lock)
+	case lock.Phase == workload.LockPaused:
+		return e.paused(ctx, spec, w, lock)
 	}
 	return e.progress(ctx, spec, w, lock)
 }
@@ -163,7 +171,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 		return Status{}, Result{}, invalid("%s has rollout %s in progress to other images (%s); pass --supersede to replace it, or roll it back first",
 			w.Ref(), lock.RolloutID, mustJSON(lock.Images))
 	}
-	if lock.Phase != workload.LockProgressing {
+	if lock.Phase != workload.LockProgressing && lock.Phase != workload.LockPaused {
 		return Status{}, Result{}, invalid("%s: rollout %s is %s; wait for it to finish before starting another", w.Ref(), lock.RolloutID, lock.Phase)
 	}
 	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
@@ -178,6 +186,8 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	next.SpecHash = hash
 	next.Images = spec.Images
 	next.StartedAt = e.now().UTC().Truncate(time.Second)
+	next.Phase, next.Reason = workload.LockProgressing, ""
+	next.AnalyzedBatches, next.Analysis = 0, nil
 	if err := w.Retarget(ctx, &next); err != nil {
 		return Status{}, Result{}, err
 	}
@@ -202,7 +212,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	target := inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
 
 	var inflight, pending []*corev1.Pod
-	var failed []string
+	var failed, updated []string
 	for _, p := range w.Pods() {
 		if p.DeletionTimestamp != nil {
 			continue // the controller recreates it; the new pod is judged then
@@ -213,7 +223,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		}
 		switch {
 		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageUpdated:
-			st.Updated++
+			updated = append(updated, p.Name)
 		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageFailed:
 			failed = append(failed, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
 		case s != nil && s.RolloutID == lock.RolloutID:
@@ -222,11 +232,12 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 			// A superseded update still settling on this pod: it finishes before the new one.
 			inflight = append(inflight, p)
 		case w.Counted(p, lock.Images, labels):
-			st.Updated++
+			updated = append(updated, p.Name)
 		default:
 			pending = append(pending, p)
 		}
 	}
+	st.Updated = len(updated)
 	if len(failed) > 0 {
 		return e.beginRollback(ctx, w, lock, strings.Join(failed, "; "), st)
 	}
@@ -243,9 +254,18 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 			break
 		}
 	}
+	if spec.Analysis != nil {
+		// A complete batch is analysed before any pod of the next one starts.
+		a := lock.AnalyzedBatches
+		if a < len(batches) && st.Updated >= batches[a] && len(inflight) == 0 {
+			st.Batch = a + 1
+			return e.analyze(ctx, spec, w, lock, a, st, updated, podNames(pending))
+		}
+		batch = min(batch, a)
+	}
 	st.Batch = batch + 1
 
-	if st.Updated >= total && len(inflight) == 0 {
+	if st.Updated >= total && len(inflight) == 0 && (spec.Analysis == nil || lock.AnalyzedBatches >= len(batches)) {
 		done, err := w.Finalize(ctx, lock)
 		if err != nil {
 			return st, Result{}, err
@@ -283,6 +303,14 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
 }
 
+func podNames(pods []*corev1.Pod) []string {
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.Name
+	}
+	return names
+}
+
 // stepFailed handles an error from a pod step: bad input on the pod (it cannot be updated in
 // place) fails the rollout; API trouble is retried.
 func (e *Engine) stepFailed(ctx context.Context, w workload.Workload, lock *workload.Lock, p *corev1.Pod, err error, st Status) (Status, Result, error) {
@@ -295,6 +323,11 @@ func (e *Engine) stepFailed(ctx context.Context, w workload.Workload, lock *work
 
 // beginRollback records, on the lock, that the rollout is rolling back and why.
 func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, reason string, st Status) (Status, Result, error) {
+	return e.beginRollbackWith(ctx, w, lock, reason, st)
+}
+
+// beginRollbackWith writes lock (with any other change it carries) marked rolling back.
+func (e *Engine) beginRollbackWith(ctx context.Context, w workload.Workload, lock *workload.Lock, reason string, st Status) (Status, Result, error) {
 	next := *lock
 	next.Phase, next.Reason = workload.LockRollingBack, reason
 	if err := w.SetLock(ctx, &next); err != nil {
@@ -317,7 +350,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Wo
 		return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s is rolled back", lock.RolloutID))
 	case lock.Phase == workload.LockRollingBack:
 		return e.rollBack(ctx, spec, w, lock)
-	case lock.Phase == workload.LockProgressing:
+	case lock.Phase == workload.LockProgressing, lock.Phase == workload.LockPaused:
 		return e.beginRollback(ctx, w, lock, "rollback requested", Status{RolloutID: lock.RolloutID, Total: w.Replicas()})
 	}
 	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -45,7 +47,23 @@ type Spec struct {
 	Supersede bool
 	// Rollback asks for the rollout to be undone.
 	Rollback bool
+	// Analysis gates every batch on Prometheus; nil runs no analysis.
+	Analysis *analysis.Config
+	// PrometheusURL overrides Analysis.Prometheus.Address.
+	PrometheusURL string
+	// OnInconclusive is what an inconclusive analysis does: fail (roll back), pause (wait for a
+	// person) or continue [pause].
+	OnInconclusive string
+	// Resume accepts the batch of a rollout paused by an inconclusive analysis and continues.
+	Resume bool
 }
+
+// What an inconclusive analysis does.
+const (
+	InconclusiveFail     = "fail"
+	InconclusivePause    = "pause"
+	InconclusiveContinue = "continue"
+)
 
 // InvalidError is bad input: the rollout cannot run as asked, and nothing was written.
 type InvalidError struct{ Msg string }
@@ -91,6 +109,19 @@ func (s Spec) Validate() error {
 	}
 	if s.GracePeriod < 0 || s.Soak < 0 || s.Timeout < 0 {
 		return invalid("grace, soak and timeout cannot be negative")
+	}
+	switch s.OnInconclusive {
+	case "", InconclusiveFail, InconclusivePause, InconclusiveContinue:
+	default:
+		return invalid("on-inconclusive %q: use fail, pause or continue", s.OnInconclusive)
+	}
+	if s.Analysis != nil && s.Analysis.Prometheus.Address == "" && s.PrometheusURL == "" {
+		return invalid("analysis needs a Prometheus address: give --prometheus or prometheus.address in the analysis config")
+	}
+	if s.PrometheusURL != "" {
+		if u, err := url.Parse(s.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return invalid("prometheus %q is not an http(s) URL", s.PrometheusURL)
+		}
 	}
 	return nil
 }

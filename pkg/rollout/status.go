@@ -1,6 +1,10 @@
 package rollout
 
-import "time"
+import (
+	"time"
+
+	"github.com/inplace-rollout/inplace-rollout/analysis"
+)
 
 // Phase is where a rollout is.
 type Phase string
@@ -8,6 +12,8 @@ type Phase string
 // Rollout phases.
 const (
 	PhaseProgressing Phase = "Progressing"
+	// PhasePaused: an analysis was inconclusive; resume or roll back.
+	PhasePaused      Phase = "Paused"
 	PhaseSucceeded   Phase = "Succeeded"
 	PhaseRollingBack Phase = "RollingBack"
 	PhaseRolledBack  Phase = "RolledBack"
@@ -36,6 +42,8 @@ type Status struct {
 	Updating   int    `json:"updating"`
 	RolledBack int    `json:"rolledBack"`
 	Message    string `json:"message,omitempty"`
+	// Analysis is the current or last batch analysis, with its last few measurements.
+	Analysis *analysis.Run `json:"analysis,omitempty"`
 }
 
 // Result tells the caller what to do next.

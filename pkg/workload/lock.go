@@ -12,6 +12,8 @@ const LockAnnotation = "inplace-rollout.io/rollout"
 // Lock phases.
 const (
 	LockProgressing = "Progressing"
+	// LockPaused: an analysis was inconclusive; a person resumes or rolls back.
+	LockPaused      = "Paused"
 	LockRollingBack = "RollingBack"
 	LockSucceeded   = "Succeeded"
 	LockRolledBack  = "RolledBack"
@@ -41,11 +43,17 @@ type Lock struct {
 	// Reason says why the rollout is rolling back or rolled back.
 	Reason    string    `json:"reason,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
+	// AnalyzedBatches is how many batches passed their analysis (or were accepted after an
+	// inconclusive one).
+	AnalyzedBatches int `json:"analyzedBatches,omitempty"`
+	// Analysis is the state of the analysis in progress or last finished, as the analysis
+	// package encodes it.
+	Analysis json.RawMessage `json:"analysis,omitempty"`
 }
 
 // Active reports whether the lock still holds the workload.
 func (l *Lock) Active() bool {
-	return l != nil && (l.Phase == LockProgressing || l.Phase == LockRollingBack)
+	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack)
 }
 
 func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock, error) {

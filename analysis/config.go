@@ -1,0 +1,389 @@
+package analysis
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is an analysis configuration: where Prometheus is, how often to measure, the limits,
+// and the checks. Decode it with Decode, which rejects unknown fields by path.
+type Config struct {
+	Prometheus Prometheus `json:"prometheus"`
+	// Interval between measurements [10s].
+	Interval Duration `json:"interval,omitempty"`
+	// Count is how many measurements a batch needs [3].
+	Count int `json:"count,omitempty"`
+	// InitialDelay before the first measurement of a batch [0].
+	InitialDelay Duration `json:"initialDelay,omitempty"`
+	// Window is the range of rate() in the built-in queries, {{.Window}} [1m].
+	Window Duration `json:"window,omitempty"`
+	// FailureLimit: more Fail measurements of a check than this fail it [0].
+	FailureLimit *int `json:"failureLimit,omitempty"`
+	// InconclusiveLimit: more Inconclusive measurements of a check than this make it Inconclusive [0].
+	InconclusiveLimit *int `json:"inconclusiveLimit,omitempty"`
+	// ConsecutiveErrorLimit: more consecutive Error measurements of a check than this make it Error [4].
+	ConsecutiveErrorLimit *int `json:"consecutiveErrorLimit,omitempty"`
+	Checks                Checks `json:"checks,omitempty"`
+}
+
+// Prometheus says how to reach the Prometheus HTTP API. Secrets are read from files, or given
+// inline; either way they never appear in output.
+type Prometheus struct {
+	Address string `json:"address,omitempty"`
+	// Timeout of one query [10s].
+	Timeout         Duration          `json:"timeout,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
+	BearerTokenFile string            `json:"bearerTokenFile,omitempty"`
+	BasicAuth       *BasicAuth        `json:"basicAuth,omitempty"`
+	TLS             *TLS              `json:"tls,omitempty"`
+}
+
+// BasicAuth credentials; the password inline or from a file.
+type BasicAuth struct {
+	Username     string `json:"username"`
+	Password     string `json:"password,omitempty"`
+	PasswordFile string `json:"passwordFile,omitempty"`
+}
+
+// TLS settings for an https address.
+type TLS struct {
+	CAFile             string `json:"caFile,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+}
+
+// Checks are the golden signals, each on unless disabled, plus custom checks.
+type Checks struct {
+	ErrorRate  *ErrorRate  `json:"errorRate,omitempty"`
+	Latency    *Latency    `json:"latency,omitempty"`
+	Traffic    *Traffic    `json:"traffic,omitempty"`
+	Saturation *Saturation `json:"saturation,omitempty"`
+	Custom     []Custom    `json:"custom,omitempty"`
+}
+
+// ErrorRate compares the share of 5xx answers of the updated pods with an absolute bound and
+// with the pods not yet updated.
+type ErrorRate struct {
+	Disabled bool `json:"disabled,omitempty"`
+	// Query replaces the built-in ratio query; {{.Pods}} selects the pods measured.
+	Query string `json:"query,omitempty"`
+	// MaxRatio: an error ratio above it fails [0.05].
+	MaxRatio *float64 `json:"maxRatio,omitempty"`
+	// MaxIncrease: an error ratio more than this above the not-yet-updated pods' fails [0.02].
+	MaxIncrease *float64 `json:"maxIncrease,omitempty"`
+}
+
+// Latency compares a latency quantile of the updated pods with an absolute bound and with the
+// pods not yet updated.
+type Latency struct {
+	Disabled bool   `json:"disabled,omitempty"`
+	Query    string `json:"query,omitempty"`
+	// Quantile of http_request_duration_seconds [0.99].
+	Quantile *float64 `json:"quantile,omitempty"`
+	// Max seconds [1].
+	Max *float64 `json:"max,omitempty"`
+	// MaxIncrease seconds over the not-yet-updated pods [0.25].
+	MaxIncrease *float64 `json:"maxIncrease,omitempty"`
+}
+
+// Traffic is the request rate the updated pods must serve for a verdict to count: below it
+// every measurement is Inconclusive, never a pass.
+type Traffic struct {
+	Disabled bool   `json:"disabled,omitempty"`
+	Query    string `json:"query,omitempty"`
+	// MinRate in requests per second [1].
+	MinRate *float64 `json:"minRate,omitempty"`
+}
+
+// Saturation compares CPU and memory use of the updated pods with their limits. Pods without
+// limits have nothing to compare: the check is skipped, and says so.
+type Saturation struct {
+	Disabled    bool   `json:"disabled,omitempty"`
+	CPUQuery    string `json:"cpuQuery,omitempty"`
+	MemoryQuery string `json:"memoryQuery,omitempty"`
+	// MaxCPU and MaxMemory are fractions of the limit [0.9].
+	MaxCPU    *float64 `json:"maxCPU,omitempty"`
+	MaxMemory *float64 `json:"maxMemory,omitempty"`
+}
+
+// Custom is a user query with a condition on its value, e.g. "result < 0.5".
+type Custom struct {
+	Name      string `json:"name"`
+	Query     string `json:"query"`
+	Condition string `json:"condition"`
+}
+
+// Duration is a time.Duration written as "10s", "1m30s".
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string such as \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as \"30s\"", s)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Defaults.
+const (
+	DefaultInterval              = 10 * time.Second
+	DefaultCount                 = 3
+	DefaultWindow                = time.Minute
+	DefaultTimeout               = 10 * time.Second
+	DefaultConsecutiveErrorLimit = 4
+)
+
+// Decode parses a YAML or JSON analysis configuration. An unknown field is an error naming its
+// path; so is a value of the wrong type or out of range.
+func Decode(data []byte) (*Config, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("analysis config: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+		return nil, fmt.Errorf("analysis config is empty")
+	}
+	var raw any
+	if err := json.Unmarshal(j, &raw); err != nil {
+		return nil, fmt.Errorf("analysis config: %w", err)
+	}
+	if err := unknownFields(raw, reflect.TypeOf(Config{}), ""); err != nil {
+		return nil, fmt.Errorf("analysis config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		var te *json.UnmarshalTypeError
+		if ok := asTypeError(err, &te); ok {
+			return nil, fmt.Errorf("analysis config: %s: a %s cannot hold %s", te.Field, te.Type, te.Value)
+		}
+		return nil, fmt.Errorf("analysis config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// DecodeFile reads and decodes a configuration file.
+func DecodeFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading analysis config: %w", err)
+	}
+	c, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func asTypeError(err error, te **json.UnmarshalTypeError) bool {
+	t, ok := err.(*json.UnmarshalTypeError)
+	if ok {
+		*te = t
+	}
+	return ok
+}
+
+// unknownFields walks decoded JSON against a struct type and reports the first key the type
+// lacks, by its path (checks.latency.quantil).
+func unknownFields(v any, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch val := v.(type) {
+	case map[string]any:
+		if t.Kind() == reflect.Map {
+			for k, sub := range val {
+				if err := unknownFields(sub, t.Elem(), join(path, k)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if t.Kind() != reflect.Struct {
+			return nil // the decoder reports the type mismatch
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		keys := make([]string, 0, len(val))
+		for k := range val {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				known := make([]string, 0, len(fields))
+				for n := range fields {
+					known = append(known, n)
+				}
+				sort.Strings(known)
+				return fmt.Errorf("unknown field %q (known fields here: %s)", join(path, k), strings.Join(known, ", "))
+			}
+			if err := unknownFields(val[k], ft, join(path, k)); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice {
+			for i, sub := range val {
+				if err := unknownFields(sub, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// Validate checks values and ranges.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...any) error { return fmt.Errorf("analysis config: "+format, args...) }
+	if c.Prometheus.Address != "" {
+		u, err := url.Parse(c.Prometheus.Address)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("prometheus.address %q is not an http(s) URL", c.Prometheus.Address)
+		}
+	}
+	if c.Count < 0 {
+		return bad("count %d is negative", c.Count)
+	}
+	for name, v := range map[string]*int{"failureLimit": c.FailureLimit, "inconclusiveLimit": c.InconclusiveLimit, "consecutiveErrorLimit": c.ConsecutiveErrorLimit} {
+		if v != nil && *v < 0 {
+			return bad("%s %d is negative", name, *v)
+		}
+	}
+	if b := c.Prometheus.BasicAuth; b != nil && b.Password != "" && b.PasswordFile != "" {
+		return bad("prometheus.basicAuth: give password or passwordFile, not both")
+	}
+	if l := c.Checks.Latency; l != nil && l.Quantile != nil && (*l.Quantile <= 0 || *l.Quantile >= 1) {
+		return bad("checks.latency.quantile %v is not between 0 and 1", *l.Quantile)
+	}
+	seen := map[string]bool{}
+	for i, cu := range c.Checks.Custom {
+		if cu.Name == "" || cu.Query == "" {
+			return bad("checks.custom[%d]: name and query are required", i)
+		}
+		if seen[cu.Name] || builtinCheck[cu.Name] {
+			return bad("checks.custom[%d]: the name %q is already used", i, cu.Name)
+		}
+		seen[cu.Name] = true
+		if _, err := parseCondition(cu.Condition); err != nil {
+			return bad("checks.custom[%d] (%s): %v", i, cu.Name, err)
+		}
+		if _, err := newTemplate(cu.Name, cu.Query); err != nil {
+			return bad("checks.custom[%d] (%s): query: %v", i, cu.Name, err)
+		}
+	}
+	for name, q := range map[string]string{
+		"checks.errorRate.query": queryOf(c.Checks.ErrorRate), "checks.latency.query": queryOf(c.Checks.Latency),
+		"checks.traffic.query": queryOf(c.Checks.Traffic),
+	} {
+		if q != "" {
+			if _, err := newTemplate(name, q); err != nil {
+				return bad("%s: %v", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func queryOf(v any) string {
+	switch c := v.(type) {
+	case *ErrorRate:
+		if c != nil {
+			return c.Query
+		}
+	case *Latency:
+		if c != nil {
+			return c.Query
+		}
+	case *Traffic:
+		if c != nil {
+			return c.Query
+		}
+	}
+	return ""
+}
+
+// Built-in check names.
+const (
+	CheckErrorRate  = "errorRate"
+	CheckLatency    = "latency"
+	CheckTraffic    = "traffic"
+	CheckSaturation = "saturation"
+)
+
+var builtinCheck = map[string]bool{CheckErrorRate: true, CheckLatency: true, CheckTraffic: true, CheckSaturation: true}
+
+func (c *Config) interval() time.Duration { return orDuration(c.Interval, DefaultInterval) }
+func (c *Config) window() time.Duration   { return orDuration(c.Window, DefaultWindow) }
+func (c *Config) timeout() time.Duration  { return orDuration(c.Prometheus.Timeout, DefaultTimeout) }
+
+func (c *Config) count() int {
+	if c.Count == 0 {
+		return DefaultCount
+	}
+	return c.Count
+}
+
+func (c *Config) limits() (failure, inconclusive, consecutiveErrors int) {
+	return orInt(c.FailureLimit, 0), orInt(c.InconclusiveLimit, 0), orInt(c.ConsecutiveErrorLimit, DefaultConsecutiveErrorLimit)
+}
+
+func orDuration(d Duration, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+func orInt(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func orFloat(p *float64, def float64) float64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}

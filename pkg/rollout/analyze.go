@@ -1,0 +1,163 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// analyze takes the next step of a completed batch's analysis: start it, take the measurement
+// that is due, or act on its verdict. The analysis state is written to the lock with each
+// measurement, so a restarted driver continues it.
+func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, batch int, st Status, updated, stable []string) (Status, Result, error) {
+	run, err := decodeRun(lock)
+	if err != nil {
+		return st, Result{}, err
+	}
+	next := *lock
+	if run == nil || run.Batch != batch || run.Done() {
+		run = analysis.NewRun(spec.Analysis, batch, e.now())
+		next.Analysis = encodeRun(run)
+		if err := w.SetLock(ctx, &next); err != nil {
+			return st, Result{}, err
+		}
+		e.log().Info("analysis started", "target", w.Ref().String(), "batch", batch+1, "updatedPods", len(updated))
+		st.Analysis = run
+		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing", st.Batch, st.Batches, st.Updated, st.Total)
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, nil
+	}
+	q, err := e.querier(spec)
+	if err != nil {
+		return st, Result{}, &InvalidError{err.Error()}
+	}
+	analyzer := &analysis.Analyzer{Config: spec.Analysis, Querier: q}
+	scope := analysis.Scope{Namespace: w.Ref().Namespace, Pods: updated, StablePods: stable}
+	stepped, wait := analyzer.Step(ctx, run, scope, e.now())
+	st.Analysis = stepped
+	if stepped == run {
+		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing, next measurement in %s", st.Batch, st.Batches, st.Updated, st.Total, wait.Round(time.Second))
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: wait, Message: st.Message}, nil
+	}
+	next.Analysis = encodeRun(stepped)
+	verdict := stepped.Verdict
+	if verdict == analysis.Inconclusive {
+		switch spec.OnInconclusive {
+		case InconclusiveFail:
+			verdict = analysis.Fail
+		case InconclusiveContinue:
+			verdict = analysis.Pass
+		}
+	}
+	reason := fmt.Sprintf("analysis of batch %d: %s: %s", batch+1, stepped.Verdict, stepped.Reason)
+	switch verdict {
+	case "":
+		if err := w.SetLock(ctx, &next); err != nil {
+			return st, Result{}, err
+		}
+		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(stepped))
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: wait, Message: st.Message}, nil
+	case analysis.Pass:
+		next.AnalyzedBatches = batch + 1
+		if err := w.SetLock(ctx, &next); err != nil {
+			return st, Result{}, err
+		}
+		e.log().Info("analysis passed", "target", w.Ref().String(), "batch", batch+1, "verdict", stepped.Verdict, "reason", stepped.Reason,
+			"queries", stepped.Queries, "took", e.now().Sub(stepped.StartedAt).Round(time.Millisecond).String())
+		st.Message = reason
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	case analysis.Inconclusive:
+		next.Phase, next.Reason = workload.LockPaused, reason
+		if err := w.SetLock(ctx, &next); err != nil {
+			return st, Result{}, err
+		}
+		e.log().Warn("paused", "target", w.Ref().String(), "batch", batch+1, "reason", stepped.Reason)
+		return e.pausedStatus(w, &next, st, stepped)
+	default: // Fail, Error
+		st.Message = reason
+		return e.beginRollbackWith(ctx, w, &next, reason, st)
+	}
+}
+
+// paused reports a rollout paused by an inconclusive analysis, or, when asked to resume,
+// accepts the batch and lets the rollout go on.
+func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+	st := Status{RolloutID: lock.RolloutID, Total: w.Replicas()}
+	run, err := decodeRun(lock)
+	if err != nil {
+		return st, Result{}, err
+	}
+	if !spec.Resume {
+		return e.pausedStatus(w, lock, st, run)
+	}
+	next := *lock
+	next.Phase, next.Reason = workload.LockProgressing, ""
+	if run != nil {
+		next.AnalyzedBatches = run.Batch + 1
+	}
+	if err := w.SetLock(ctx, &next); err != nil {
+		return st, Result{}, err
+	}
+	e.log().Info("resumed: batch accepted after an inconclusive analysis", "target", w.Ref().String(), "batch", next.AnalyzedBatches)
+	st.Phase, st.Message = PhaseProgressing, fmt.Sprintf("batch %d accepted; resuming", next.AnalyzedBatches)
+	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+}
+
+func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Status, run *analysis.Run) (Status, Result, error) {
+	st.Phase, st.Analysis = PhasePaused, run
+	st.Message = fmt.Sprintf("paused: %s. To accept the batch and go on, run `inplace-rollout resume` with the same arguments as `run`; to undo, `inplace-rollout rollback --target %s`",
+		lock.Reason, targetArg(w.Ref()))
+	return st, Result{Phase: PhasePaused, Message: st.Message}, nil
+}
+
+func targetArg(r workload.Ref) string {
+	if r.Kind == workload.Pods {
+		return "pods --selector " + r.Selector
+	}
+	return fmt.Sprintf("%s/%s -n %s", r.Kind, r.Name, r.Namespace)
+}
+
+// querier returns the Prometheus client for the spec, built once per engine.
+func (e *Engine) querier(spec Spec) (analysis.Querier, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.Querier != nil {
+		return e.Querier, nil
+	}
+	c, err := analysis.NewClient(spec.Analysis.Prometheus, spec.PrometheusURL)
+	if err != nil {
+		return nil, err
+	}
+	e.Querier = c
+	return c, nil
+}
+
+func decodeRun(lock *workload.Lock) (*analysis.Run, error) {
+	if len(lock.Analysis) == 0 {
+		return nil, nil
+	}
+	var r analysis.Run
+	if err := json.Unmarshal(lock.Analysis, &r); err != nil {
+		return nil, fmt.Errorf("decoding the analysis state on the rollout lock: %w", err)
+	}
+	return &r, nil
+}
+
+func encodeRun(r *analysis.Run) json.RawMessage {
+	data, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("encoding analysis state: %v", err))
+	}
+	return data
+}
+
+func measured(r *analysis.Run) int {
+	n := 0
+	for _, c := range r.Counts {
+		n = max(n, c.Measured+c.Errors)
+	}
+	return n
+}
