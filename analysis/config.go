@@ -3,6 +3,7 @@ package analysis
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -31,7 +32,7 @@ type Config struct {
 	// InconclusiveLimit: more Inconclusive measurements of a check than this make it Inconclusive [0].
 	InconclusiveLimit *int `json:"inconclusiveLimit,omitempty"`
 	// ConsecutiveErrorLimit: more consecutive Error measurements of a check than this make it Error [4].
-	ConsecutiveErrorLimit *int `json:"consecutiveErrorLimit,omitempty"`
+	ConsecutiveErrorLimit *int   `json:"consecutiveErrorLimit,omitempty"`
 	Checks                Checks `json:"checks,omitempty"`
 }
 
@@ -175,7 +176,7 @@ func Decode(data []byte) (*Config, error) {
 	var c Config
 	if err := dec.Decode(&c); err != nil {
 		var te *json.UnmarshalTypeError
-		if ok := asTypeError(err, &te); ok {
+		if errors.As(err, &te) {
 			return nil, fmt.Errorf("analysis config: %s: a %s cannot hold %s", te.Field, te.Type, te.Value)
 		}
 		return nil, fmt.Errorf("analysis config: %w", err)
@@ -197,14 +198,6 @@ func DecodeFile(path string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
-}
-
-func asTypeError(err error, te **json.UnmarshalTypeError) bool {
-	t, ok := err.(*json.UnmarshalTypeError)
-	if ok {
-		*te = t
-	}
-	return ok
 }
 
 // unknownFields walks decoded JSON against a struct type and reports the first key the type
@@ -354,7 +347,6 @@ var builtinCheck = map[string]bool{CheckErrorRate: true, CheckLatency: true, Che
 
 func (c *Config) interval() time.Duration { return orDuration(c.Interval, DefaultInterval) }
 func (c *Config) window() time.Duration   { return orDuration(c.Window, DefaultWindow) }
-func (c *Config) timeout() time.Duration  { return orDuration(c.Prometheus.Timeout, DefaultTimeout) }
 
 func (c *Config) count() int {
 	if c.Count == 0 {

@@ -75,8 +75,8 @@ const (
 	errorRateQuery = `sum(rate(http_requests_total{namespace="{{.Namespace}}",pod=~"{{.Pods}}",code=~"5.."}[{{.Window}}])) / sum(rate(http_requests_total{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))`
 	// latencyQuery takes the quantile through fmt.
 	latencyQuery = `histogram_quantile(%g, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}])))`
-	trafficQuery   = `sum(rate(http_requests_total{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))`
-	cpuQuery       = `max(sum by (pod, container) (rate(container_cpu_usage_seconds_total{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}])) / sum by (pod, container) (kube_pod_container_resource_limits{namespace="{{.Namespace}}",pod=~"{{.Pods}}",resource="cpu"}))`
-	memoryQuery    = `max(sum by (pod, container) (container_memory_working_set_bytes{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}) / sum by (pod, container) (kube_pod_container_resource_limits{namespace="{{.Namespace}}",pod=~"{{.Pods}}",resource="memory"}))`
-	limitsQuery    = `count(kube_pod_container_resource_limits{namespace="{{.Namespace}}",pod=~"{{.Pods}}"})`
+	trafficQuery = `sum(rate(http_requests_total{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}]))`
+	cpuQuery     = `max(sum by (pod, container) (rate(container_cpu_usage_seconds_total{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}[{{.Window}}])) / sum by (pod, container) (kube_pod_container_resource_limits{namespace="{{.Namespace}}",pod=~"{{.Pods}}",resource="cpu"}))`
+	memoryQuery  = `max(sum by (pod, container) (container_memory_working_set_bytes{namespace="{{.Namespace}}",pod=~"{{.Pods}}"}) / sum by (pod, container) (kube_pod_container_resource_limits{namespace="{{.Namespace}}",pod=~"{{.Pods}}",resource="memory"}))`
+	limitsQuery  = `count(kube_pod_container_resource_limits{namespace="{{.Namespace}}",pod=~"{{.Pods}}"})`
 )
