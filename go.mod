@@ -41,6 +41,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.67.5
 	github.com/spf13/cobra v1.10.2
+	golang.org/x/crypto v0.46.0
 	golang.org/x/term v0.38.0
 	k8s.io/api v0.34.5
 	k8s.io/apimachinery v0.34.5

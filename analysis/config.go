@@ -23,8 +23,9 @@ type Config struct {
 	Interval Duration `json:"interval,omitempty"`
 	// Count is how many measurements a batch needs [3].
 	Count int `json:"count,omitempty"`
-	// InitialDelay before the first measurement of a batch [0].
-	InitialDelay Duration `json:"initialDelay,omitempty"`
+	// InitialDelay before the first measurement of a batch [the window]: by default the first
+	// rate() window holds only traffic served after the batch was updated.
+	InitialDelay *Duration `json:"initialDelay,omitempty"`
 	// Window is the range of rate() in the built-in queries, {{.Window}} [1m].
 	Window Duration `json:"window,omitempty"`
 	// FailureLimit: more Fail measurements of a check than this fail it [0].
@@ -347,6 +348,13 @@ var builtinCheck = map[string]bool{CheckErrorRate: true, CheckLatency: true, Che
 
 func (c *Config) interval() time.Duration { return orDuration(c.Interval, DefaultInterval) }
 func (c *Config) window() time.Duration   { return orDuration(c.Window, DefaultWindow) }
+
+func (c *Config) initialDelay() time.Duration {
+	if c.InitialDelay == nil {
+		return c.window()
+	}
+	return time.Duration(*c.InitialDelay)
+}
 
 func (c *Config) count() int {
 	if c.Count == 0 {

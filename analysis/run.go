@@ -45,7 +45,7 @@ type Run struct {
 // NewRun starts the analysis of a batch; the first measurement is due after the initial delay.
 func NewRun(cfg *Config, batch int, now time.Time) *Run {
 	now = now.UTC().Truncate(time.Millisecond)
-	return &Run{Batch: batch, StartedAt: now, NextAt: now.Add(time.Duration(cfg.InitialDelay)), Counts: map[string]*Counts{}}
+	return &Run{Batch: batch, StartedAt: now, NextAt: now.Add(cfg.initialDelay()), Counts: map[string]*Counts{}}
 }
 
 // Done reports whether the run reached a verdict.

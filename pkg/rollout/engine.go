@@ -129,6 +129,16 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		}
 		return Status{}, Result{}, asInvalid(err)
 	}
+	if spec.Analysis != nil {
+		// Check that the analysis can query Prometheus before anything changes.
+		q, err := e.querier(spec)
+		if err == nil {
+			_, _, err = q.Query(ctx, "vector(1)")
+		}
+		if err != nil {
+			return Status{}, Result{}, invalid("analysis cannot query Prometheus, so the rollout did not start: %v", err)
+		}
+	}
 	pods := w.Pods()
 	var unready []string
 	onTarget := 0

@@ -31,6 +31,8 @@ type Options struct {
 	Simulator kubeletsim.Config
 	// Prometheus starts a real Prometheus scraping the simulator's metrics every second.
 	Prometheus bool
+	// PrometheusBasicAuth makes that Prometheus require these credentials on its HTTP API.
+	PrometheusBasicAuth *BasicAuth
 	// Logger receives one line per lifecycle event. Nil discards.
 	Logger *slog.Logger
 }
@@ -52,11 +54,12 @@ type Cluster struct {
 	// BootDuration is how long Start took until every component was ready.
 	BootDuration time.Duration
 
-	opts    Options
-	tempDir bool
-	procs   []*process
-	cancel  context.CancelFunc
-	log     *slog.Logger
+	opts     Options
+	tempDir  bool
+	procs    []*process
+	promArgs []string
+	cancel   context.CancelFunc
+	log      *slog.Logger
 }
 
 // kubeControllers are the controllers the tests rely on; the others only slow the start.

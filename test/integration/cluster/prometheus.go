@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // prometheusConfig scrapes the simulator every second. honor_labels keeps the namespace and
@@ -23,6 +25,11 @@ scrape_configs:
       - targets: ["%s"]
 `
 
+// BasicAuth are HTTP basic-auth credentials.
+type BasicAuth struct {
+	Username, Password string
+}
+
 func (c *Cluster) startPrometheus(ctx context.Context) error {
 	ports, err := freePorts(1)
 	if err != nil {
@@ -37,22 +44,71 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 		return fmt.Errorf("writing %s: %w", cfgPath, err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	p, err := c.start("prometheus",
-		"--config.file="+cfgPath,
-		"--storage.tsdb.path="+filepath.Join(c.Dir, "prometheus-data"),
+	c.promArgs = []string{
+		"--config.file=" + cfgPath,
+		"--storage.tsdb.path=" + filepath.Join(c.Dir, "prometheus-data"),
 		"--storage.tsdb.retention.time=2h",
-		"--web.listen-address="+addr,
+		"--web.listen-address=" + addr,
 		"--log.level=warn",
-	)
+	}
+	if auth := c.opts.PrometheusBasicAuth; auth != nil {
+		hash, err := bcrypt.GenerateFromPassword([]byte(auth.Password), bcrypt.MinCost)
+		if err != nil {
+			return fmt.Errorf("hashing the Prometheus password: %w", err)
+		}
+		webPath := filepath.Join(c.Dir, "prometheus-web.yml")
+		web := fmt.Sprintf("basic_auth_users:\n  %s: %s\n", auth.Username, hash)
+		if err := os.WriteFile(webPath, []byte(web), 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", webPath, err)
+		}
+		c.promArgs = append(c.promArgs, "--web.config.file="+webPath)
+	}
+	c.PrometheusURL = "http://" + addr
+	return c.runPrometheus(ctx)
+}
+
+func (c *Cluster) runPrometheus(ctx context.Context) error {
+	p, err := c.start("prometheus", c.promArgs...)
 	if err != nil {
 		return err
 	}
-	c.PrometheusURL = "http://" + addr
 	client := &http.Client{Timeout: 2 * time.Second}
 	return waitFor(60*time.Second, p, "prometheus /-/ready", func() error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		return httpOK(client, c.PrometheusURL+"/-/ready")
+		req, _ := http.NewRequest(http.MethodGet, c.PrometheusURL+"/-/ready", nil)
+		if auth := c.opts.PrometheusBasicAuth; auth != nil {
+			req.SetBasicAuth(auth.Username, auth.Password)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /-/ready: HTTP %d", resp.StatusCode)
+		}
+		return nil
 	})
+}
+
+// StopPrometheus stops Prometheus, as an outage would, and returns a function that starts it
+// again on the same address with the same data.
+func (c *Cluster) StopPrometheus() (restart func() error, err error) {
+	for i, p := range c.procs {
+		if p.name != "prometheus" {
+			continue
+		}
+		if err := p.stop(10 * time.Second); err != nil {
+			return nil, err
+		}
+		c.procs = append(c.procs[:i], c.procs[i+1:]...)
+		return func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			return c.runPrometheus(ctx)
+		}, nil
+	}
+	return nil, fmt.Errorf("prometheus is not running")
 }

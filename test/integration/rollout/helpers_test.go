@@ -1,117 +1,48 @@
 package rollout_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
 const (
-	appV1 = "registry.example/app:v1"
-	appV2 = "registry.example/app:v2"
-	appV3 = "registry.example/app:v3"
+	appV1 = clitest.AppV1
+	appV2 = clitest.AppV2
+	appV3 = clitest.AppV3
 )
 
-// result is one run of the command.
-type result struct {
-	code           int
-	stdout, stderr string
-}
+type result = clitest.Result
 
 // runCLI runs inplace-rollout against the test cluster.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(cli, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	code := 0
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running %v: %v", args, err)
-	}
-	return result{code, out.String(), errOut.String()}
+	r := clitest.Run(t, env, cli, args...)
+	return r
 }
 
-func (r result) String() string {
-	return "exit " + strconv.Itoa(r.code) + "\nstdout:\n" + r.stdout + "\nstderr:\n" + lastLines(r.stderr, 15)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func template(labels map[string]string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "app", Image: appV1},
-			{Name: "sidecar", Image: "registry.example/sidecar:v1"},
-		}},
-	}
-}
+func template(labels map[string]string) corev1.PodTemplateSpec { return clitest.Template(labels) }
 
 func createStatefulSet(t *testing.T, ns, name string, replicas int32) *appsv1.StatefulSet {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels),
-		},
-	}
-	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating statefulset: %v", err)
-	}
-	return waitStatefulSet(t, ns, name, "all replicas ready and updated", func(s *appsv1.StatefulSet) bool {
-		return s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == replicas && s.Status.UpdatedReplicas == replicas
-	})
+	return clitest.CreateStatefulSet(t, env, ns, name, replicas)
 }
 
 func waitStatefulSet(t *testing.T, ns, name, what string, cond func(*appsv1.StatefulSet) bool) *appsv1.StatefulSet {
 	t.Helper()
-	var got *appsv1.StatefulSet
-	cluster.WaitFor(t, 60*time.Second, "statefulset "+name+": "+what, func(ctx context.Context) (bool, error) {
-		s, err := env.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		got = s
-		return cond(s), nil
-	})
-	return got
+	return clitest.WaitStatefulSet(t, env, ns, name, what, cond)
 }
 
 func listPods(t *testing.T, ns, selector string) []corev1.Pod {
 	t.Helper()
-	list, err := env.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		t.Fatalf("listing pods: %v", err)
-	}
-	return list.Items
+	return clitest.ListPods(t, env, ns, selector)
 }
 
 // identity is what must not change about a pod updated in place.

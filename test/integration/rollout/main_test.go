@@ -4,10 +4,9 @@ package rollout_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
@@ -28,11 +27,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	cli = filepath.Join(dir, "inplace-rollout")
-	build := exec.Command("go", "build", "-o", cli, "github.com/inplace-rollout/inplace-rollout/cmd/inplace-rollout")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building inplace-rollout:", err)
+	if cli, err = clitest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return cluster.RunTests(m, cluster.Options{}, &env)

@@ -3,7 +3,6 @@ package rollout_test
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -16,19 +15,14 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
 // startCLI starts inplace-rollout in the background.
 func startCLI(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(cli, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %v: %v", args, err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	return cmd
+	return clitest.Start(t, env, cli, nil, args...)
 }
 
 func TestKilledCommandResumes(t *testing.T) {
@@ -58,7 +52,7 @@ func TestKilledCommandResumes(t *testing.T) {
 	if midway == 0 || updated == 0 {
 		t.Fatal("no run was killed mid-way, or none made progress: the test exercised nothing")
 	}
-	if r := runCLI(t, args...); r.code != 0 {
+	if r := runCLI(t, args...); r.Code != 0 {
 		t.Fatalf("final run: %s", r)
 	}
 	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
@@ -102,11 +96,11 @@ func TestSupersedeWithNewImages(t *testing.T) {
 	before := identities(t, ns, "app=web")
 	touched := stopAfterFirstBatch(t, ns, appV2)
 
-	if r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV3, "--batches", "1,50%,100%"); r.code != 2 {
+	if r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV3, "--batches", "1,50%,100%"); r.Code != 2 {
 		t.Fatalf("a new spec without --supersede: %s; want exit 2", r)
 	}
 	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV3, "--batches", "1,50%,100%", "--supersede")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("superseding run: %s", r)
 	}
 	podsOnImage(t, ns, "app=web", appV3)
@@ -142,7 +136,7 @@ func TestSupersedeWithCrashRollsBackToFirstImage(t *testing.T) {
 	stopAfterFirstBatch(t, ns, appV2)
 
 	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app=registry.example/app:crash-3", "--batches", "1,50%,100%", "--supersede")
-	if r.code != 1 {
+	if r.Code != 1 {
 		t.Fatalf("superseding crash run: %s; want exit 1", r)
 	}
 	after := identities(t, ns, "app=web")
@@ -214,7 +208,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			before := resourceVersions(t, ns)
 			args := append([]string{"run", "-n", ns, "--target", "statefulset/" + tt.target}, tt.args...)
 			r := runCLI(t, args...)
-			if r.code != 2 || !contains(r.stderr, tt.want) {
+			if r.Code != 2 || !contains(r.Stderr, tt.want) {
 				t.Fatalf("%s\nwant exit 2 and %q", r, tt.want)
 			}
 			if after := resourceVersions(t, ns); !equalMaps(before, after) {

@@ -28,7 +28,7 @@ func TestStatefulSetRollout(t *testing.T) {
 	// plan shows the batches, highest ordinal first, and writes nothing.
 	rvs := resourceVersions(t, ns)
 	r := runCLI(t, "plan", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%")
-	if r.code != 0 || !contains(r.stdout, "batch 1 (up to 1 pods): [web-5]") || !contains(r.stdout, "batch 2 (up to 3 pods): [web-4 web-3]") {
+	if r.Code != 0 || !contains(r.Stdout, "batch 1 (up to 1 pods): [web-5]") || !contains(r.Stdout, "batch 2 (up to 3 pods): [web-4 web-3]") {
 		t.Fatalf("plan: %s", r)
 	}
 	if !equalMaps(rvs, resourceVersions(t, ns)) {
@@ -37,7 +37,7 @@ func TestStatefulSetRollout(t *testing.T) {
 
 	results := t.TempDir()
 	r = runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%", "--results-dir", results)
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("run: %s", r)
 	}
 	for name, want := range map[string]string{"phase": "Succeeded", "updated-pods": "6", "rolled-back": "0"} {
@@ -53,7 +53,7 @@ func TestStatefulSetRollout(t *testing.T) {
 			Containers  []struct{ BeforeImage, AfterImage, AfterImageID string }
 		}
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &report); err != nil || r.code != 0 {
+	if err := json.Unmarshal([]byte(r.Stdout), &report); err != nil || r.Code != 0 {
 		t.Fatalf("status -o json: %v\n%s", err, r)
 	}
 	if report.Rollout.Phase != "Succeeded" || len(report.Pods) != 6 {
@@ -113,7 +113,7 @@ func TestDaemonSetRollout(t *testing.T) {
 	before := identities(t, ns, "app=agent")
 
 	r := runCLI(t, "run", "-n", ns, "--target", "daemonset/agent", "--image", "app="+appV2, "--batches", "1,100%")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("run: %s", r)
 	}
 	podsOnImage(t, ns, "app=agent", appV2)
@@ -152,7 +152,7 @@ func TestDeploymentRollout(t *testing.T) {
 	before := identities(t, ns, "app=api")
 
 	r := runCLI(t, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2, "--batches", "25%,100%", "--max-unavailable", "2")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("run: %s", r)
 	}
 	podsOnImage(t, ns, "app=api", appV2)
@@ -199,7 +199,7 @@ func TestCrashInBatchTwoRollsBack(t *testing.T) {
 	}
 
 	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%")
-	if r.code != 1 {
+	if r.Code != 1 {
 		t.Fatalf("run: %s; want exit 1", r)
 	}
 	after := identities(t, ns, "app=web")

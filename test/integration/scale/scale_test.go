@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
 )
@@ -40,11 +40,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cli = filepath.Join(dir, "inplace-rollout")
-	build := exec.Command("go", "build", "-o", cli, "github.com/inplace-rollout/inplace-rollout/cmd/inplace-rollout")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building inplace-rollout:", err)
+	if cli, err = clitest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := cluster.RunTests(m, cluster.Options{Simulator: kubeletsim.Config{Nodes: 10, Workers: 16}}, &env)
@@ -88,7 +85,7 @@ func BenchmarkStatefulSet500(b *testing.B) {
 		out, err := cmd.CombinedOutput()
 		wall := time.Since(start)
 		if err != nil {
-			b.Fatalf("run: %v\n%s", err, lastLines(string(out), 20))
+			b.Fatalf("run: %v\n%s", err, clitest.LastLines(string(out), 20))
 		}
 		writes := podWrites(b) - writesBefore
 		floor := batches * (env.Sim.Config().PullDelay + env.Sim.Config().StartDelay)
@@ -126,12 +123,4 @@ func podWrites(b *testing.B) int {
 		}
 	}
 	return total
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,0 +1,44 @@
+// Package analysis_test runs analysis-gated rollouts against the real Prometheus of the local
+// control plane, which requires basic auth here so that credentials are exercised.
+package analysis_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+)
+
+// The Prometheus credentials; tests check that the password never shows.
+const (
+	promUser     = "inplace"
+	promPassword = "pw-7f3a91c2e5"
+)
+
+var (
+	env *cluster.Cluster
+	cli string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "inplace-rollout-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if cli, err = clitest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return cluster.RunTests(m, cluster.Options{
+		Prometheus:          true,
+		PrometheusBasicAuth: &cluster.BasicAuth{Username: promUser, Password: promPassword},
+	}, &env)
+}

@@ -1,0 +1,150 @@
+// Package clitest runs the inplace-rollout command against a test control plane, and creates
+// the workloads the command's tests roll out.
+package clitest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+)
+
+// Images the tests roll out.
+const (
+	AppV1 = "registry.example/app:v1"
+	AppV2 = "registry.example/app:v2"
+	AppV3 = "registry.example/app:v3"
+)
+
+// Build compiles the command into dir and returns its path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "inplace-rollout")
+	build := exec.Command("go", "build", "-o", bin, "github.com/inplace-rollout/inplace-rollout/cmd/inplace-rollout")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("building inplace-rollout: %w", err)
+	}
+	return bin, nil
+}
+
+// Result is one run of the command.
+type Result struct {
+	Code           int
+	Stdout, Stderr string
+}
+
+func (r Result) String() string {
+	return "exit " + strconv.Itoa(r.Code) + "\nstdout:\n" + r.Stdout + "\nstderr:\n" + LastLines(r.Stderr, 15)
+}
+
+// Run runs the command against the cluster and waits for it.
+func Run(t testing.TB, c *cluster.Cluster, bin string, args ...string) Result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	code := 0
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	return Result{code, out.String(), errOut.String()}
+}
+
+// Start starts the command in the background; the test's end kills it if still running.
+func Start(t testing.TB, c *cluster.Cluster, bin string, stderr *bytes.Buffer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	if stderr != nil {
+		cmd.Stderr = stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %v: %v", args, err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	return cmd
+}
+
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Template is a pod template with an app container on AppV1 and a sidecar.
+func Template(labels map[string]string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "app", Image: AppV1},
+			{Name: "sidecar", Image: "registry.example/sidecar:v1"},
+		}},
+	}
+}
+
+// CreateStatefulSet creates a StatefulSet of Template pods labelled app=NAME and waits until
+// every replica is Ready.
+func CreateStatefulSet(t testing.TB, c *cluster.Cluster, ns, name string, replicas int32) *appsv1.StatefulSet {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: Template(labels),
+		},
+	}
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating statefulset: %v", err)
+	}
+	return WaitStatefulSet(t, c, ns, name, "all replicas ready and updated", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == replicas && s.Status.UpdatedReplicas == replicas
+	})
+}
+
+// WaitStatefulSet polls the StatefulSet until cond holds.
+func WaitStatefulSet(t testing.TB, c *cluster.Cluster, ns, name, what string, cond func(*appsv1.StatefulSet) bool) *appsv1.StatefulSet {
+	t.Helper()
+	var got *appsv1.StatefulSet
+	cluster.WaitFor(t, 60*time.Second, "statefulset "+name+": "+what, func(ctx context.Context) (bool, error) {
+		s, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = s
+		return cond(s), nil
+	})
+	return got
+}
+
+// ListPods lists the pods matching selector.
+func ListPods(t testing.TB, c *cluster.Cluster, ns, selector string) []corev1.Pod {
+	t.Helper()
+	list, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatalf("listing pods: %v", err)
+	}
+	return list.Items
+}
