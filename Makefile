@@ -23,6 +23,7 @@ tools:
 ## test: unit and integration tests against the real local control plane
 test: tools
 	$(GO) test -count=1 -timeout 25m $(PKGS)
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./analysis
 	hack/check-leftovers.sh
 
 ## lint: gofmt, go vet, staticcheck

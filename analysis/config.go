@@ -158,9 +158,14 @@ const (
 // Decode parses a YAML or JSON analysis configuration. An unknown field is an error naming its
 // path; so is a value of the wrong type or out of range.
 func Decode(data []byte) (*Config, error) {
-	j, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("analysis config: %w", err)
+	// JSON goes to the JSON decoder as it is; YAML is converted first. (YAML would also read
+	// JSON, but rejects some characters JSON allows in strings.)
+	j := bytes.TrimSpace(data)
+	if !json.Valid(j) {
+		var err error
+		if j, err = yaml.YAMLToJSON(data); err != nil {
+			return nil, fmt.Errorf("analysis config: %w", err)
+		}
 	}
 	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
 		return nil, fmt.Errorf("analysis config is empty")
@@ -201,11 +206,20 @@ func DecodeFile(path string) (*Config, error) {
 	return c, nil
 }
 
-// unknownFields walks decoded JSON against a struct type and reports the first key the type
-// lacks, by its path (checks.latency.quantil).
+// unknownFields walks decoded JSON against a struct type and reports, by its path, the first
+// key the type lacks (checks.latency.quantil) or the first invalid duration.
 func unknownFields(v any, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t == reflect.TypeOf(Duration(0)) {
+		// The JSON decoder would report a bad duration without saying where it is.
+		raw, _ := json.Marshal(v)
+		var d Duration
+		if err := d.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		return nil
 	}
 	switch val := v.(type) {
 	case map[string]any:
@@ -301,7 +315,7 @@ func (c *Config) Validate() error {
 		if _, err := parseCondition(cu.Condition); err != nil {
 			return bad("checks.custom[%d] (%s): %v", i, cu.Name, err)
 		}
-		if _, err := newTemplate(cu.Name, cu.Query); err != nil {
+		if err := checkTemplate(cu.Name, cu.Query); err != nil {
 			return bad("checks.custom[%d] (%s): query: %v", i, cu.Name, err)
 		}
 	}
@@ -310,12 +324,19 @@ func (c *Config) Validate() error {
 		"checks.traffic.query": queryOf(c.Checks.Traffic),
 	} {
 		if q != "" {
-			if _, err := newTemplate(name, q); err != nil {
+			if err := checkTemplate(name, q); err != nil {
 				return bad("%s: %v", name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// checkTemplate renders a query template with sample values, which catches unknown fields
+// such as {{.Pod}} as well as syntax errors.
+func checkTemplate(name, text string) error {
+	_, err := render(name, text, Scope{Namespace: "ns", Pods: []string{"pod"}, StablePods: []string{"stable"}, Window: time.Minute})
+	return err
 }
 
 func queryOf(v any) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -115,7 +116,12 @@ func (c *Client) describe(err error) error {
 		if code := httpStatus(perr); code != 0 {
 			status = fmt.Sprintf(" (HTTP %d %s)", code, http.StatusText(code))
 		}
-		return fmt.Errorf("prometheus at %s: %s%s: %s", c.address, perr.Type, status, firstLine(perr.Detail))
+		msg := perr.Msg
+		if code := httpStatus(perr); code != 0 {
+			msg = ""
+		}
+		detail := strings.TrimSpace(strings.Join([]string{msg, firstLine(perr.Detail)}, " "))
+		return fmt.Errorf("prometheus at %s: %s%s: %s", c.address, perr.Type, status, detail)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("prometheus at %s: no answer within %s", c.address, c.timeout)

@@ -55,7 +55,8 @@ func render(name, text string, s Scope) (string, error) {
 // string. An empty list matches nothing.
 func podRegex(names []string) string {
 	if len(names) == 0 {
-		return promString("$^")
+		// Matches no value, not even the empty one a series without the label has.
+		return promString(".^")
 	}
 	quoted := make([]string, len(names))
 	for i, n := range names {

@@ -1,0 +1,329 @@
+package analysis
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+const fullYAML = `
+prometheus:
+  address: https://prometheus.monitoring:9090
+  timeout: 5s
+  headers:
+    X-Scope-OrgID: team-a
+  basicAuth:
+    username: reader
+    passwordFile: /etc/prom/password
+  tls:
+    caFile: /etc/prom/ca.crt
+    insecureSkipVerify: true
+interval: 30s
+count: 5
+initialDelay: 1m30s
+window: 2m
+failureLimit: 1
+inconclusiveLimit: 2
+consecutiveErrorLimit: 0
+checks:
+  errorRate:
+    maxRatio: 0.1
+    maxIncrease: 0.01
+  latency:
+    quantile: 0.95
+    max: 0.5
+  traffic:
+    disabled: true
+  saturation:
+    maxCPU: 0.8
+  custom:
+  - name: queueDepth
+    query: 'sum(queue_depth{namespace="{{.Namespace}}",pod=~"{{.Pods}}"})'
+    condition: result >= 0 && result < 100
+`
+
+const fullJSON = `{
+  "prometheus": {"address": "http://127.0.0.1:9090", "bearerTokenFile": "/var/run/token"},
+  "interval": "45s",
+  "count": 7,
+  "window": "30s",
+  "inconclusiveLimit": 3,
+  "checks": {
+    "latency": {"disabled": true},
+    "custom": [{"name": "up", "query": "min(up{pod=~\"{{.Pods}}\"})", "condition": "result == 1"}]
+  }
+}`
+
+func decodeOK(t *testing.T, in string) *Config {
+	t.Helper()
+	c, err := Decode([]byte(in))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if c == nil {
+		t.Fatal("Decode returned a nil config and no error")
+	}
+	return c
+}
+
+func TestDecodeValid(t *testing.T) {
+	type limits struct{ failure, inconclusive, consecutiveErrors int }
+	tests := []struct {
+		name         string
+		in           string
+		interval     time.Duration
+		count        int
+		window       time.Duration
+		initialDelay time.Duration
+		limits       limits
+		check        func(t *testing.T, c *Config)
+	}{
+		{
+			name: "yaml with every section", in: fullYAML,
+			interval: 30 * time.Second, count: 5, window: 2 * time.Minute, initialDelay: 90 * time.Second,
+			limits: limits{1, 2, 0}, // an explicit 0 is not replaced by the default 4
+			check: func(t *testing.T, c *Config) {
+				t.Helper()
+				p := c.Prometheus
+				if p.Address != "https://prometheus.monitoring:9090" || p.Timeout != Duration(5*time.Second) {
+					t.Errorf("prometheus = %+v", p)
+				}
+				if p.Headers["X-Scope-OrgID"] != "team-a" {
+					t.Errorf("headers = %v", p.Headers)
+				}
+				if p.BasicAuth == nil || p.BasicAuth.Username != "reader" || p.BasicAuth.PasswordFile != "/etc/prom/password" || p.BasicAuth.Password != "" {
+					t.Errorf("basicAuth = %+v", p.BasicAuth)
+				}
+				if p.TLS == nil || p.TLS.CAFile != "/etc/prom/ca.crt" || !p.TLS.InsecureSkipVerify {
+					t.Errorf("tls = %+v", p.TLS)
+				}
+				ch := c.Checks
+				if ch.ErrorRate == nil || *ch.ErrorRate.MaxRatio != 0.1 || *ch.ErrorRate.MaxIncrease != 0.01 {
+					t.Errorf("errorRate = %+v", ch.ErrorRate)
+				}
+				if ch.Latency == nil || *ch.Latency.Quantile != 0.95 || *ch.Latency.Max != 0.5 || ch.Latency.MaxIncrease != nil {
+					t.Errorf("latency = %+v", ch.Latency)
+				}
+				if ch.Traffic == nil || !ch.Traffic.Disabled {
+					t.Errorf("traffic = %+v", ch.Traffic)
+				}
+				if ch.Saturation == nil || *ch.Saturation.MaxCPU != 0.8 || ch.Saturation.MaxMemory != nil {
+					t.Errorf("saturation = %+v", ch.Saturation)
+				}
+				if len(ch.Custom) != 1 || ch.Custom[0].Name != "queueDepth" || ch.Custom[0].Condition != "result >= 0 && result < 100" ||
+					!strings.Contains(ch.Custom[0].Query, `pod=~"{{.Pods}}"`) {
+					t.Errorf("custom = %+v", ch.Custom)
+				}
+			},
+		},
+		{
+			name: "json", in: fullJSON,
+			interval: 45 * time.Second, count: 7, window: 30 * time.Second, initialDelay: 30 * time.Second, // the window
+			limits: limits{0, 3, DefaultConsecutiveErrorLimit},
+			check: func(t *testing.T, c *Config) {
+				t.Helper()
+				if c.Prometheus.Address != "http://127.0.0.1:9090" || c.Prometheus.BearerTokenFile != "/var/run/token" {
+					t.Errorf("prometheus = %+v", c.Prometheus)
+				}
+				if c.Checks.Latency == nil || !c.Checks.Latency.Disabled || c.Checks.ErrorRate != nil {
+					t.Errorf("checks = %+v", c.Checks)
+				}
+				if len(c.Checks.Custom) != 1 || c.Checks.Custom[0].Query != `min(up{pod=~"{{.Pods}}"})` {
+					t.Errorf("custom = %+v", c.Checks.Custom)
+				}
+			},
+		},
+		{
+			name: "empty json object takes every default", in: `{}`,
+			interval: DefaultInterval, count: DefaultCount, window: DefaultWindow, initialDelay: DefaultWindow,
+			limits: limits{0, 0, DefaultConsecutiveErrorLimit},
+		},
+		{
+			name: "zero values take the defaults", in: "count: 0\ninterval: 0s\nwindow: 0s\n",
+			interval: DefaultInterval, count: DefaultCount, window: DefaultWindow, initialDelay: DefaultWindow,
+			limits: limits{0, 0, DefaultConsecutiveErrorLimit},
+		},
+		{
+			name: "an explicit zero initial delay is kept", in: "initialDelay: 0s\nwindow: 5m\n",
+			interval: DefaultInterval, count: DefaultCount, window: 5 * time.Minute, initialDelay: 0,
+			limits: limits{0, 0, DefaultConsecutiveErrorLimit},
+		},
+		{
+			name: "only the prometheus address", in: "prometheus:\n  address: http://prom:9090/prefix\n",
+			interval: 10 * time.Second, count: 3, window: time.Minute, initialDelay: time.Minute,
+			limits: limits{0, 0, 4},
+			check: func(t *testing.T, c *Config) {
+				t.Helper()
+				if c.Prometheus.Address != "http://prom:9090/prefix" {
+					t.Errorf("address = %q", c.Prometheus.Address)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := decodeOK(t, tt.in)
+			if got := c.interval(); got != tt.interval {
+				t.Errorf("interval() = %v, want %v", got, tt.interval)
+			}
+			if got := c.count(); got != tt.count {
+				t.Errorf("count() = %d, want %d", got, tt.count)
+			}
+			if got := c.window(); got != tt.window {
+				t.Errorf("window() = %v, want %v", got, tt.window)
+			}
+			if got := c.initialDelay(); got != tt.initialDelay {
+				t.Errorf("initialDelay() = %v, want %v", got, tt.initialDelay)
+			}
+			f, i, e := c.limits()
+			if got := (limits{f, i, e}); got != tt.limits {
+				t.Errorf("limits() = %+v, want %+v", got, tt.limits)
+			}
+			if tt.check != nil {
+				tt.check(t, c)
+			}
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string // substrings of the error
+	}{
+		// Unknown fields, by their full path.
+		{"unknown top-level field", "intervall: 10s", []string{`unknown field "intervall"`, "interval"}},
+		{"unknown latency field", "checks:\n  latency:\n    quantil: 0.9\n", []string{`unknown field "checks.latency.quantil"`, "quantile"}},
+		{"unknown tls field", "prometheus:\n  tls:\n    caFil: /ca\n", []string{`unknown field "prometheus.tls.caFil"`, "caFile"}},
+		{"unknown basicAuth field", "prometheus:\n  basicAuth:\n    user: u\n", []string{`unknown field "prometheus.basicAuth.user"`}},
+		{"unknown custom field", "checks:\n  custom:\n  - nam: x\n    query: up\n    condition: result > 0\n", []string{`unknown field "checks.custom[0].nam"`, "name"}},
+		{"unknown field in second custom", `{"checks":{"custom":[{"name":"a","query":"up","condition":"result > 0"},{"name":"b","query":"up","condition":"result > 0","cond":"x"}]}}`, []string{`unknown field "checks.custom[1].cond"`}},
+		{"field names are case-sensitive", "Count: 3", []string{`unknown field "Count"`}},
+		{"unknown check", "checks:\n  errors: {}\n", []string{`unknown field "checks.errors"`}},
+
+		// Wrong types.
+		{"count is a string", "count: three", []string{"count", "cannot hold string"}},
+		{"count is a fraction", "count: 1.5", []string{"count", "1.5"}},
+		{"maxRatio is a string", "checks:\n  errorRate:\n    maxRatio: high\n", []string{"checks.errorRate.maxRatio", "cannot hold string"}},
+		{"disabled is a string", "checks:\n  traffic:\n    disabled: sometimes\n", []string{"checks.traffic.disabled", "bool"}},
+		{"custom is not a list", "checks:\n  custom: 3\n", []string{"checks.custom", "cannot hold number"}},
+		{"header value is an object", "prometheus:\n  headers:\n    a: {b: c}\n", []string{"prometheus.headers", "cannot hold object"}},
+		{"document is a list", "- a\n- b\n", []string{"cannot hold array"}},
+		{"interval is a number", "interval: 10", []string{"interval", "duration"}},
+		{"custom query names an unknown field", "checks:\n  custom:\n  - {name: q, query: 'up{pod=~\"{{.Pod}}\"}', condition: result > 0}\n", []string{"checks.custom[0] (q)", "Pod"}},
+		{"built-in query override names an unknown field", "checks:\n  traffic: {query: 'sum(x{ns=\"{{.NS}}\"})'}\n", []string{"checks.traffic.query", "NS"}},
+		{"window is not a duration", "window: soon", []string{"window", `"soon" is not a duration`}},
+		{"timeout is negative", "prometheus:\n  timeout: -1s\n", []string{"prometheus.timeout", "negative"}},
+		{"yaml syntax", "count: [", []string{"analysis config", "yaml"}},
+
+		// Ranges.
+		{"negative count", "count: -1", []string{"count -1 is negative"}},
+		{"negative failureLimit", "failureLimit: -1", []string{"failureLimit -1 is negative"}},
+		{"negative inconclusiveLimit", "inconclusiveLimit: -2", []string{"inconclusiveLimit -2 is negative"}},
+		{"negative consecutiveErrorLimit", "consecutiveErrorLimit: -3", []string{"consecutiveErrorLimit -3 is negative"}},
+		{"address without scheme", "prometheus:\n  address: prometheus:9090\n", []string{"prometheus.address", "not an http(s) URL"}},
+		{"address with another scheme", "prometheus:\n  address: ftp://prometheus:9090\n", []string{"prometheus.address", `"ftp://prometheus:9090"`}},
+		{"address without host", "prometheus:\n  address: 'http://'\n", []string{"prometheus.address", "not an http(s) URL"}},
+		{"address that does not parse", "prometheus:\n  address: 'http://[::1'\n", []string{"prometheus.address", "not an http(s) URL"}},
+		{"quantile 0", "checks:\n  latency:\n    quantile: 0\n", []string{"checks.latency.quantile", "between 0 and 1"}},
+		{"quantile 1", "checks:\n  latency:\n    quantile: 1\n", []string{"checks.latency.quantile 1", "between 0 and 1"}},
+		{"quantile above 1", "checks:\n  latency:\n    quantile: 99\n", []string{"checks.latency.quantile 99", "between 0 and 1"}},
+		{"negative quantile", "checks:\n  latency:\n    quantile: -0.5\n", []string{"checks.latency.quantile -0.5"}},
+
+		// Custom checks and templates.
+		{"duplicate custom names", "checks:\n  custom:\n  - {name: q, query: up, condition: result > 0}\n  - {name: q, query: up, condition: result > 1}\n", []string{"checks.custom[1]", `"q" is already used`}},
+		{"custom named like a built-in", "checks:\n  custom:\n  - {name: latency, query: up, condition: result > 0}\n", []string{"checks.custom[0]", `"latency" is already used`}},
+		{"custom named saturation", "checks:\n  custom:\n  - {name: saturation, query: up, condition: result > 0}\n", []string{`"saturation" is already used`}},
+		{"custom without a name", "checks:\n  custom:\n  - {query: up, condition: result > 0}\n", []string{"checks.custom[0]", "name and query are required"}},
+		{"custom without a query", "checks:\n  custom:\n  - {name: q, condition: result > 0}\n", []string{"checks.custom[0]", "name and query are required"}},
+		{"custom without a condition", "checks:\n  custom:\n  - {name: q, query: up}\n", []string{"checks.custom[0] (q)", "condition is empty"}},
+		{"custom condition with a bad operator", "checks:\n  custom:\n  - {name: q, query: up, condition: result ~ 1}\n", []string{"checks.custom[0] (q)", `unknown operator "~"`}},
+		{"custom condition on another variable", "checks:\n  custom:\n  - {name: q, query: up, condition: value < 1}\n", []string{"checks.custom[0] (q)", "result OP NUMBER"}},
+		{"custom condition against a word", "checks:\n  custom:\n  - {name: q, query: up, condition: result < one}\n", []string{"checks.custom[0] (q)", `"one" is not a number`}},
+		{"custom query that does not parse", "checks:\n  custom:\n  - {name: q, query: 'up{pod=~\"{{.Pods\"}', condition: result > 0}\n", []string{"checks.custom[0] (q): query:"}},
+		{"errorRate query that does not parse", "checks:\n  errorRate:\n    query: 'sum({{if}})'\n", []string{"checks.errorRate.query"}},
+		{"latency query that does not parse", "checks:\n  latency:\n    query: '{{.Pods'\n", []string{"checks.latency.query"}},
+		{"traffic query that does not parse", "checks:\n  traffic:\n    query: '{{end}}'\n", []string{"checks.traffic.query"}},
+
+		// Credentials.
+		{"password and passwordFile", "prometheus:\n  basicAuth:\n    username: u\n    password: p\n    passwordFile: /p\n", []string{"prometheus.basicAuth", "password or passwordFile, not both"}},
+
+		// Empty documents.
+		{"empty document", "", []string{"analysis config is empty"}},
+		{"blank document", "  \n\n", []string{"analysis config is empty"}},
+		{"comment only", "# nothing here\n", []string{"analysis config is empty"}},
+		{"null", "null", []string{"analysis config is empty"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Decode([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("Decode(%q) = %+v, want an error", tt.in, c)
+			}
+			if c != nil {
+				t.Errorf("Decode returned a config with the error %v", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeFile(t *testing.T) {
+	dir := t.TempDir()
+	good := dir + "/good.yaml"
+	bad := dir + "/bad.yaml"
+	writeFile(t, good, "count: 4\n")
+	writeFile(t, bad, "count: -4\n")
+
+	c, err := DecodeFile(good)
+	if err != nil {
+		t.Fatalf("DecodeFile: %v", err)
+	}
+	if c.count() != 4 {
+		t.Errorf("count() = %d, want 4", c.count())
+	}
+	for _, tt := range []struct{ path, want string }{
+		{bad, bad + ": analysis config: count -4 is negative"},
+		{dir + "/missing.yaml", "missing.yaml"},
+	} {
+		if _, err := DecodeFile(tt.path); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("DecodeFile(%s) error = %v, want it to contain %q", tt.path, err, tt.want)
+		}
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		json string
+	}{
+		{0, `"0s"`},
+		{1500 * time.Millisecond, `"1.5s"`},
+		{90 * time.Second, `"1m30s"`},
+		{2 * time.Hour, `"2h0m0s"`},
+	}
+	for _, tt := range tests {
+		b, err := Duration(tt.d).MarshalJSON()
+		if err != nil || string(b) != tt.json {
+			t.Errorf("Duration(%v).MarshalJSON() = %s, %v; want %s", tt.d, b, err, tt.json)
+			continue
+		}
+		var back Duration
+		if err := back.UnmarshalJSON(b); err != nil || time.Duration(back) != tt.d {
+			t.Errorf("UnmarshalJSON(%s) = %v, %v; want %v", b, time.Duration(back), err, tt.d)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
