@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -34,18 +33,28 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 }
 
-func (f *clusterFlags) client() (kubernetes.Interface, *rest.Config, string, error) {
+// resolve builds the client and names the workload from the flags.
+func (f *clusterFlags) resolve() (kubernetes.Interface, workload.Ref, error) {
+	client, ns, err := f.client()
+	if err != nil {
+		return nil, workload.Ref{}, err
+	}
+	ref, err := f.ref(ns)
+	return client, ref, err
+}
+
+func (f *clusterFlags) client() (kubernetes.Interface, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: f.namespace}})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, nil, "", badInput("loading kubeconfig: %v", err)
+		return nil, "", badInput("loading kubeconfig: %v", err)
 	}
 	ns := f.namespace
 	if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, nil, "", badInput("reading the namespace from kubeconfig: %v", err)
+			return nil, "", badInput("reading the namespace from kubeconfig: %v", err)
 		}
 	}
 	cfg.UserAgent = "inplace-rollout/" + version
@@ -54,9 +63,9 @@ func (f *clusterFlags) client() (kubernetes.Interface, *rest.Config, string, err
 	cfg.QPS, cfg.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, "", badInput("building a client for %s: %v", cfg.Host, err)
+		return nil, "", badInput("building a client for %s: %v", cfg.Host, err)
 	}
-	return client, cfg, ns, nil
+	return client, ns, nil
 }
 
 func (f *clusterFlags) ref(ns string) (workload.Ref, error) {

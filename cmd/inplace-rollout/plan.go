@@ -35,11 +35,7 @@ func newPlanCommand() *cobra.Command {
 		Short: "Print the batches and pods a run would update; writes nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, _, ns, err := cf.client()
-			if err != nil {
-				return err
-			}
-			ref, err := cf.ref(ns)
+			client, ref, err := cf.resolve()
 			if err != nil {
 				return err
 			}

@@ -26,68 +26,47 @@ import (
 const exitInterrupted = 130
 
 func newRunCommand() *cobra.Command {
-	var cf clusterFlags
-	var rf rolloutFlags
-	cmd := &cobra.Command{
+	return newRolloutCommand(&cobra.Command{
 		Use:   "run --target KIND/NAME --image CONTAINER=IMAGE [flags]",
 		Short: "Roll new images out to a workload's live pods, in place, batch by batch",
 		Long: `run updates the images of a workload's live pods in place, batch by batch, and
-waits for each pod to run its new image, Running and Ready. If a pod fails, every
-pod it touched goes back to the exact image it ran before and the workload is
-restored; run then exits 1.
+waits for each pod to run its new image, Running and Ready. If a pod fails, or a
+batch fails its analysis, every pod the rollout touched goes back to the exact image
+it ran before and the workload is restored; run then exits 1.
 
 Running run again with the same arguments resumes a rollout that was interrupted
 (Ctrl-C, a lost connection, a killed process); rollback undoes it.`,
 		Example: `  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --batches 1,50%,100%
-  inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, _, ns, err := cf.client()
-			if err != nil {
-				return err
-			}
-			ref, err := cf.ref(ns)
-			if err != nil {
-				return err
-			}
-			spec, err := rf.spec(ref)
-			if err != nil {
-				return err
-			}
-			return drive(cmd, client, spec, rf.resultsDir, cf.output, false)
-		},
-	}
-	cf.register(cmd)
-	rf.register(cmd)
-	return cmd
+  inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s --analysis golden.yaml`,
+	}, false)
 }
 
 func newResumeCommand() *cobra.Command {
-	var cf clusterFlags
-	var rf rolloutFlags
-	cmd := &cobra.Command{
+	return newRolloutCommand(&cobra.Command{
 		Use:   "resume --target KIND/NAME --image CONTAINER=IMAGE [flags]",
 		Short: "Accept the batch an inconclusive analysis paused on, and continue the rollout",
 		Long: `resume takes the same arguments as the run it continues. When the rollout is paused
 by an inconclusive analysis, resume accepts the paused batch, as a person who looked
 at it, and goes on like run; rollback undoes the rollout instead.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, _, ns, err := cf.client()
-			if err != nil {
-				return err
-			}
-			ref, err := cf.ref(ns)
-			if err != nil {
-				return err
-			}
-			spec, err := rf.spec(ref)
-			if err != nil {
-				return err
-			}
-			spec.Resume = true
-			return drive(cmd, client, spec, rf.resultsDir, cf.output, false)
-		},
+	}, true)
+}
+
+// newRolloutCommand completes run or resume: the same flags and the same loop.
+func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
+	var cf clusterFlags
+	var rf rolloutFlags
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		client, ref, err := cf.resolve()
+		if err != nil {
+			return err
+		}
+		spec, err := rf.spec(ref)
+		if err != nil {
+			return err
+		}
+		spec.Resume = resume
+		return drive(cmd, client, spec, rf.resultsDir, cf.output, false)
 	}
 	cf.register(cmd)
 	rf.register(cmd)
@@ -106,11 +85,7 @@ reverse order of the batches, and the workload gets its previous images and upda
 strategy back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, _, ns, err := cf.client()
-			if err != nil {
-				return err
-			}
-			ref, err := cf.ref(ns)
+			client, ref, err := cf.resolve()
 			if err != nil {
 				return err
 			}

@@ -42,11 +42,7 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show the workload's rollout and, per pod, its stage, images and reasons",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			client, _, ns, err := cf.client()
-			if err != nil {
-				return err
-			}
-			ref, err := cf.ref(ns)
+			client, ref, err := cf.resolve()
 			if err != nil {
 				return err
 			}

@@ -78,7 +78,7 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		return e.pausedStatus(w, &next, st, stepped)
 	default: // Fail, Error
 		st.Message = reason
-		return e.beginRollbackWith(ctx, w, &next, reason, st)
+		return e.beginRollback(ctx, w, &next, reason, st)
 	}
 }
 

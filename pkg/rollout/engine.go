@@ -154,7 +154,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		return Status{}, Result{}, invalid("%s: %d pods are not Ready (%s); fix them first, or pass --allow-unready",
 			w.Ref(), len(unready), strings.Join(firstN(unready, 5), ", "))
 	}
-	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || templateRuns(tmpl, spec.Images)) {
+	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images)) {
 		msg := fmt.Sprintf("%s already runs these images; nothing to do", w.Ref())
 		return Status{Phase: PhaseSucceeded, Total: len(pods), Updated: len(pods), Message: msg}, Result{Phase: PhaseSucceeded, Message: msg}, nil
 	}
@@ -331,13 +331,8 @@ func (e *Engine) stepFailed(ctx context.Context, w workload.Workload, lock *work
 	return st, Result{}, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 }
 
-// beginRollback records, on the lock, that the rollout is rolling back and why.
+// beginRollback writes lock (with any other change it carries) marked rolling back, and why.
 func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, reason string, st Status) (Status, Result, error) {
-	return e.beginRollbackWith(ctx, w, lock, reason, st)
-}
-
-// beginRollbackWith writes lock (with any other change it carries) marked rolling back.
-func (e *Engine) beginRollbackWith(ctx context.Context, w workload.Workload, lock *workload.Lock, reason string, st Status) (Status, Result, error) {
 	next := *lock
 	next.Phase, next.Reason = workload.LockRollingBack, reason
 	if err := w.SetLock(ctx, &next); err != nil {
@@ -531,17 +526,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func templateRuns(tmpl *corev1.PodTemplateSpec, images map[string]string) bool {
-	for _, list := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
-		for _, c := range list {
-			if img, ok := images[c.Name]; ok && img != c.Image {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func firstN(s []string, n int) []string {

@@ -70,8 +70,8 @@ func templateImages(tmpl *corev1.PodTemplateSpec, names map[string]string) map[s
 	return out
 }
 
-// templateHasImages reports whether the template runs exactly these images.
-func templateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) bool {
+// TemplateHasImages reports whether the template's containers named in images run them.
+func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) bool {
 	for name, img := range templateImages(tmpl, images) {
 		if images[name] != img {
 			return false

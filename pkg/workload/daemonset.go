@@ -20,9 +20,8 @@ const (
 )
 
 type daemonSet struct {
-	client   kubernetes.Interface
+	*onDelete
 	ds       *appsv1.DaemonSet
-	lock     *Lock
 	pods     []*corev1.Pod
 	revision *appsv1.ControllerRevision // the newest owned ControllerRevision
 }
@@ -49,7 +48,18 @@ func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*
 	if err != nil {
 		return nil, fmt.Errorf("listing controller revisions: %w", err)
 	}
-	d := &daemonSet{client: client, ds: ds, lock: lock, pods: pods}
+	d := &daemonSet{
+		onDelete: &onDelete{
+			ref:  Ref{Kind: DaemonSet, Namespace: ds.Namespace, Name: ds.Name},
+			lock: lock, template: &ds.Spec.Template, strategy: ds.Spec.UpdateStrategy,
+			onDeleteType: string(appsv1.OnDeleteDaemonSetStrategyType), resourceVersion: ds.ResourceVersion,
+			write: func(ctx context.Context, patch []byte) error {
+				_, err := client.AppsV1().DaemonSets(ds.Namespace).Patch(ctx, ds.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+				return err
+			},
+		},
+		ds: ds, pods: pods,
+	}
 	for i := range revs.Items {
 		r := &revs.Items[i]
 		if ref := metav1.GetControllerOf(r); ref != nil && ref.UID == ds.UID && (d.revision == nil || r.Revision > d.revision.Revision) {
@@ -100,36 +110,8 @@ func (d *daemonSet) CheckStart(images map[string]string, includeInit bool) error
 	return nil
 }
 
-func (d *daemonSet) patch(ctx context.Context, p objectPatch) error {
-	p.resourceVersion = d.ds.ResourceVersion
-	_, err := d.client.AppsV1().DaemonSets(d.ds.Namespace).Patch(ctx, d.ds.Name, types.StrategicMergePatchType, p.bytes(), metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", d.Ref(), err)
-	}
-	return nil
-}
-
-func (d *daemonSet) Start(ctx context.Context, lock *Lock) error {
-	if lock.PreviousImages == nil {
-		lock.PreviousImages = templateImages(d.Template(), lock.Images)
-		lock.PreviousStrategy = strategyJSON(d.ds.Spec.UpdateStrategy)
-	}
-	return d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
-		"updateStrategy": map[string]any{"type": appsv1.OnDeleteDaemonSetStrategyType, "rollingUpdate": nil},
-		"template":       templatePatch(d.Template(), lock.Images),
-	}})
-}
-
-func (d *daemonSet) Retarget(ctx context.Context, lock *Lock) error {
-	return d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{"template": templatePatch(d.Template(), lock.Images)}})
-}
-
-func (d *daemonSet) SetLock(ctx context.Context, lock *Lock) error {
-	return d.patch(ctx, objectPatch{lock: lock})
-}
-
 func (d *daemonSet) RevisionLabels(images map[string]string) (map[string]string, bool, error) {
-	if !templateHasImages(d.Template(), images) {
+	if !TemplateHasImages(d.Template(), images) {
 		return nil, false, nil
 	}
 	labels, ok := d.currentLabels()
@@ -138,34 +120,4 @@ func (d *daemonSet) RevisionLabels(images map[string]string) (map[string]string,
 
 func (d *daemonSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
 	return podHasImages(pod, images) && (pod.Labels[revisionLabel] == labels[revisionLabel] || pod.Labels[templateGenerationLabel] == labels[templateGenerationLabel])
-}
-
-func (d *daemonSet) Finalize(ctx context.Context, lock *Lock) (bool, error) {
-	if d.lock != nil && d.lock.Phase == LockSucceeded {
-		return true, nil
-	}
-	strategy, err := restoreStrategy(lock.PreviousStrategy)
-	if err != nil {
-		return false, err
-	}
-	lock.Phase = LockSucceeded
-	return true, d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
-		"updateStrategy": strategy,
-		"template":       templatePatch(d.Template(), lock.Images),
-	}})
-}
-
-func (d *daemonSet) Restore(ctx context.Context, lock *Lock) (bool, error) {
-	if d.lock != nil && d.lock.Phase == LockRolledBack {
-		return true, nil
-	}
-	strategy, err := restoreStrategy(lock.PreviousStrategy)
-	if err != nil {
-		return false, err
-	}
-	lock.Phase = LockRolledBack
-	return true, d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
-		"updateStrategy": strategy,
-		"template":       templatePatch(d.Template(), lock.PreviousImages),
-	}})
 }

@@ -164,7 +164,7 @@ func (d *deployment) handBack(ctx context.Context, lock *Lock, images map[string
 	if err != nil {
 		return false, err
 	}
-	if !templateHasImages(&rs.Spec.Template, images) {
+	if !TemplateHasImages(&rs.Spec.Template, images) {
 		p := objectPatch{resourceVersion: rs.ResourceVersion, spec: map[string]any{"template": templatePatch(&rs.Spec.Template, images)}}
 		if _, err := d.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, p.bytes(), metav1.PatchOptions{}); err != nil {
 			return false, fmt.Errorf("writing ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)

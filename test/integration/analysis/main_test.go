@@ -3,7 +3,6 @@
 package analysis_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -23,22 +22,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "inplace-rollout-cli-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if cli, err = clitest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return cluster.RunTests(m, cluster.Options{
+	os.Exit(clitest.Main(m, cluster.Options{
 		Prometheus:          true,
 		PrometheusBasicAuth: &cluster.BasicAuth{Username: promUser, Password: promPassword},
-	}, &env)
+	}, &env, &cli))
 }

@@ -148,3 +148,19 @@ func ListPods(t testing.TB, c *cluster.Cluster, ns, selector string) []corev1.Po
 	}
 	return list.Items
 }
+
+// Main builds the command into *bin, starts a control plane into *env, runs the package's
+// tests and cleans up. Call it from TestMain.
+func Main(m *testing.M, opts cluster.Options, env **cluster.Cluster, bin *string) int {
+	dir, err := os.MkdirTemp("", "inplace-rollout-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return cluster.RunTests(m, opts, env)
+}

@@ -2,7 +2,6 @@
 package rollout_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -17,19 +16,5 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "inplace-rollout-cli-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if cli, err = clitest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return cluster.RunTests(m, cluster.Options{}, &env)
+	os.Exit(clitest.Main(m, cluster.Options{}, &env, &cli))
 }

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -35,18 +34,7 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "inplace-rollout-scale-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if cli, err = clitest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := cluster.RunTests(m, cluster.Options{Simulator: kubeletsim.Config{Nodes: 10, Workers: 16}}, &env)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(clitest.Main(m, cluster.Options{Simulator: kubeletsim.Config{Nodes: 10, Workers: 16}}, &env, &cli))
 }
 
 // BenchmarkStatefulSet500 rolls a 500-pod StatefulSet out in 10 batches of 10%, each batch all at
