@@ -184,11 +184,9 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	if lock.Phase != workload.LockProgressing && lock.Phase != workload.LockPaused {
 		return Status{}, Result{}, invalid("%s: rollout %s is %s; wait for it to finish before starting another", w.Ref(), lock.RolloutID, lock.Phase)
 	}
-	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
-		var nr *workload.NotReadyError
-		if !errors.As(err, &nr) && !strings.Contains(err.Error(), "unfinished rollout") {
-			return Status{}, Result{}, asInvalid(err)
-		}
+	// The pods are mid-rollout, so only the images are checked, not the controller's state.
+	if err := workload.CheckImages(w, spec.Images, spec.IncludeInit); err != nil {
+		return Status{}, Result{}, asInvalid(err)
 	}
 	next := *lock
 	next.Superseded = append(slices.Clone(lock.Superseded), lock.RolloutID)

@@ -138,6 +138,22 @@ func sortByOrdinalDesc(pods []*corev1.Pod) {
 	sort.Slice(pods, func(i, j int) bool { return ord(pods[i]) > ord(pods[j]) })
 }
 
+// CheckImages refuses images that name a container the workload's template (or, for
+// label-selected pods, a pod) lacks, or an init container without includeInit.
+func CheckImages(w Workload, images map[string]string, includeInit bool) error {
+	if tmpl := w.Template(); tmpl != nil {
+		return checkImages(w.Ref(), tmpl, images, includeInit)
+	}
+	for _, pod := range w.Pods() {
+		tmpl := &corev1.PodTemplateSpec{Spec: pod.Spec}
+		ref := Ref{Kind: Pods, Namespace: pod.Namespace, Name: pod.Name}
+		if err := checkImages(ref, tmpl, images, includeInit); err != nil {
+			return &InvalidError{fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
+		}
+	}
+	return nil
+}
+
 // checkImages refuses images naming containers the template lacks, or init containers.
 func checkImages(ref Ref, tmpl *corev1.PodTemplateSpec, images map[string]string, includeInit bool) error {
 	known := map[string]bool{}

@@ -67,14 +67,7 @@ func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
 	if len(p.pods) == 0 {
 		return &InvalidError{fmt.Sprintf("no pods match %s", p.ref)}
 	}
-	for _, pod := range p.pods {
-		tmpl := &corev1.PodTemplateSpec{Spec: pod.Spec}
-		ref := Ref{Kind: Pods, Namespace: pod.Namespace, Name: pod.Name}
-		if err := checkImages(ref, tmpl, images, includeInit); err != nil {
-			return &InvalidError{fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
-		}
-	}
-	return nil
+	return CheckImages(p, images, includeInit)
 }
 
 func (p *podSet) Start(ctx context.Context, lock *Lock) error {
