@@ -7,9 +7,11 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -89,6 +91,18 @@ func printReport(out io.Writer, r statusReport) error {
 			fmt.Fprintf(out, " (%s)", l.Reason)
 		}
 		fmt.Fprintf(out, "\n  images %s, previously %s\n", formatImages(l.Images), formatImages(l.PreviousImages))
+		var run analysis.Run
+		if len(l.Analysis) > 0 && json.Unmarshal(l.Analysis, &run) == nil && len(run.Last) > 0 {
+			verdict := string(run.Verdict)
+			if verdict == "" {
+				verdict = "in progress"
+			}
+			fmt.Fprintf(out, "  analysis of batch %d: %s (%d queries)\n", run.Batch+1, verdict, run.Queries)
+			last := run.Last[len(run.Last)-1]
+			for _, r := range last.Results {
+				fmt.Fprintf(out, "    %s  %s\n", last.At.Format(time.TimeOnly), r)
+			}
+		}
 	} else {
 		fmt.Fprintln(out, "no in-place rollout recorded")
 	}

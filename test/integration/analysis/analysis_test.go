@@ -110,7 +110,11 @@ func TestGoodImagePassesEveryBatch(t *testing.T) {
 	if l := lockOf(t, ns); l.Phase != workload.LockSucceeded || l.AnalyzedBatches != 3 {
 		t.Errorf("lock phase %s, analysed batches %d; want Succeeded and 3", l.Phase, l.AnalyzedBatches)
 	}
-	noSecret(t, ns, r.Stdout, r.Stderr)
+	status := clitest.Run(t, env, cli, "status", "-n", ns, "--target", "statefulset/web")
+	if status.Code != 0 || !strings.Contains(status.Stdout, "analysis of batch 3: Pass") || !strings.Contains(status.Stdout, "errorRate Pass") {
+		t.Errorf("status does not show the last analysis: %s", status)
+	}
+	noSecret(t, ns, r.Stdout, r.Stderr, status.Stdout)
 }
 
 func TestBadImagesFailTheirFirstBatch(t *testing.T) {
