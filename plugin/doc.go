@@ -1,3 +1,3 @@
-// Package plugin serves the Argo Rollouts step plugin (inplace-rollout/step) and traffic router
-// plugin (inplace-rollout/traffic) as thin adapters over pkg/rollout.
+// Package plugin is for the Argo Rollouts step plugin (inplace-rollout/step) and traffic router
+// plugin (inplace-rollout/traffic), thin adapters over pkg/rollout. It holds no code yet.
 package plugin
