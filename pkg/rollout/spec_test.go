@@ -1,0 +1,125 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+func TestResolveBatches(t *testing.T) {
+	tests := []struct {
+		batches string
+		total   int
+		want    []int
+		err     string
+	}{
+		{"1,50%,100%", 6, []int{1, 3, 6}, ""},
+		{"1,50%,100%", 1, []int{1}, ""},  // batches that resolve to the same count are dropped
+		{"10%,100%", 5, []int{1, 5}, ""}, // percentages round up
+		{"25%,50%,75%,100%", 500, []int{125, 250, 375, 500}, ""},
+		{"100%", 0, []int{0}, ""},
+		{"3,100%", 2, []int{2}, ""}, // counts are capped at the total
+		{"50%,10%,100%", 6, nil, "not strictly increasing at 10%"},
+		{"2,1,100%", 6, nil, "not strictly increasing at 1"},
+		{"1,2", 6, nil, "the last batch must be 100%"},
+		{"0,100%", 6, nil, "a pod count must be positive"},
+		{"150%,100%", 6, nil, "not a percentage between 0 and 100%"},
+		{"x%,100%", 6, nil, "not a percentage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.batches, func(t *testing.T) {
+			b, err := ParseBatches(tt.batches)
+			if err == nil {
+				var got []int
+				got, err = ResolveBatches(b, tt.total)
+				if err == nil && tt.err == "" && !equalInts(got, tt.want) {
+					t.Fatalf("ResolveBatches(%s, %d) = %v, want %v", tt.batches, tt.total, got, tt.want)
+				}
+			}
+			if tt.err == "" && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestParseBatches(t *testing.T) {
+	for _, bad := range []string{"", "1,,100%", "one,100%"} {
+		if _, err := ParseBatches(bad); err == nil {
+			t.Errorf("ParseBatches(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	good := func() Spec {
+		return Spec{
+			Target:         workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web"},
+			Images:         map[string]string{"app": "reg.example/app:v2"},
+			Batches:        []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")},
+			MaxUnavailable: intstr.FromInt32(1),
+		}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Spec)
+		err    string
+	}{
+		{"valid", func(*Spec) {}, ""},
+		{"no images", func(s *Spec) { s.Images = nil }, "no images"},
+		{"empty container name", func(s *Spec) { s.Images = map[string]string{"": "x:1"} }, "has no container name"},
+		{"bad image", func(s *Spec) { s.Images = map[string]string{"app": "Reg/App:V2"} }, "not a valid image reference"},
+		{"no name", func(s *Spec) { s.Target.Name = "" }, "needs a name"},
+		{"pods without selector", func(s *Spec) { s.Target = workload.Ref{Kind: workload.Pods, Namespace: "ns"} }, "label selector"},
+		{"negative soak", func(s *Spec) { s.Soak = -1 }, "cannot be negative"},
+		{"bad max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromString("many") }, "max-unavailable"},
+		{"bad on-inconclusive", func(s *Spec) { s.OnInconclusive = "shrug" }, "use fail, pause or continue"},
+		{"bad prometheus URL", func(s *Spec) { s.PrometheusURL = "prometheus:9090" }, "not an http(s) URL"},
+		{"rollback needs no images", func(s *Spec) { s.Images, s.Rollback = nil, true }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good()
+			tt.mutate(&s)
+			err := s.Validate()
+			if tt.err == "" && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.err)
+			}
+		})
+	}
+}
+
+func TestSpecHash(t *testing.T) {
+	base := Spec{Target: workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web"}, Images: map[string]string{"a": "x:1", "b": "y:1"}}
+	same := base
+	same.Batches = []intstr.IntOrString{intstr.FromString("100%")} // batches do not make another rollout
+	other := base
+	other.Images = map[string]string{"a": "x:2", "b": "y:1"}
+	if base.Hash() != same.Hash() {
+		t.Error("the hash depends on more than target and images")
+	}
+	if base.Hash() == other.Hash() {
+		t.Error("different images give the same hash")
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
