@@ -33,9 +33,10 @@ lint:
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-## bench: Go benchmarks and the scale scenarios (a 500-pod StatefulSet)
+## bench: Go benchmarks, then the scale scenarios (a 500-pod StatefulSet, once)
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem $(shell $(GO) list ./... | grep -v /test/integration)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
 	hack/check-leftovers.sh
 
 ## demo: bring the local control plane up and run the demo against it
