@@ -270,3 +270,59 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// TestKilledDuringAnalysisContinuesTheSameRun kills the command in the middle of a batch's
+// analysis: the analysis lives on the workload's lock, so the next run continues it rather
+// than starting over.
+func TestKilledDuringAnalysisContinuesTheSameRun(t *testing.T) {
+	ns := newWeb(t)
+	config := writeConfig(t, env.PrometheusURL, promPassword, "count: 4\n")
+	args := runArgs(ns, clitest.AppV2, config)
+	cmd := clitest.Start(t, env, cli, nil, args...)
+	var started time.Time
+	var measured int
+	cluster.WaitFor(t, 60*time.Second, "two measurements of batch 1", func(context.Context) (bool, error) {
+		run := runOf(t, ns)
+		if run == nil || run.Batch != 0 {
+			return false, nil
+		}
+		started = run.StartedAt
+		if c := run.Counts[analysis.CheckTraffic]; c != nil {
+			measured = c.Measured
+		}
+		return measured >= 2, nil
+	})
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+
+	r := clitest.Run(t, env, cli, args...)
+	if r.Code != 0 {
+		t.Fatalf("run after the kill: %s", r)
+	}
+	if strings.Count(r.Stderr, `msg="analysis started" target="StatefulSet `+ns+`/web" batch=1 `) != 0 {
+		t.Errorf("batch 1's analysis started over after the kill:\n%s", clitest.LastLines(r.Stderr, 30))
+	}
+	m := analysisPassed.FindStringSubmatch(r.Stderr)
+	if m == nil || m[1] != "1" {
+		t.Fatalf("the resumed run did not finish batch 1's analysis:\n%s", clitest.LastLines(r.Stderr, 30))
+	}
+	t.Logf("batch 1's analysis started at %s, survived a kill after %d measurements, and passed %s after it started", started.Format(time.TimeOnly), measured, m[3])
+}
+
+// runOf returns the analysis run on the workload's lock, or nil.
+func runOf(t *testing.T, ns string) *analysis.Run {
+	t.Helper()
+	sts, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || sts.Annotations[workload.LockAnnotation] == "" {
+		return nil // not started yet
+	}
+	l := lockOf(t, ns)
+	if len(l.Analysis) == 0 {
+		return nil
+	}
+	var r analysis.Run
+	if err := json.Unmarshal(l.Analysis, &r); err != nil {
+		t.Fatalf("analysis on the lock: %v", err)
+	}
+	return &r
+}
