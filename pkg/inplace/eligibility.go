@@ -13,6 +13,9 @@ type IneligibleError struct {
 	Pod    string
 	Reason string
 	Wait   bool
+	// ImageIDPending: the only reason is a container to change that has not reported an
+	// imageID yet; the update records its state first and patches once it has.
+	ImageIDPending bool
 }
 
 func (e *IneligibleError) Error() string {
@@ -24,10 +27,6 @@ func IsWait(err error) bool {
 	var e *IneligibleError
 	return errors.As(err, &e) && e.Wait
 }
-
-// waitingForImageID is the reason CanUpdate gives when only an imageID is missing, which the
-// update flow handles by recording its state first (StagePreparing).
-const waitingForImageID = "has not reported an imageID yet"
 
 // CanUpdate reports whether the pod can have the plan's images changed in place now. Pods being
 // deleted or with a restartPolicy other than Always are refused; pods not yet scheduled or
@@ -53,7 +52,7 @@ func CanUpdate(pod *corev1.Pod, plan Plan) error {
 		// A container that never ran because it is failing will never report an imageID; it
 		// can still be updated (to fix it), with no digest to return to.
 		if cs.ImageID == "" && failingReason(cs) == "" {
-			return refuse(fmt.Sprintf("container %q %s", c.Container, waitingForImageID), true)
+			return &IneligibleError{Pod: who, Reason: fmt.Sprintf("container %q has not reported an imageID yet", c.Container), Wait: true, ImageIDPending: true}
 		}
 	}
 	return nil

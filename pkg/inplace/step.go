@@ -3,7 +3,6 @@ package inplace
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -176,5 +175,3 @@ func (b *patchBuilder) step(st Stage, reason string) Step {
 func wait(st *State, after time.Duration, reason string) Step {
 	return Step{Stage: st.Stage, Reason: reason, RequeueAfter: after}
 }
-
-func slicesContains(list []string, s string) bool { return slices.Contains(list, s) }

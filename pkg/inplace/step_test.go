@@ -168,7 +168,7 @@ func TestCanUpdate(t *testing.T) {
 		{"restartPolicy Never", func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }, "refuse:restartPolicy is Never"},
 		{"unscheduled", func(p *corev1.Pod) { p.Spec.NodeName = "" }, "wait:not scheduled"},
 		{"pending", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }, "wait:Pending, not Running"},
-		{"no imageID yet", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ImageID = "" }, "wait:" + waitingForImageID},
+		{"no imageID yet", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ImageID = "" }, "wait:has not reported an imageID yet"},
 		{"never started because its pull fails", func(p *corev1.Pod) {
 			p.Status.ContainerStatuses[0].ImageID = ""
 			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}
@@ -245,5 +245,39 @@ func BenchmarkRefresh10Containers(b *testing.B) {
 		if p := Refresh(pod, st, Options{}, t0); !p.Done {
 			b.Fatalf("not done: %s", p.Reason)
 		}
+	}
+}
+
+func TestNextUpdateRecordsStateFirstWhenAnImageIDIsMissing(t *testing.T) {
+	pod := testPod()
+	pod.Status.ContainerStatuses[0].ImageID = ""
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	target := Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1"}
+
+	s, err := NextUpdate(pod, target, Options{}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Stage != StagePreparing || s.Patch == nil {
+		t.Fatalf("first step = %+v, want the state written at Preparing", s)
+	}
+	pod = apply(t, pod, s)
+	if pod.Spec.Containers[0].Image != "reg.example/app:v1" {
+		t.Fatal("images patched before the imageID was known")
+	}
+	// Still no imageID: wait, write nothing.
+	if s, _ = NextUpdate(pod, target, Options{}, t0.Add(time.Second)); s.Patch != nil || s.Stage != StagePreparing {
+		t.Fatalf("step without an imageID = %+v, want a wait", s)
+	}
+	// The container reports its imageID: the images are patched with it recorded.
+	id := "reg.example/app@sha256:" + strings.Repeat("4", 64)
+	pod.Status.ContainerStatuses[0] = running("app", "reg.example/app:v1", id, 0)
+	s, err = NextUpdate(pod, target, Options{}, t0.Add(2*time.Second))
+	if err != nil || s.Stage != StageUpdating {
+		t.Fatalf("step with the imageID = %+v, %v; want Updating", s, err)
+	}
+	pod = apply(t, pod, s)
+	if st := mustState(t, pod); pod.Spec.Containers[0].Image != "reg.example/app:v2" || st.Containers[0].BeforeImageID != id {
+		t.Errorf("after the second write: image %s, state %+v", pod.Spec.Containers[0].Image, st.Containers[0])
 	}
 }

@@ -1,7 +1,9 @@
 package inplace
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +22,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 	if st != nil && st.RolloutID == target.RolloutID {
 		return continueUpdate(pod, st, opts, now), nil
 	}
-	superseding := st != nil && slicesContains(target.Supersedes, st.RolloutID)
+	superseding := st != nil && slices.Contains(target.Supersedes, st.RolloutID)
 	if st != nil && !st.Stage.Terminal() && !(superseding && !imagesPatched(pod, st)) {
 		if !superseding {
 			return Step{}, &IneligibleError{Pod: pod.Namespace + "/" + pod.Name,
@@ -53,7 +55,8 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 	} else {
 		err = CanUpdate(pod, plan)
 	}
-	preparing := err != nil && IsWait(err) && strings.Contains(err.Error(), waitingForImageID)
+	var ie *IneligibleError
+	preparing := errors.As(err, &ie) && ie.ImageIDPending
 	if err != nil && !preparing {
 		return Step{}, err
 	}

@@ -302,15 +302,6 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-// Processes returns the PIDs of the running child processes by name.
-func (c *Cluster) Processes() map[string]int {
-	out := map[string]int{}
-	for _, p := range c.procs {
-		out[p.name] = p.cmd.Process.Pid
-	}
-	return out
-}
-
 // waitFor polls check until it succeeds, the process exits, or timeout passes.
 func waitFor(timeout time.Duration, p *process, what string, check func() error) error {
 	deadline := time.Now().Add(timeout)
