@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: in-place rollouts on the local control plane. A 6-replica StatefulSet and a
 # DaemonSet get a good image in batches (1, 50%, 100%), then a crashing image that rolls
-# itself back. Pod UIDs and IPs are shown before and after: they never change.
+# itself back, then an image serving 5xx that fails its Prometheus analysis and rolls back.
+# Pod UIDs and IPs are shown before and after: they never change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .dev/env
@@ -84,6 +85,20 @@ code=${PIPESTATUS[0]}
 set -e
 echo "inplace-rollout exited $code (1: failed and rolled back)"
 
+say "Rollout 4: StatefulSet web to registry.example/app:errors-1, gated on Prometheus golden signals"
+cat >.dev/demo-analysis.yaml <<YAML
+prometheus: {address: "$PROMETHEUS_URL"}
+interval: 1s
+count: 2
+window: 5s
+YAML
+set +e
+$cli run -n "$ns" --target statefulset/web --image app=registry.example/app:errors-1 --batches 1,50%,100% \
+  --analysis .dev/demo-analysis.yaml 2>&1 | grep -E 'analysis started|msg=measurement|rolling back|rolled back' | grep -v 'verdict=Skipped' | cut -c1-220
+code=${PIPESTATUS[0]}
+set -e
+echo "inplace-rollout exited $code (1: the error-rate check failed batch 1 and it rolled back)"
+
 say "Per-pod status of web (stage, image before the last rollout, image now)"
 $cli status -n "$ns" --target statefulset/web
 
@@ -96,7 +111,7 @@ pods app=agent
 identity app=web >.dev/demo-after.txt
 identity app=agent >>.dev/demo-after.txt
 if diff -u .dev/demo-before.txt .dev/demo-after.txt; then
-  echo "every pod kept its UID and IP through three rollouts and a rollback"
+  echo "every pod kept its UID and IP through four rollouts and two rollbacks"
 else
   echo "pod identities changed" >&2
   exit 1

@@ -147,8 +147,11 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 			st = next
 			if st.Message != lastMsg {
 				bar.clear()
-				log.Info("progress", "target", spec.Target.String(), "phase", st.Phase, "batch", fmt.Sprintf("%d/%d", st.Batch, st.Batches),
-					"updated", st.Updated, "total", st.Total, "message", st.Message)
+				attrs := []any{"target", spec.Target.String(), "phase", st.Phase}
+				if st.Batches > 0 {
+					attrs = append(attrs, "batch", fmt.Sprintf("%d/%d", st.Batch, st.Batches))
+				}
+				log.Info("progress", append(attrs, "updated", st.Updated, "total", st.Total, "message", st.Message)...)
 				lastMsg = st.Message
 			}
 			if a := st.Analysis; a != nil && len(a.Last) > 0 && a.Last[len(a.Last)-1].At.After(lastMeasure) {
