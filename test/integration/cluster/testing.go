@@ -72,17 +72,17 @@ func (c *Cluster) Namespace(t testing.TB) string {
 func (c *Cluster) WaitForPod(t testing.TB, namespace, name string, timeout time.Duration, what string, done func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var last *corev1.Pod
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	WaitFor(t, timeout, fmt.Sprintf("pod %s/%s: %s", namespace, name, what), func(ctx context.Context) (bool, error) {
 		pod, err := c.Client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, err
 		}
 		last = pod
-		return done(pod), nil
+		if done(pod) {
+			return true, nil
+		}
+		return false, fmt.Errorf("last status: %s", describeStatus(pod))
 	})
-	if err != nil {
-		t.Fatalf("pod %s/%s: waiting for %s: %v; last status: %s", namespace, name, what, err, describeStatus(last))
-	}
 	return last
 }
 
