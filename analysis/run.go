@@ -114,7 +114,10 @@ func (a *Analyzer) Step(ctx context.Context, r *Run, scope Scope, now time.Time)
 
 // assess applies the limits as Argo Rollouts does: for one check, Error over its limit beats
 // Inconclusive, which beats Fail; across checks the worst wins (Fail, then Error, then
-// Inconclusive). Once every measured check reached Count without tripping a limit: Pass.
+// Inconclusive). Once every measured check reached Count without tripping a limit: Pass, but
+// only if every measured check passed at least once. Argo would pass a metric whose every
+// measurement was Inconclusive within inconclusiveLimit; here that is Inconclusive, so that a
+// batch nobody sent traffic to is never judged good.
 func (a *Analyzer) assess(r *Run, latest []CheckResult) (Verdict, string) {
 	failureLimit, inconclusiveLimit, errorLimit := a.Config.limits()
 	rank := map[Verdict]int{Inconclusive: 1, Error: 2, Fail: 3}
@@ -127,6 +130,7 @@ func (a *Analyzer) assess(r *Run, latest []CheckResult) (Verdict, string) {
 	sort.Strings(names)
 	allCounted := len(names) > 0
 	measuredChecks := 0
+	var neverPassed []string
 	for _, name := range names {
 		c := r.Counts[name]
 		var v Verdict
@@ -148,6 +152,9 @@ func (a *Analyzer) assess(r *Run, latest []CheckResult) (Verdict, string) {
 		skipped := c.Measured == 0 && c.Errors == 0
 		if !skipped {
 			measuredChecks++
+			if c.Measured-c.Failed-c.Inconclusive == 0 {
+				neverPassed = append(neverPassed, fmt.Sprintf("%s never passed (%s)", name, lastResult(latest, name)))
+			}
 		}
 		if !skipped && c.Measured < a.Config.count() {
 			allCounted = false
@@ -158,6 +165,9 @@ func (a *Analyzer) assess(r *Run, latest []CheckResult) (Verdict, string) {
 	}
 	if allCounted && measuredChecks == 0 {
 		return Inconclusive, "every check was skipped: nothing was measured"
+	}
+	if allCounted && len(neverPassed) > 0 {
+		return Inconclusive, strings.Join(neverPassed, "; ")
 	}
 	if allCounted {
 		return Pass, fmt.Sprintf("%d measurements passed", a.Config.count())

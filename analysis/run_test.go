@@ -206,6 +206,20 @@ func TestStepLimits(t *testing.T) {
 			verdicts: []Verdict{"", "", Pass},
 		},
 		{
+			name:     "a check that never passed is inconclusive even within the limits",
+			cfg:      func(c *Config) { c.Count = 3; c.InconclusiveLimit = ip(3) },
+			checks:   []check{{"a", []answer{pass}}, {"traffic", []answer{inconclusive}}},
+			verdicts: []Verdict{"", "", Inconclusive},
+			reason:   []string{"traffic never passed", "no data"},
+		},
+		{
+			name:     "a check that only failed within its limit never passed",
+			cfg:      func(c *Config) { c.Count = 2; c.FailureLimit = ip(2) },
+			checks:   []check{{"a", []answer{fail}}},
+			verdicts: []Verdict{"", Inconclusive},
+			reason:   []string{"a never passed"},
+		},
+		{
 			name:     "the default consecutiveErrorLimit 4 errors on the fifth consecutive error, never passing",
 			cfg:      func(c *Config) { c.Count = 1 },
 			checks:   []check{{"a", []answer{erroring}}},

@@ -57,6 +57,9 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 	reverting := st.Stage == StageRollingBack
 	p := Progress{Done: true, ImageIDs: map[string]string{}}
 	var waits []string
+	// soaking: every container not done yet runs its target and only waits out the soak, which
+	// is progress, so the progress deadline does not apply.
+	soaking := true
 	for i := range st.Containers {
 		c := &st.Containers[i]
 		v := judgeContainer(pod, c, reverting, opts.Soak, now)
@@ -65,6 +68,7 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 			return Progress{Failed: true, Reason: v.failed}
 		case !v.done:
 			p.Done = false
+			soaking = soaking && v.after > 0
 			waits = append(waits, v.waiting)
 			if v.after > 0 && (p.RequeueAfter == 0 || v.after < p.RequeueAfter) {
 				p.RequeueAfter = v.after
@@ -77,12 +81,12 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 		return p
 	}
 	p.ImageIDs = nil
-	if deadline := st.StageAt.Add(opts.ProgressDeadline); !now.Before(deadline) {
+	if left := st.StageAt.Add(opts.ProgressDeadline).Sub(now); !soaking && left <= 0 {
 		return Progress{Failed: true, Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", opts.ProgressDeadline, strings.Join(waits, "; "))}
-	} else if left := deadline.Sub(now); p.RequeueAfter == 0 || left < p.RequeueAfter {
+	} else if left > 0 && (p.RequeueAfter == 0 || left < p.RequeueAfter) {
 		p.RequeueAfter = left
 	}
-	if p.RequeueAfter == 0 || p.RequeueAfter > pollInterval {
+	if p.RequeueAfter <= 0 || p.RequeueAfter > pollInterval {
 		p.RequeueAfter = pollInterval
 	}
 	p.Reason = strings.Join(waits, "; ")
@@ -144,6 +148,10 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		case reverting && c.FailingBefore != "" && onTarget:
 			// It was failing before the update and is back where it was: reverted.
 			return verdict{done: true, imageID: cs.ImageID}
+		case reverting && c.FailingBefore == "" && !attributable(cs, c, target, onTarget):
+			// Right after the revert patch the status still shows the failure of the image
+			// being left until the kubelet acts on the change.
+			return verdict{waiting: fmt.Sprintf("container %q: still shows %s of the image it is leaving", c.Name, reason)}
 		case c.FailingBefore == "":
 			return verdict{failed: msg}
 		case attributable(cs, c, target, onTarget):
@@ -168,9 +176,9 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	return verdict{done: true, imageID: cs.ImageID}
 }
 
-// attributable reports whether the failure of a container that was already failing before the
-// update belongs to the new image: it crashed on the new image, or the kubelet names the new
-// image in a pull failure.
+// attributable reports whether a failure the status shows belongs to the target image rather
+// than to the image the container ran before: it crashed on the target, or the kubelet names the
+// target in a pull failure.
 func attributable(cs *corev1.ContainerStatus, c *ContainerState, target string, onTarget bool) bool {
 	reason := cs.State.Waiting.Reason
 	if pullReasons[reason] {

@@ -39,7 +39,7 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 		c := &next.Containers[i]
 		c.RevertImage = revertImage(c, tagMoved)
 	}
-	next.Stage, next.StageAt, next.Reason = StageRollingBack, now.UTC().Truncate(time.Second), ""
+	next.Stage, next.StageAt, next.Reason = StageRollingBack, stageTime(now), ""
 	b := newPatch(pod).state(next)
 	if hasReadinessGate(pod) && gateTrue(pod) {
 		// Drain before the restart, as for the update; the images follow after the grace period.

@@ -54,6 +54,10 @@ type State struct {
 	StageAt time.Time              `json:"stageAt"`
 }
 
+// stageTime is the StageAt of a stage entered at now. It keeps milliseconds: the grace period
+// and the progress deadline are timed from it, so rounding to the second would shorten them.
+func stageTime(now time.Time) time.Time { return now.UTC().Truncate(time.Millisecond) }
+
 // ContainerState records one container whose image changes.
 type ContainerState struct {
 	Name string `json:"name"`

@@ -71,8 +71,10 @@ func TestNextUpdateDrainsFirstWithReadinessGate(t *testing.T) {
 	pod.Status.Conditions = []corev1.PodCondition{{Type: ReadinessGate, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	target := Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1"}
 	opts := Options{GracePeriod: 5 * time.Second}
+	// Not on a whole second, so that rounding the drain time would show.
+	start := t0.Add(900 * time.Millisecond)
 
-	s, err := NextUpdate(pod, target, opts, t0)
+	s, err := NextUpdate(pod, target, opts, start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +91,15 @@ func TestNextUpdateDrainsFirstWithReadinessGate(t *testing.T) {
 		t.Fatalf("image patched before the grace period")
 	}
 	// Within the grace period: nothing to write, come back when it ends.
-	s, _ = NextUpdate(pod, target, opts, t0.Add(2*time.Second))
+	s, _ = NextUpdate(pod, target, opts, start.Add(2*time.Second))
 	if s.Patch != nil || s.RequeueAfter != 3*time.Second {
 		t.Fatalf("step within grace = %+v, want a 3s wait", s)
 	}
-	s, _ = NextUpdate(pod, target, opts, t0.Add(5*time.Second))
+	s, _ = NextUpdate(pod, target, opts, start.Add(4950*time.Millisecond))
+	if s.Patch != nil || s.RequeueAfter != 50*time.Millisecond {
+		t.Fatalf("step 50ms before the grace period ends = %+v, want a 50ms wait", s)
+	}
+	s, _ = NextUpdate(pod, target, opts, start.Add(5*time.Second))
 	if s.Stage != StageUpdating || s.Subresource != "" {
 		t.Fatalf("step after grace = %+v, want the image patch", s)
 	}
@@ -105,29 +111,42 @@ func TestNextUpdateDrainsFirstWithReadinessGate(t *testing.T) {
 func TestRefresh(t *testing.T) {
 	beforeID := "reg.example/app@sha256:" + strings.Repeat("1", 64)
 	afterID := "reg.example/app@sha256:" + strings.Repeat("3", 64)
-	waiting := func(reason string, imageID string, restarts int32) corev1.ContainerStatus {
+	waitingMsg := func(reason, imageID, msg string, restarts int32) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: "app", Image: "reg.example/app:v1", ImageID: imageID, RestartCount: restarts,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "msg"}}}
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
+	}
+	waiting := func(reason string, imageID string, restarts int32) corev1.ContainerStatus {
+		return waitingMsg(reason, imageID, "msg", restarts)
 	}
 	tests := []struct {
 		name          string
 		status        corev1.ContainerStatus
 		failingBefore string
+		reverting     bool // to v1, from v2
 		soak          time.Duration
 		at            time.Time
 		want          string // done | failed:<substring> | wait:<substring>
 	}{
-		{"old instance still running", running("app", "reg.example/app:v1", beforeID, 0), "", 0, t0, "wait:still running"},
-		{"new image running and ready", running("app", "reg.example/app:v2", afterID, 1), "", 0, t0, "done"},
-		{"runtime reports another name for a new digest", running("app", "reg.example/app:other", afterID, 1), "", 0, t0, "done"},
-		{"soak not over", running("app", "reg.example/app:v2", afterID, 1), "", time.Hour, t0, "wait:soaking"},
-		{"crash loop", waiting("CrashLoopBackOff", afterID, 2), "", 0, t0, "failed:CrashLoopBackOff"},
-		{"pull failure", waiting("ImagePullBackOff", beforeID, 0), "", 0, t0, "failed:ImagePullBackOff"},
-		{"first failed pull is retried", waiting("ErrImagePull", beforeID, 0), "", 0, t0, "wait:ErrImagePull"},
-		{"restart climbing", running("app", "reg.example/app:v2", afterID, 3), "", 0, t0, "failed:RestartCountClimbing"},
-		{"pre-existing crash, old instance", waiting("CrashLoopBackOff", beforeID, 5), "CrashLoopBackOff", 0, t0, "wait:as before the update"},
-		{"pre-existing crash, new image crashes", waiting("CrashLoopBackOff", afterID, 6), "CrashLoopBackOff", 0, t0, "failed:pre-existing"},
-		{"no progress past the deadline", running("app", "reg.example/app:v1", beforeID, 0), "", 0, t0.Add(time.Hour), "failed:ProgressDeadlineExceeded"},
+		{"old instance still running", running("app", "reg.example/app:v1", beforeID, 0), "", false, 0, t0, "wait:still running"},
+		{"new image running and ready", running("app", "reg.example/app:v2", afterID, 1), "", false, 0, t0, "done"},
+		{"runtime reports another name for a new digest", running("app", "reg.example/app:other", afterID, 1), "", false, 0, t0, "done"},
+		{"soak not over", running("app", "reg.example/app:v2", afterID, 1), "", false, time.Hour, t0, "wait:soaking"},
+		{"crash loop", waiting("CrashLoopBackOff", afterID, 2), "", false, 0, t0, "failed:CrashLoopBackOff"},
+		{"pull failure", waiting("ImagePullBackOff", beforeID, 0), "", false, 0, t0, "failed:ImagePullBackOff"},
+		{"first failed pull is retried", waiting("ErrImagePull", beforeID, 0), "", false, 0, t0, "wait:ErrImagePull"},
+		{"restart climbing", running("app", "reg.example/app:v2", afterID, 3), "", false, 0, t0, "failed:RestartCountClimbing"},
+		{"pre-existing crash, old instance", waiting("CrashLoopBackOff", beforeID, 5), "CrashLoopBackOff", false, 0, t0, "wait:as before the update"},
+		{"pre-existing crash, new image crashes", waiting("CrashLoopBackOff", afterID, 6), "CrashLoopBackOff", false, 0, t0, "failed:pre-existing"},
+		{"no progress past the deadline", running("app", "reg.example/app:v1", beforeID, 0), "", false, 0, t0.Add(time.Hour), "failed:ProgressDeadlineExceeded"},
+		{"invalid image name, with the kubelet's message", waitingMsg("InvalidImageName", "", "couldn't parse image name", 0), "", false, 0, t0, `failed:InvalidImageName: container "app": couldn't parse image name`},
+		{"container config error, with the kubelet's message", waitingMsg("CreateContainerConfigError", "", `secret "db" not found`, 0), "", false, 0, t0, `failed:CreateContainerConfigError: container "app": secret "db" not found`},
+		{"a soak longer than the deadline is progress", running("app", "reg.example/app:v2", afterID, 1), "", false, 3 * time.Hour, t0.Add(time.Hour), "wait:soaking"},
+		{"revert: stale crash of the image being left", waiting("CrashLoopBackOff", afterID, 4), "", true, 0, t0, "wait:of the image it is leaving"},
+		{"revert: stale pull failure of the image being left", waitingMsg("ImagePullBackOff", "", `Back-off pulling image "reg.example/app:v2"`, 0), "", true, 0, t0, "wait:of the image it is leaving"},
+		{"revert: the old image fails to pull", waitingMsg("ImagePullBackOff", "", `Back-off pulling image "reg.example/app:v1"`, 0), "", true, 0, t0, "failed:ImagePullBackOff"},
+		{"revert: the old image crashes", waiting("CrashLoopBackOff", beforeID, 5), "", true, 0, t0, "failed:CrashLoopBackOff"},
+		{"revert: back on the old image", running("app", "reg.example/app:v1", beforeID, 5), "", true, 0, t0, "done"},
+		{"revert: no progress past the deadline", waiting("CrashLoopBackOff", afterID, 4), "", true, 0, t0.Add(time.Hour), "failed:ProgressDeadlineExceeded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,6 +156,13 @@ func TestRefresh(t *testing.T) {
 			st := &State{Stage: StageUpdating, StageAt: t0.Add(-time.Second), Containers: []ContainerState{{
 				Name: "app", BeforeImage: "reg.example/app:v1", BeforeImageID: beforeID, AfterImage: "reg.example/app:v2", FailingBefore: tt.failingBefore,
 			}}}
+			if tt.reverting {
+				pod.Spec.Containers[0].Image = "reg.example/app:v1"
+				st.Stage, st.Containers[0].RevertImage = StageRollingBack, "reg.example/app:v1"
+				if tt.status.ImageID == afterID {
+					pod.Status.ContainerStatuses[0].Image = "reg.example/app:v2"
+				}
+			}
 			if tt.status.State.Running != nil {
 				pod.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0.Add(-time.Second))
 			}

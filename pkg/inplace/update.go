@@ -117,7 +117,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 // enter writes st at the given stage with the stage's side effect: the readiness gate False for
 // Draining, the images for Updating.
 func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string) Step {
-	st.Stage, st.StageAt, st.Reason = stage, now.UTC().Truncate(time.Second), reason
+	st.Stage, st.StageAt, st.Reason = stage, stageTime(now), reason
 	b := newPatch(pod).state(st)
 	var ev *Event
 	switch stage {
@@ -197,7 +197,7 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 // finish records a terminal success stage; with a readiness gate the gate goes True in the
 // same write, and the kubelet then marks the pod Ready.
 func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event) Step {
-	st.Stage, st.StageAt, st.Reason = stage, now.UTC().Truncate(time.Second), ""
+	st.Stage, st.StageAt, st.Reason = stage, stageTime(now), ""
 	b := newPatch(pod).state(st)
 	if hasReadinessGate(pod) {
 		b.gate(corev1.ConditionTrue, "InPlaceUpdateDone", now)
@@ -210,7 +210,7 @@ func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event) S
 // fail records the Failed stage with the reason. The pod keeps its images until reverted.
 func fail(pod *corev1.Pod, st *State, now time.Time, reason string, reverting bool) Step {
 	next := st.clone()
-	next.Stage, next.StageAt, next.Reason = StageFailed, now.UTC().Truncate(time.Second), reason
+	next.Stage, next.StageAt, next.Reason = StageFailed, stageTime(now), reason
 	s := newPatch(pod).state(next).step(StageFailed, reason)
 	s.Done = true
 	evReason := EventUpdateFailed
