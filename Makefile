@@ -21,10 +21,13 @@ tools:
 	hack/tools/build.sh
 
 ## test: unit and integration tests against the real local control plane
+# One shell line, so that the leftover check runs even when a test step fails.
 test: tools
-	$(GO) test -count=1 -timeout 25m $(PKGS)
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./analysis
-	hack/check-leftovers.sh
+	rc=0; \
+	$(GO) test -count=1 -timeout 25m $(PKGS) || rc=1; \
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./analysis || rc=1; \
+	hack/check-leftovers.sh || rc=1; \
+	exit $$rc
 
 ## lint: gofmt, go vet, staticcheck
 lint:

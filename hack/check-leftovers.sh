@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Fails if a control-plane process built by hack/tools is still running after the tests,
-# ignoring a cluster started on purpose with `make cluster-up` (its PIDs are in .dev/*.pid).
+# Fails if a process the tests or the local control plane start is still running: a binary from
+# the hack/tools cache (etcd, kube-apiserver, ...), or the localcluster or kubeletsim command
+# (built into .dev/bin by `make cluster-up`, or by go build / go run under that name).
+# A cluster started on purpose with `make cluster-up` is ignored: its PIDs are in .dev/*.pid.
+# Only processes working in this clone count (tests run in their package directory, cluster-up
+# in the root), so another clone's cluster or test run on the same machine is not reported.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/inplace-rollout/tools/"
+root=$(pwd -P)
+cache=$(readlink -m "${XDG_CACHE_HOME:-$HOME/.cache}/inplace-rollout/tools")/
 
 keep=" "
 for f in .dev/*.pid; do [ -e "$f" ] && keep="$keep$(cat "$f") "; done
@@ -12,12 +17,18 @@ left=""
 for p in /proc/[0-9]*; do
   pid=${p#/proc/}
   exe=$(readlink "$p/exe" 2>/dev/null) || continue
+  exe=${exe% (deleted)} # a binary rebuilt or removed while it runs
+  cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+  case "$cwd/" in "$root"/*) ;; *) continue ;; esac
   case "$exe" in
-    "$cache"*) case "$keep" in *" $pid "*) ;; *) left="$left $pid:$(basename "$exe")" ;; esac ;;
+    "$cache"* | */localcluster | */kubeletsim) ;;
+    *) continue ;;
   esac
+  case "$keep" in *" $pid "*) continue ;; esac
+  left="$left $pid:$(basename "$exe")"
 done
 if [ -n "$left" ]; then
-  echo "processes left running after the tests:$left" >&2
+  echo "processes left running:$left" >&2
   exit 1
 fi
 echo "no control-plane process left running"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stops every process the local control plane started, from the PID files in .dev/.
+# Stops every process the local control plane started, from the PID files in .dev/, then fails
+# if a control-plane process is still running (hack/check-leftovers.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dev=.dev
@@ -25,3 +26,4 @@ for f in "$dev"/*.pid; do
 done
 rm -f "$dev/env"
 echo "local control plane stopped"
+hack/check-leftovers.sh

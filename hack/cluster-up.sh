@@ -8,7 +8,8 @@ if [ -f "$dev/localcluster.pid" ] && kill -0 "$(cat "$dev/localcluster.pid")" 2>
   echo "local control plane already running (pid $(cat "$dev/localcluster.pid")); . $dev/env to use it"
   exit 0
 fi
-hack/cluster-down.sh >/dev/null
+# A leftover process is reported but does not block the start: the new cluster uses fresh ports.
+hack/cluster-down.sh >/dev/null || true
 
 # exec, so that $! is the control plane itself and not a wrapper shell.
 (exec "$dev/bin/localcluster" --dir "$dev" >"$dev/localcluster.log" 2>&1) &
