@@ -4,15 +4,33 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dev=.dev
+bin=$(pwd -P)/$dev/bin/
+cache=$(readlink -m "${XDG_CACHE_HOME:-$HOME/.cache}/inplace-rollout")/
+
+# ours reports whether pid runs a binary the local control plane starts: .dev/bin/localcluster,
+# or a tool from the cache that .dev/bin links to. A PID file outlives a crash or a reboot, and
+# its PID may since belong to an unrelated process.
+ours() { # pid name
+  local exe
+  exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+  exe=${exe% (deleted)} # rebuilt or removed while it runs
+  case "$exe" in "$bin"* | "$cache"*) return 0 ;; esac
+  [ "$exe" = "$(readlink -f "$dev/bin/$2")" ]
+}
 
 stop() { # pidfile
-  local f=$1 pid
+  local f=$1 pid name
   pid=$(cat "$f" 2>/dev/null) || return 0
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+  name=$(basename "$f" .pid)
+  if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+    : # already gone
+  elif ! ours "$pid" "$name"; then
+    echo "$f: pid $pid is no longer $name; removing the stale PID file without killing it" >&2
+  else
     kill -TERM "$pid" 2>/dev/null
     for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     if kill -0 "$pid" 2>/dev/null; then
-      echo "$(basename "$f" .pid) (pid $pid) ignored SIGTERM; killing it" >&2
+      echo "$name (pid $pid) ignored SIGTERM; killing it" >&2
       kill -KILL "$pid" 2>/dev/null
     fi
   fi
