@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -284,9 +285,8 @@ func join(path, key string) string {
 func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error { return fmt.Errorf("analysis config: "+format, args...) }
 	if c.Prometheus.Address != "" {
-		u, err := url.Parse(c.Prometheus.Address)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("prometheus.address %q is not an http(s) URL", c.Prometheus.Address)
+		if err := CheckAddress(c.Prometheus.Address); err != nil {
+			return bad("prometheus.address: %v", err)
 		}
 	}
 	if c.Count < 0 {
@@ -330,6 +330,38 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// CheckAddress reports whether addr can be a Prometheus address: an http or https URL with a
+// host and without a user or password. Credentials belong in prometheus.basicAuth, where they
+// stay secret; in the address they would end up in errors, logs and the rollout lock. The
+// error never shows a user or password the address holds.
+func CheckAddress(addr string) error {
+	u, err := url.Parse(addr)
+	switch {
+	case err == nil && u.User != nil:
+		return fmt.Errorf("%s holds a user name or password: remove them from the address and give the credentials in prometheus.basicAuth of the analysis config", shownAddress(addr))
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("%s is not an http(s) URL such as http://prometheus:9090", shownAddress(addr))
+	}
+	return nil
+}
+
+// shownAddress is addr quoted for an error message, with a user and password replaced by
+// xxxxx. url.URL.Redacted would keep the user name, which can be a token. An address with an
+// @ that does not parse as user information (say "user:pw@host" without a scheme) is not
+// shown at all: a password may be anywhere in it.
+func shownAddress(addr string) string {
+	u, err := url.Parse(addr)
+	switch {
+	case err == nil && u.User != nil:
+		c := *u
+		c.User = url.User("xxxxx")
+		return strconv.Quote(c.String())
+	case strings.Contains(addr, "@"):
+		return "the address (not shown, as it may hold a password)"
+	}
+	return strconv.Quote(addr)
 }
 
 // checkTemplate renders a query template with sample values, which catches unknown fields

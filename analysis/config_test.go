@@ -227,6 +227,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"address with another scheme", "prometheus:\n  address: ftp://prometheus:9090\n", []string{"prometheus.address", `"ftp://prometheus:9090"`}},
 		{"address without host", "prometheus:\n  address: 'http://'\n", []string{"prometheus.address", "not an http(s) URL"}},
 		{"address that does not parse", "prometheus:\n  address: 'http://[::1'\n", []string{"prometheus.address", "not an http(s) URL"}},
+		{"address with a user and password", "prometheus:\n  address: http://reader:pw-secret@prom:9090\n", []string{"prometheus.address", `"http://xxxxx@prom:9090"`, "prometheus.basicAuth"}},
+		{"address with a user only", "prometheus:\n  address: https://token-user@prom:9090/x\n", []string{"prometheus.address", `"https://xxxxx@prom:9090/x"`, "prometheus.basicAuth"}},
 		{"quantile 0", "checks:\n  latency:\n    quantile: 0\n", []string{"checks.latency.quantile", "between 0 and 1"}},
 		{"quantile 1", "checks:\n  latency:\n    quantile: 1\n", []string{"checks.latency.quantile 1", "between 0 and 1"}},
 		{"quantile above 1", "checks:\n  latency:\n    quantile: 99\n", []string{"checks.latency.quantile 99", "between 0 and 1"}},
@@ -268,6 +270,61 @@ func TestDecodeErrors(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			for _, secret := range []string{"pw-secret", "token-user"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q shows %q", err, secret)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckAddress(t *testing.T) {
+	tests := []struct {
+		addr string
+		want []string // substrings of the error; nil for none
+	}{
+		{addr: "http://prom:9090"},
+		{addr: "https://prometheus.monitoring.svc:9090/prefix"},
+		{addr: "http://127.0.0.1:9090"},
+		{addr: "http://[::1]:9090"},
+		{addr: "", want: []string{`"" is not an http(s) URL`}},
+		{addr: "prom:9090", want: []string{`"prom:9090" is not an http(s) URL`}},
+		{addr: "ftp://prom:9090", want: []string{`"ftp://prom:9090" is not an http(s) URL`}},
+		{addr: "http://", want: []string{`"http://" is not an http(s) URL`}},
+		{addr: "http://[::1", want: []string{`"http://[::1" is not an http(s) URL`}},
+		{addr: "http://reader:pw-secret@prom:9090", want: []string{`"http://xxxxx@prom:9090" holds a user name or password`, "prometheus.basicAuth"}},
+		{addr: "http://token-user@prom:9090", want: []string{`"http://xxxxx@prom:9090" holds a user name or password`}},
+		{addr: "https://reader:pw-secret@prom:9090/p?q=1", want: []string{`"https://xxxxx@prom:9090/p?q=1"`}},
+		{addr: "http://reader:pw@secret@prom:9090", want: []string{`"http://xxxxx@prom:9090" holds a user name or password`}},
+		{addr: "ftp://reader:pw-secret@prom", want: []string{`"ftp://xxxxx@prom" holds a user name or password`}},
+		{addr: "http://reader:pw-secret@[::1", want: []string{"not shown", "not an http(s) URL"}},
+		{addr: "reader:pw-secret@prom:9090", want: []string{"not shown", "not an http(s) URL"}},
+		{addr: "http://reader:pw-secret@prom:9090/@x", want: []string{`"http://xxxxx@prom:9090/@x" holds a user name or password`}},
+		{addr: "mailto:reader:pw-secret@prom", want: []string{"not shown", "not an http(s) URL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			err := CheckAddress(tt.addr)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("CheckAddress(%q): %v", tt.addr, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("CheckAddress(%q) = nil, want an error", tt.addr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			for _, secret := range []string{"pw-secret", "secret", "token-user", "reader"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q shows %q", err, secret)
 				}
 			}
 		})

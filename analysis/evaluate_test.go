@@ -888,6 +888,9 @@ func TestNewClientErrors(t *testing.T) {
 		want    string
 	}{
 		{"no address", Prometheus{}, "", "no Prometheus address"},
+		{"a password in the address", Prometheus{Address: "http://reader:pw-secret@p:9090"}, "", "prometheus.basicAuth"},
+		{"a password in the address override", Prometheus{Address: "http://p:9090"}, "http://reader:pw-secret@p:9090", `"http://xxxxx@p:9090" holds a user name or password`},
+		{"an override that is no URL", Prometheus{}, "p:9090", `"p:9090" is not an http(s) URL`},
 		{"both password and file", Prometheus{Address: "http://p", BasicAuth: &BasicAuth{Username: "u", Password: "pw-secret", PasswordFile: "/f"}}, "", "prometheus client settings"},
 	}
 	for _, tt := range tests {

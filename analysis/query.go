@@ -39,6 +39,11 @@ func NewClient(p Prometheus, address string) (*Client, error) {
 	if address == "" {
 		return nil, errors.New("no Prometheus address: give --prometheus or prometheus.address in the analysis config")
 	}
+	// Checked again here, whatever the caller validated: every error of the client names its
+	// address, so the address must hold no password.
+	if err := CheckAddress(address); err != nil {
+		return nil, fmt.Errorf("prometheus address: %w", err)
+	}
 	hc := promconfig.HTTPClientConfig{BearerTokenFile: p.BearerTokenFile, FollowRedirects: true, EnableHTTP2: true}
 	if b := p.BasicAuth; b != nil {
 		hc.BasicAuth = &promconfig.BasicAuth{Username: b.Username, Password: promconfig.Secret(b.Password), PasswordFile: b.PasswordFile}
@@ -62,7 +67,7 @@ func NewClient(p Prometheus, address string) (*Client, error) {
 	}
 	c, err := promapi.NewClient(promapi.Config{Address: address, RoundTripper: rt})
 	if err != nil {
-		return nil, fmt.Errorf("prometheus address %q: %w", address, err)
+		return nil, fmt.Errorf("prometheus address %s: %w", shownAddress(address), err)
 	}
 	timeout := p.Timeout
 	if timeout == 0 {
