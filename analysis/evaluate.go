@@ -25,11 +25,13 @@ type CheckResult struct {
 	Check   string  `json:"check"`
 	Verdict Verdict `json:"verdict"`
 	// Value is the updated pods' measurement; Stable the not-yet-updated pods', when compared.
-	Value     *float64 `json:"value,omitempty"`
-	Stable    *float64 `json:"stable,omitempty"`
-	Threshold string   `json:"threshold,omitempty"`
-	Query     string   `json:"query,omitempty"`
-	Message   string   `json:"message,omitempty"`
+	Value  *float64 `json:"value,omitempty"`
+	Stable *float64 `json:"stable,omitempty"`
+	// Threshold is the bound the check is judged against, on every verdict: a reader of an
+	// Error or Inconclusive result still learns what would have passed.
+	Threshold string `json:"threshold,omitempty"`
+	Query     string `json:"query,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
 func (r CheckResult) String() string {
@@ -129,11 +131,12 @@ func (m measurer) value(ctx context.Context, check, text string, s Scope) (Check
 // the old images, against theirs. Limits trip when strictly exceeded.
 func (m measurer) compared(ctx context.Context, s Scope, check, query string, max, maxIncrease float64, unit string) CheckResult {
 	r, v, ok := m.value(ctx, check, query, s)
+	// Set before any early return: every verdict says what it was judged against.
+	r.Threshold = fmt.Sprintf("max %g %s, max %g %s over the pods not yet updated", max, unit, maxIncrease, unit)
 	if !ok {
 		return r
 	}
 	r.Value = &v
-	r.Threshold = fmt.Sprintf("max %g %s, max %g %s over the pods not yet updated", max, unit, maxIncrease, unit)
 	if v > max {
 		r.Verdict, r.Message = Fail, fmt.Sprintf("%.4g %s is above the maximum %g", v, unit, max)
 		return r
@@ -177,23 +180,28 @@ func (m measurer) traffic(ctx context.Context, s Scope, query string, minRate fl
 }
 
 func (m measurer) saturation(ctx context.Context, s Scope, sat *Saturation) CheckResult {
-	lr, n, ok := m.value(ctx, CheckSaturation, limitsQuery, s)
-	if lr.Verdict == Error {
-		return lr
-	}
-	if !ok || n == 0 {
-		return CheckResult{Check: CheckSaturation, Verdict: Skipped, Query: lr.Query, Message: "the pods set no CPU or memory limits to compare with"}
-	}
-	worst := CheckResult{Check: CheckSaturation, Verdict: Pass}
-	for _, part := range []struct {
+	parts := []struct {
 		name, query string
 		max         float64
 	}{
 		{"cpu", or(sat.CPUQuery, cpuQuery), orFloat(sat.MaxCPU, 0.9)},
 		{"memory", or(sat.MemoryQuery, memoryQuery), orFloat(sat.MaxMemory, 0.9)},
-	} {
+	}
+	threshold := func(name string, max float64) string { return fmt.Sprintf("%s at most %g of the limit", name, max) }
+	// Results that no single resource decided carry both bounds.
+	both := threshold(parts[0].name, parts[0].max) + ", " + threshold(parts[1].name, parts[1].max)
+	lr, n, ok := m.value(ctx, CheckSaturation, limitsQuery, s)
+	lr.Threshold = both
+	if lr.Verdict == Error {
+		return lr
+	}
+	if !ok || n == 0 {
+		return CheckResult{Check: CheckSaturation, Verdict: Skipped, Threshold: both, Query: lr.Query, Message: "the pods set no CPU or memory limits to compare with"}
+	}
+	worst := CheckResult{Check: CheckSaturation, Verdict: Pass}
+	for _, part := range parts {
 		r, v, ok := m.value(ctx, CheckSaturation, part.query, s)
-		r.Threshold = fmt.Sprintf("%s at most %g of the limit", part.name, part.max)
+		r.Threshold = threshold(part.name, part.max)
 		switch {
 		case !ok && r.Verdict == Inconclusive:
 			// A limit set on one resource only: the other has nothing to compare with.
@@ -212,7 +220,7 @@ func (m measurer) saturation(ctx context.Context, s Scope, sat *Saturation) Chec
 		}
 	}
 	if worst.Value == nil {
-		return CheckResult{Check: CheckSaturation, Verdict: Inconclusive, Query: lr.Query, Message: "limits are set but no usage was measured"}
+		return CheckResult{Check: CheckSaturation, Verdict: Inconclusive, Threshold: both, Query: lr.Query, Message: "limits are set but no usage was measured"}
 	}
 	return worst
 }

@@ -131,13 +131,24 @@ func testScope() Scope {
 	return Scope{Namespace: "shop", Pods: []string{"web-new"}, StablePods: []string{"web-old"}, Window: time.Minute}
 }
 
+// Thresholds of the built-in checks with their default bounds.
+const (
+	thrErrorRate  = "max 0.05 ratio, max 0.02 ratio over the pods not yet updated"
+	thrLatency    = "max 1 s, max 0.25 s over the pods not yet updated"
+	thrTraffic    = "min 1 req/s"
+	thrCPU        = "cpu at most 0.9 of the limit"
+	thrMemory     = "memory at most 0.9 of the limit"
+	thrSaturation = thrCPU + ", " + thrMemory
+)
+
 type wantResult struct {
-	check   string
-	verdict Verdict
-	value   *float64
-	stable  *float64
-	message string // substring; "" checks nothing
-	query   string // substring of the result's query; "" checks nothing
+	check     string
+	verdict   Verdict
+	threshold string // exactly; every verdict has one
+	value     *float64
+	stable    *float64
+	message   string // substring; "" checks nothing
+	query     string // substring of the result's query; "" checks nothing
 }
 
 func checkResult(t *testing.T, got CheckResult, want wantResult) {
@@ -155,6 +166,9 @@ func checkResult(t *testing.T, got CheckResult, want wantResult) {
 		case want != nil && *got != *want:
 			t.Errorf("%s = %v, want %v", what, *got, *want)
 		}
+	}
+	if got.Threshold != want.threshold {
+		t.Errorf("%s %s: threshold %q, want %q", got.Check, got.Verdict, got.Threshold, want.threshold)
 	}
 	sameFloat("value", got.Value, want.value)
 	sameFloat("stable", got.Stable, want.stable)
@@ -182,28 +196,28 @@ func TestMeasure(t *testing.T) {
 			name:    "error rate above max fails without asking the stable pods",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.06)).on(errOld, value(0.06)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, value: fp(0.06), message: "above the maximum 0.05", query: `namespace="shop"`}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, threshold: thrErrorRate, value: fp(0.06), message: "above the maximum 0.05", query: `namespace="shop"`}},
 			queries: 1, notSent: []string{oldPods},
 		},
 		{
 			name:    "error rate within max but too far above the stable pods fails",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.04)).on(errOld, value(0.01)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, value: fp(0.04), stable: fp(0.01), message: "above the pods not yet updated"}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, threshold: thrErrorRate, value: fp(0.04), stable: fp(0.01), message: "above the pods not yet updated"}},
 			queries: 2,
 		},
 		{
 			name:    "error rate within max and close to the stable pods passes",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.03)).on(errOld, value(0.02)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, value: fp(0.03), stable: fp(0.02)}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.03), stable: fp(0.02)}},
 			queries: 2,
 		},
 		{
 			name:    "error rate below the stable pods passes",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0)).on(errOld, value(0.04)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, value: fp(0), stable: fp(0.04)}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0), stable: fp(0.04)}},
 			queries: 2,
 		},
 		{
@@ -211,28 +225,28 @@ func TestMeasure(t *testing.T) {
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			scope:   func(s *Scope) { s.StablePods = nil },
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.05)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, value: fp(0.05)}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.05)}},
 			queries: 1,
 		},
 		{
 			name:    "error rate equal to max and exactly maxIncrease above the stable pods passes",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{MaxRatio: fp(0.5), MaxIncrease: fp(0.25)}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.5)).on(errOld, value(0.25)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, value: fp(0.5), stable: fp(0.25)}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: "max 0.5 ratio, max 0.25 ratio over the pods not yet updated", value: fp(0.5), stable: fp(0.25)}},
 			queries: 2,
 		},
 		{
 			name:    "error rate just over maxIncrease above the stable pods fails",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{MaxRatio: fp(0.5), MaxIncrease: fp(0.25)}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.5)).on(errOld, value(0.2)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, value: fp(0.5), stable: fp(0.2), message: "at most 0.25 allowed"}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, threshold: "max 0.5 ratio, max 0.25 ratio over the pods not yet updated", value: fp(0.5), stable: fp(0.2), message: "at most 0.25 allowed"}},
 			queries: 2,
 		},
 		{
 			name:    "error rate just over a configured max fails",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{MaxRatio: fp(0.5)}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.5000001)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, value: fp(0.5000001), message: "above the maximum 0.5"}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Fail, threshold: "max 0.5 ratio, max 0.02 ratio over the pods not yet updated", value: fp(0.5000001), message: "above the maximum 0.5"}},
 			queries: 1,
 		},
 		{
@@ -240,14 +254,14 @@ func TestMeasure(t *testing.T) {
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			scope:   func(s *Scope) { s.StablePods = nil },
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.04)).on(errOld, value(0)) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, value: fp(0.04)}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.04)}},
 			queries: 1, notSent: []string{"web-old"},
 		},
 		{
 			name:    "stable pods without data are not compared",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, value(0.04)).on(errOld, noData) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, value: fp(0.04)}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.04)}},
 			queries: 2,
 		},
 		{
@@ -256,21 +270,21 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.on(errNew, value(0.01)).on(errOld, queryError("prometheus at http://p: timeout"))
 			},
-			want:    []wantResult{{check: CheckErrorRate, verdict: Error, value: fp(0.01), message: "pods not yet updated: prometheus at http://p: timeout"}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Error, threshold: thrErrorRate, value: fp(0.01), message: "pods not yet updated: prometheus at http://p: timeout"}},
 			queries: 2,
 		},
 		{
 			name:    "error rate without data is inconclusive",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, noData) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Inconclusive, message: "no data"}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Inconclusive, threshold: thrErrorRate, message: "no data"}},
 			queries: 1, notSent: []string{oldPods},
 		},
 		{
 			name:    "a failed query is an error that keeps the message",
 			cfg:     onlyChecks(Checks{ErrorRate: &ErrorRate{}}),
 			fake:    func(f *fakeQuerier) { f.on(errNew, queryError("prometheus at http://prom:9090: connection refused")) },
-			want:    []wantResult{{check: CheckErrorRate, verdict: Error, message: "prometheus at http://prom:9090: connection refused"}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Error, threshold: thrErrorRate, message: "prometheus at http://prom:9090: connection refused"}},
 			queries: 1, notSent: []string{oldPods},
 		},
 		{
@@ -279,7 +293,7 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.exact(`errors{ns="shop",pod=~"web-new"}`, value(0.02)).exact(`errors{ns="shop",pod=~"web-old"}`, value(0.01))
 			},
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, value: fp(0.02), stable: fp(0.01), query: `errors{ns="shop",pod=~"web-new"}`}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.02), stable: fp(0.01), query: `errors{ns="shop",pod=~"web-new"}`}},
 			queries: 2, notSent: []string{"http_requests_total"},
 		},
 
@@ -288,21 +302,21 @@ func TestMeasure(t *testing.T) {
 			name:    "latency above max fails",
 			cfg:     onlyChecks(Checks{Latency: &Latency{}}),
 			fake:    func(f *fakeQuerier) { f.on(latNew, value(1.5)).on(latOld, value(1.5)) },
-			want:    []wantResult{{check: CheckLatency, verdict: Fail, value: fp(1.5), message: "1.5 s is above the maximum 1"}},
+			want:    []wantResult{{check: CheckLatency, verdict: Fail, threshold: thrLatency, value: fp(1.5), message: "1.5 s is above the maximum 1"}},
 			queries: 1,
 		},
 		{
 			name:    "latency at max and at maxIncrease above the stable pods passes",
 			cfg:     onlyChecks(Checks{Latency: &Latency{}}),
 			fake:    func(f *fakeQuerier) { f.on(latNew, value(1)).on(latOld, value(0.75)) },
-			want:    []wantResult{{check: CheckLatency, verdict: Pass, value: fp(1), stable: fp(0.75)}},
+			want:    []wantResult{{check: CheckLatency, verdict: Pass, threshold: thrLatency, value: fp(1), stable: fp(0.75)}},
 			queries: 2,
 		},
 		{
 			name:    "latency too far above the stable pods fails",
 			cfg:     onlyChecks(Checks{Latency: &Latency{}}),
 			fake:    func(f *fakeQuerier) { f.on(latNew, value(0.9)).on(latOld, value(0.5)) },
-			want:    []wantResult{{check: CheckLatency, verdict: Fail, value: fp(0.9), stable: fp(0.5), message: "at most 0.25 allowed"}},
+			want:    []wantResult{{check: CheckLatency, verdict: Fail, threshold: thrLatency, value: fp(0.9), stable: fp(0.5), message: "at most 0.25 allowed"}},
 			queries: 2,
 		},
 		{
@@ -311,8 +325,22 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.on([]string{"histogram_quantile(0.95,", newPods}, value(0.25)).on([]string{"histogram_quantile(0.95,", oldPods}, value(0.1))
 			},
-			want:    []wantResult{{check: CheckLatency, verdict: Fail, value: fp(0.25), message: "above the maximum 0.2", query: "histogram_quantile(0.95,"}},
+			want:    []wantResult{{check: CheckLatency, verdict: Fail, threshold: "max 0.2 s, max 0.05 s over the pods not yet updated", value: fp(0.25), message: "above the maximum 0.2", query: "histogram_quantile(0.95,"}},
 			queries: 1, notSent: []string{"histogram_quantile(0.99,"},
+		},
+		{
+			name:    "latency without data is inconclusive and names its bounds",
+			cfg:     onlyChecks(Checks{Latency: &Latency{}}),
+			fake:    func(f *fakeQuerier) { f.on(latNew, nan) },
+			want:    []wantResult{{check: CheckLatency, verdict: Inconclusive, threshold: thrLatency, message: "no data"}},
+			queries: 1,
+		},
+		{
+			name:    "a failed latency query is an error that names its configured bounds",
+			cfg:     onlyChecks(Checks{Latency: &Latency{Max: fp(2), MaxIncrease: fp(0.5)}}),
+			fake:    func(f *fakeQuerier) { f.on(latNew, queryError("prometheus at http://p: no answer within 10s")) },
+			want:    []wantResult{{check: CheckLatency, verdict: Error, threshold: "max 2 s, max 0.5 s over the pods not yet updated", message: "no answer within 10s"}},
+			queries: 1,
 		},
 
 		// Traffic.
@@ -320,42 +348,42 @@ func TestMeasure(t *testing.T) {
 			name:    "traffic below minRate is inconclusive",
 			cfg:     onlyChecks(Checks{Traffic: &Traffic{}}),
 			fake:    func(f *fakeQuerier) { f.on(trafficNew, value(0.5)) },
-			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, value: fp(0.5), message: "below the 1 req/s"}},
+			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, threshold: thrTraffic, value: fp(0.5), message: "below the 1 req/s"}},
 			queries: 1, notSent: []string{oldPods, `code=~"5.."`},
 		},
 		{
 			name:    "traffic at minRate passes",
 			cfg:     onlyChecks(Checks{Traffic: &Traffic{}}),
 			fake:    func(f *fakeQuerier) { f.on(trafficNew, value(1)) },
-			want:    []wantResult{{check: CheckTraffic, verdict: Pass, value: fp(1)}},
+			want:    []wantResult{{check: CheckTraffic, verdict: Pass, threshold: thrTraffic, value: fp(1)}},
 			queries: 1, notSent: []string{oldPods},
 		},
 		{
 			name:    "traffic below a configured minRate is inconclusive",
 			cfg:     onlyChecks(Checks{Traffic: &Traffic{MinRate: fp(10)}}),
 			fake:    func(f *fakeQuerier) { f.on(trafficNew, value(9.5)) },
-			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, value: fp(9.5), message: "below the 10 req/s"}},
+			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, threshold: "min 10 req/s", value: fp(9.5), message: "below the 10 req/s"}},
 			queries: 1,
 		},
 		{
 			name:    "no traffic data is inconclusive",
 			cfg:     onlyChecks(Checks{Traffic: &Traffic{}}),
 			fake:    func(f *fakeQuerier) { f.on(trafficNew, noData) },
-			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, message: "no traffic measured"}},
+			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, threshold: thrTraffic, message: "no traffic measured"}},
 			queries: 1,
 		},
 		{
 			name:    "NaN traffic is inconclusive",
 			cfg:     onlyChecks(Checks{Traffic: &Traffic{}}),
 			fake:    func(f *fakeQuerier) { f.on(trafficNew, nan) },
-			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, message: "no traffic measured"}},
+			want:    []wantResult{{check: CheckTraffic, verdict: Inconclusive, threshold: thrTraffic, message: "no traffic measured"}},
 			queries: 1,
 		},
 		{
 			name:    "a failed traffic query is an error",
 			cfg:     onlyChecks(Checks{Traffic: &Traffic{}}),
 			fake:    func(f *fakeQuerier) { f.on(trafficNew, queryError("prometheus at http://p: server_error (HTTP 503)")) },
-			want:    []wantResult{{check: CheckTraffic, verdict: Error, message: "HTTP 503"}},
+			want:    []wantResult{{check: CheckTraffic, verdict: Error, threshold: thrTraffic, message: "HTTP 503"}},
 			queries: 1,
 		},
 
@@ -364,63 +392,63 @@ func TestMeasure(t *testing.T) {
 			name:    "saturation without limits is skipped",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, value(0)).on(cpuNew, value(5)).on(memNew, value(5)) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Skipped, message: "no CPU or memory limits"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Skipped, threshold: thrSaturation, message: "no CPU or memory limits"}},
 			queries: 1, notSent: []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes"},
 		},
 		{
 			name:    "saturation with an empty limits count is skipped",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, noData).on(cpuNew, value(5)).on(memNew, value(5)) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Skipped, query: "count(kube_pod_container_resource_limits"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Skipped, threshold: thrSaturation, query: "count(kube_pod_container_resource_limits"}},
 			queries: 1,
 		},
 		{
 			name:    "saturation with cpu over the limit fails",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, value(4)).on(cpuNew, value(0.95)).on(memNew, value(0.1)) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Fail, value: fp(0.95), message: "cpu at 0.95 of the limit", query: "container_cpu_usage_seconds_total"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Fail, threshold: thrCPU, value: fp(0.95), message: "cpu at 0.95 of the limit", query: "container_cpu_usage_seconds_total"}},
 			queries: 2,
 		},
 		{
 			name:    "saturation with memory over the limit fails",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, value(4)).on(cpuNew, value(0.1)).on(memNew, value(0.91)) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Fail, value: fp(0.91), message: "memory at 0.91"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Fail, threshold: thrMemory, value: fp(0.91), message: "memory at 0.91"}},
 			queries: 3,
 		},
 		{
 			name:    "saturation at the limit passes, reporting the higher use",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, value(4)).on(cpuNew, value(0.9)).on(memNew, value(0.3)) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Pass, value: fp(0.9), query: "container_cpu_usage_seconds_total"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: thrCPU, value: fp(0.9), query: "container_cpu_usage_seconds_total"}},
 			queries: 3,
 		},
 		{
 			name:    "saturation under the limits passes, reporting the higher use",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, value(4)).on(cpuNew, value(0.2)).on(memNew, value(0.7)) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Pass, value: fp(0.7), query: "container_memory_working_set_bytes"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: thrMemory, value: fp(0.7), query: "container_memory_working_set_bytes"}},
 			queries: 3,
 		},
 		{
 			name:    "saturation with a limit on memory only passes on memory",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, value(1)).on(cpuNew, noData).on(memNew, value(0.4)) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Pass, value: fp(0.4)}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: thrMemory, value: fp(0.4)}},
 			queries: 3,
 		},
 		{
 			name:    "saturation with limits but no usage data is inconclusive",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, value(2)).on(cpuNew, noData).on(memNew, nan) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Inconclusive, message: "limits are set but no usage was measured"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Inconclusive, threshold: thrSaturation, message: "limits are set but no usage was measured"}},
 			queries: 3,
 		},
 		{
 			name:    "a failed limits query is an error",
 			cfg:     onlyChecks(Checks{Saturation: &Saturation{}}),
 			fake:    func(f *fakeQuerier) { f.on(limitsNew, queryError("limits: boom")) },
-			want:    []wantResult{{check: CheckSaturation, verdict: Error, message: "limits: boom"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Error, threshold: thrSaturation, message: "limits: boom"}},
 			queries: 1,
 		},
 		{
@@ -429,7 +457,7 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.on(limitsNew, value(2)).on(cpuNew, queryError("cpu: boom")).on(memNew, value(0.1))
 			},
-			want:    []wantResult{{check: CheckSaturation, verdict: Error, message: "cpu: boom"}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Error, threshold: thrCPU, message: "cpu: boom"}},
 			queries: 2,
 		},
 		{
@@ -440,7 +468,7 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.on(limitsNew, value(2)).exact(`cpu{pod=~"web-new"}`, value(0.4)).exact(`mem{pod=~"web-new"}`, value(0.94))
 			},
-			want:    []wantResult{{check: CheckSaturation, verdict: Pass, value: fp(0.94), query: `mem{pod=~"web-new"}`}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: "memory at most 0.95 of the limit", value: fp(0.94), query: `mem{pod=~"web-new"}`}},
 			queries: 3, notSent: []string{"container_cpu_usage_seconds_total", oldPods},
 		},
 
@@ -449,14 +477,14 @@ func TestMeasure(t *testing.T) {
 			name:    "custom condition holds",
 			cfg:     onlyChecks(Checks{Custom: []Custom{{Name: "queue", Query: `q{pod=~"{{.Pods}}"}`, Condition: "result < 100"}}}),
 			fake:    func(f *fakeQuerier) { f.exact(`q{pod=~"web-new"}`, value(99)) },
-			want:    []wantResult{{check: "queue", verdict: Pass, value: fp(99)}},
+			want:    []wantResult{{check: "queue", verdict: Pass, threshold: "result < 100", value: fp(99)}},
 			queries: 1,
 		},
 		{
 			name:    "custom condition does not hold",
 			cfg:     onlyChecks(Checks{Custom: []Custom{{Name: "queue", Query: `q{pod=~"{{.Pods}}"}`, Condition: "result < 100"}}}),
 			fake:    func(f *fakeQuerier) { f.exact(`q{pod=~"web-new"}`, value(100)) },
-			want:    []wantResult{{check: "queue", verdict: Fail, value: fp(100), message: "does not satisfy result < 100"}},
+			want:    []wantResult{{check: "queue", verdict: Fail, threshold: "result < 100", value: fp(100), message: "does not satisfy result < 100"}},
 			queries: 1,
 		},
 		{
@@ -466,28 +494,28 @@ func TestMeasure(t *testing.T) {
 				{Name: "out", Query: "b", Condition: "result >= 1 && result <= 10"},
 			}}),
 			fake:    func(f *fakeQuerier) { f.exact("a", value(10)).exact("b", value(10.5)) },
-			want:    []wantResult{{check: "in", verdict: Pass, value: fp(10)}, {check: "out", verdict: Fail, value: fp(10.5)}},
+			want:    []wantResult{{check: "in", verdict: Pass, threshold: "result >= 1 && result <= 10", value: fp(10)}, {check: "out", verdict: Fail, threshold: "result >= 1 && result <= 10", value: fp(10.5)}},
 			queries: 2,
 		},
 		{
 			name:    "custom without data is inconclusive",
 			cfg:     onlyChecks(Checks{Custom: []Custom{{Name: "c", Query: "c", Condition: "result > 0"}}}),
 			fake:    func(f *fakeQuerier) { f.exact("c", nan) },
-			want:    []wantResult{{check: "c", verdict: Inconclusive, message: "no data"}},
+			want:    []wantResult{{check: "c", verdict: Inconclusive, threshold: "result > 0", message: "no data"}},
 			queries: 1,
 		},
 		{
 			name:    "a failed custom query is an error",
 			cfg:     onlyChecks(Checks{Custom: []Custom{{Name: "c", Query: "c", Condition: "result > 0"}}}),
 			fake:    func(f *fakeQuerier) { f.exact("c", queryError("bad_data: parse error")) },
-			want:    []wantResult{{check: "c", verdict: Error, message: "bad_data: parse error"}},
+			want:    []wantResult{{check: "c", verdict: Error, threshold: "result > 0", message: "bad_data: parse error"}},
 			queries: 1,
 		},
 		{
 			name:    "a custom query that does not render is an error and is not sent",
 			cfg:     onlyChecks(Checks{Custom: []Custom{{Name: "c", Query: `c{x="{{.Nope}}"}`, Condition: "result > 0"}}}),
 			fake:    func(f *fakeQuerier) {},
-			want:    []wantResult{{check: "c", verdict: Error, message: "Nope"}},
+			want:    []wantResult{{check: "c", verdict: Error, threshold: "result > 0", message: "Nope"}},
 			queries: 0,
 		},
 
@@ -508,10 +536,10 @@ func TestMeasure(t *testing.T) {
 					on(limitsNew, value(2)).on(cpuNew, value(0.5)).on(memNew, value(0.25))
 			},
 			want: []wantResult{
-				{check: CheckErrorRate, verdict: Pass, value: fp(0.01), stable: fp(0.01)},
-				{check: CheckLatency, verdict: Pass, value: fp(0.1), stable: fp(0.1)},
-				{check: CheckTraffic, verdict: Pass, value: fp(50)},
-				{check: CheckSaturation, verdict: Pass, value: fp(0.5)},
+				{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.01), stable: fp(0.01)},
+				{check: CheckLatency, verdict: Pass, threshold: thrLatency, value: fp(0.1), stable: fp(0.1)},
+				{check: CheckTraffic, verdict: Pass, threshold: thrTraffic, value: fp(50)},
+				{check: CheckSaturation, verdict: Pass, threshold: thrCPU, value: fp(0.5)},
 			},
 			queries: 8,
 		},
@@ -526,9 +554,9 @@ func TestMeasure(t *testing.T) {
 				f.on(errNew, value(0.01)).on(trafficNew, value(50)).exact("c", value(1))
 			},
 			want: []wantResult{
-				{check: CheckErrorRate, verdict: Pass, value: fp(0.01)},
-				{check: CheckTraffic, verdict: Pass, value: fp(50)},
-				{check: "c", verdict: Pass, value: fp(1)},
+				{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.01)},
+				{check: CheckTraffic, verdict: Pass, threshold: thrTraffic, value: fp(50)},
+				{check: "c", verdict: Pass, threshold: "result == 1", value: fp(1)},
 			},
 			queries: 3, notSent: []string{"histogram_quantile", "kube_pod_container_resource_limits"},
 		},
