@@ -18,5 +18,6 @@
 // those images crash-loop in that pod only.
 //
 // A metrics endpoint exposes per-pod request counters, a latency histogram and container CPU
-// and memory in the Prometheus text format, for a real Prometheus to scrape.
+// and memory, and the containers' resource limits as kube-state-metrics reports them, in the
+// Prometheus text format, for a real Prometheus to scrape.
 package kubeletsim

@@ -129,7 +129,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		tc := &p.traffic
 		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, tc.ok, p.namespace, p.name, "200")
 		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, tc.bad, p.namespace, p.name, "500")
-		cumulative := map[float64]uint64{}
+		// Every count, the total included, truncates one running sum of the buckets: truncated
+		// apart (the total from ok+bad), float rounding could put +Inf below le="10".
+		cumulative := make(map[float64]uint64, len(latencyBuckets))
 		var running float64
 		for i, ub := range latencyBuckets {
 			if tc.buckets != nil {
@@ -137,7 +139,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			cumulative[ub] = uint64(running)
 		}
-		ch <- prometheus.MustNewConstHistogram(descLatency, uint64(tc.ok+tc.bad), tc.sum, cumulative, p.namespace, p.name)
+		if tc.buckets != nil {
+			running += tc.buckets[len(latencyBuckets)]
+		}
+		ch <- prometheus.MustNewConstHistogram(descLatency, uint64(running), tc.sum, cumulative, p.namespace, p.name)
 		for name, container := range p.containers {
 			ch <- prometheus.MustNewConstMetric(descCPU, prometheus.CounterValue, tc.cpu[name], p.namespace, p.name, name)
 			if container.running() {
