@@ -1,6 +1,8 @@
 package kubeletsim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 	"time"
 )
@@ -101,8 +103,9 @@ func TestStatusReportsNormalizedImageAndDigest(t *testing.T) {
 	if st.Image != "docker.io/library/nginx:1.25" {
 		t.Errorf("image = %q, want docker.io/library/nginx:1.25", st.Image)
 	}
-	img, _ := parseImage("nginx:1.25")
-	if want := "docker.io/library/nginx@" + reg.digestOf(img); st.ImageID != want {
+	// An unretagged tag's digest is the SHA-256 of its normalized reference.
+	sum := sha256.Sum256([]byte("docker.io/library/nginx:1.25"))
+	if want := "docker.io/library/nginx@sha256:" + hex.EncodeToString(sum[:]); st.ImageID != want {
 		t.Errorf("imageID = %q, want %q", st.ImageID, want)
 	}
 }
