@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real control-plane binaries from the Go module proxy and links them into .dev/bin.
 #
-# Binaries live outside the clone, in a cache directory keyed by the tool modules (go.mod, go.sum)
-# and this script, so every clone on a machine shares one build and a fresh clone builds nothing.
+# Binaries live outside the clone, in a cache shared by every clone on the machine, so a fresh
+# clone builds nothing. Each tool has a key of its own: a hash of its name, package, ldflags and
+# the go.mod and go.sum of its module, so changing one tool's module rebuilds only that tool
+# (Prometheus alone takes minutes). The binary is TOOLS/NAME-KEY/NAME, keeping its file name.
 #
 # Usage: hack/tools/build.sh [TOOL...]   (default: every tool)
 set -euo pipefail
@@ -11,8 +13,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 tools="$root/hack/tools"
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 
-key=$(cd "$tools" && cat build.sh go.mod go.sum */go.mod */go.sum | sha256sum | cut -c1-16)
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/inplace-rollout/tools/$key"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/inplace-rollout/tools"
 mkdir -p "$cache" "$root/.dev/bin"
 
 # Stamped so that version checks (Tekton's among them) see a real release.
@@ -49,15 +50,22 @@ selected() {
 exec 9>"$cache/.lock"
 flock 9
 
+# key prints the cache key of one tool: what its binary is built from.
+key() { # name dir pkg ldflags
+  { printf '%s\n' "$1" "$3" "$4"; cat "$tools/$2/go.mod" "$tools/$2/go.sum"; } | sha256sum | cut -c1-16
+}
+
 for spec in "${specs[@]}"; do
   IFS='|' read -r name dir pkg ldflags <<<"$spec"
   selected "$name" || continue
-  if [ ! -x "$cache/$name" ]; then
-    echo "building $name (first run on this machine; cached in $cache)" >&2
+  out="$cache/$name-$(key "$name" "$dir" "$pkg" "$ldflags")"
+  if [ ! -x "$out/$name" ]; then
+    echo "building $name (first build of these inputs on this machine; cached in $out)" >&2
     start=$(date +%s)
-    (cd "$tools/$dir" && go build -trimpath -ldflags "$ldflags" -o "$cache/$name.tmp" "$pkg")
-    mv "$cache/$name.tmp" "$cache/$name"
+    mkdir -p "$out"
+    (cd "$tools/$dir" && go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "$pkg")
+    mv "$out/$name.tmp" "$out/$name"
     echo "built $name in $(( $(date +%s) - start ))s" >&2
   fi
-  ln -sfn "$cache/$name" "$root/.dev/bin/$name"
+  ln -sfn "$out/$name" "$root/.dev/bin/$name"
 done
