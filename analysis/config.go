@@ -117,7 +117,9 @@ type Saturation struct {
 	MaxMemory *float64 `json:"maxMemory,omitempty"`
 }
 
-// Custom is a user query with a condition on its value, e.g. "result < 0.5".
+// Custom is a user query with a condition on its value, e.g. "result < 0.5". The condition
+// holds for every series of the result, or the check fails: a query by pod fails when any pod
+// does.
 type Custom struct {
 	Name      string `json:"name"`
 	Query     string `json:"query"`

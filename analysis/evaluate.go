@@ -3,8 +3,12 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/common/model"
 )
 
 // Verdict is the outcome of a check measurement or of a batch's analysis.
@@ -225,20 +229,88 @@ func (m measurer) saturation(ctx context.Context, s Scope, sat *Saturation) Chec
 	return worst
 }
 
+// custom judges a custom check on every series of its query's result, unlike the built-in
+// checks, whose queries aggregate to one series: a query by pod fails when any pod fails, so a
+// bad pod cannot hide behind a good one. A NaN series has no data and is not judged; when no
+// series is left the check is Inconclusive.
 func (m measurer) custom(ctx context.Context, s Scope, c Custom) CheckResult {
-	r, v, ok := m.value(ctx, c.Name, c.Query, s)
-	r.Threshold = c.Condition
-	if !ok {
+	r := CheckResult{Check: c.Name, Threshold: c.Condition}
+	q, err := render(c.Name, c.Query, s)
+	if err != nil {
+		r.Verdict, r.Message = Error, err.Error()
 		return r
 	}
-	r.Value = &v
+	r.Query = q
+	all, err := querySeries(ctx, m.q, q)
+	if err != nil {
+		r.Verdict, r.Message = Error, err.Error()
+		return r
+	}
+	var measured []Series
+	for _, se := range all {
+		if !math.IsNaN(se.Value) {
+			measured = append(measured, se)
+		}
+	}
+	if len(measured) == 0 {
+		r.Verdict, r.Message = Inconclusive, "no data (empty result or NaN)"
+		return r
+	}
+	sort.Slice(measured, func(i, j int) bool { return labelString(measured[i].Labels) < labelString(measured[j].Labels) })
 	cond, _ := parseCondition(c.Condition) // validated with the config
-	if cond(v) {
+	var failed []Series
+	for _, se := range measured {
+		if !cond(se.Value) {
+			failed = append(failed, se)
+		}
+	}
+	switch {
+	case len(failed) == 0:
 		r.Verdict = Pass
-	} else {
-		r.Verdict, r.Message = Fail, fmt.Sprintf("result %.4g does not satisfy %s", v, c.Condition)
+		if len(measured) == 1 {
+			r.Value = &measured[0].Value
+		} else {
+			r.Message = fmt.Sprintf("all %d series satisfy %s", len(measured), c.Condition)
+		}
+	case len(measured) == 1 && len(measured[0].Labels) == 0:
+		r.Verdict, r.Value = Fail, &failed[0].Value
+		r.Message = fmt.Sprintf("result %.4g does not satisfy %s", failed[0].Value, c.Condition)
+	default:
+		r.Verdict, r.Value = Fail, &failed[0].Value
+		// A few series say which ones; all of them could outgrow the lock annotation.
+		const shown = 3
+		var list []string
+		for _, se := range failed[:min(len(failed), shown)] {
+			list = append(list, fmt.Sprintf("%s %.4g", labelString(se.Labels), se.Value))
+		}
+		if len(failed) > shown {
+			list = append(list, fmt.Sprintf("and %d more", len(failed)-shown))
+		}
+		r.Message = fmt.Sprintf("result does not satisfy %s on %d of %d series: %s", c.Condition, len(failed), len(measured), strings.Join(list, ", "))
 	}
 	return r
+}
+
+// labelString writes labels as PromQL does, name first: up{pod="web-1"}.
+func labelString(labels map[string]string) string {
+	m := make(model.Metric, len(labels))
+	for k, v := range labels {
+		m[model.LabelName(k)] = model.LabelValue(v)
+	}
+	return m.String()
+}
+
+// querySeries returns every series of the query's result from a SeriesQuerier, or else the
+// one value of Query as a series without labels.
+func querySeries(ctx context.Context, q Querier, query string) ([]Series, error) {
+	if sq, ok := q.(SeriesQuerier); ok {
+		return sq.QuerySeries(ctx, query)
+	}
+	v, ok, err := q.Query(ctx, query)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return []Series{{Value: v}}, nil
 }
 
 // parseCondition parses comparisons of result with numbers joined by &&, e.g.

@@ -740,6 +740,7 @@ func TestClientQuery(t *testing.T) {
 		"nan":          {status: 200, file: "vector_nan.json"},
 		"scalar nan":   {status: 200, file: "scalar_nan.json"},
 		"matrix":       {status: 200, file: "matrix.json"},
+		"by pod":       {status: 200, file: "vector_by_pod.json"},
 		"unauthorized": {status: 401, body: "Unauthorized\n"},
 		"forbidden":    {status: 403, body: "denied for this tenant\nsecond line"},
 		"server error": {status: 500, body: "internal error\nstack trace line"},
@@ -774,6 +775,7 @@ func TestClientQuery(t *testing.T) {
 		{query: "nan"},
 		{query: "scalar nan"},
 		{query: "matrix", wantErr: []string{srv.URL, "matrix", "want a vector or a scalar"}},
+		{query: "by pod", wantErr: []string{srv.URL, "query returned 3 series where one value is needed", "sum()", "): by pod"}},
 		{query: "unauthorized", wantErr: []string{srv.URL, "401", "Unauthorized"}},
 		{query: "forbidden", wantErr: []string{srv.URL, "403", "denied for this tenant"}},
 		{query: "server error", wantErr: []string{srv.URL, "500", "internal error"}},
@@ -843,6 +845,156 @@ func TestClientQuery(t *testing.T) {
 	}
 	for _, q := range fp.unmatched {
 		t.Errorf("unexpected query %q", q)
+	}
+}
+
+func TestClientQuerySeries(t *testing.T) {
+	srv := httptest.NewServer(&fakePrometheus{t: t, answers: map[string]promResponse{
+		"vector":     {status: 200, file: "vector.json"},
+		"by pod":     {status: 200, file: "vector_by_pod.json"},
+		"by pod nan": {status: 200, file: "vector_by_pod_nan.json"},
+		"empty":      {status: 200, file: "vector_empty.json"},
+		"scalar":     {status: 200, file: "scalar.json"},
+		"matrix":     {status: 200, file: "matrix.json"},
+		"down":       {status: 503, body: "service unavailable"},
+	}})
+	defer srv.Close()
+	c, err := NewClient(Prometheus{Address: srv.URL}, "")
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	pod := func(name string) map[string]string { return map[string]string{"pod": name} }
+	tests := []struct {
+		query   string
+		want    []Series // in the order of the answer; NaN matches NaN
+		wantErr string
+	}{
+		{query: "vector", want: []Series{{Labels: map[string]string{"namespace": "shop", "pod": "web-1"}, Value: 0.0425}}},
+		{query: "by pod", want: []Series{{pod("web-2"), 0.3}, {pod("web-1"), 0.02}, {pod("web-3"), 0.01}}},
+		{query: "by pod nan", want: []Series{{pod("web-1"), math.NaN()}, {pod("web-2"), 0.02}}},
+		{query: "empty", want: []Series{}},
+		{query: "scalar", want: []Series{{Value: 42}}},
+		{query: "matrix", wantErr: "query returned a matrix; want a vector or a scalar"},
+		{query: "down", wantErr: "HTTP 503"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			got, err := c.QuerySeries(context.Background(), tt.query)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("QuerySeries(%q) = %v, %v; want an error containing %q", tt.query, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("QuerySeries(%q): %v", tt.query, err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("QuerySeries(%q) = %v, want %v", tt.query, got, tt.want)
+			}
+			for i := range got {
+				g, w := got[i], tt.want[i]
+				sameValue := g.Value == w.Value || (math.IsNaN(g.Value) && math.IsNaN(w.Value))
+				if !sameValue || fmt.Sprint(g.Labels) != fmt.Sprint(w.Labels) {
+					t.Errorf("series %d = %v, want %v", i, g, w)
+				}
+			}
+		})
+	}
+	if c.Queries() != int64(len(tests)) {
+		t.Errorf("Queries() = %d, want %d", c.Queries(), len(tests))
+	}
+}
+
+// TestEverySeries runs checks against recorded answers of several series, through Step and
+// the client, as a rollout does.
+func TestEverySeries(t *testing.T) {
+	srv := httptest.NewServer(&fakePrometheus{t: t, answers: map[string]promResponse{
+		"by pod":      {status: 200, file: "vector_by_pod.json"},
+		"by pod nan":  {status: 200, file: "vector_by_pod_nan.json"},
+		"up by pod":   {status: 200, file: "vector_by_pod_five.json"},
+		"one labeled": {status: 200, file: "vector.json"},
+		"nan":         {status: 200, file: "vector_nan.json"},
+		"empty":       {status: 200, file: "vector_empty.json"},
+		"scalar":      {status: 200, file: "scalar.json"},
+	}})
+	defer srv.Close()
+	custom := func(query, condition string) Checks {
+		return Checks{Custom: []Custom{{Name: "c", Query: query, Condition: condition}}}
+	}
+	tests := []struct {
+		name   string
+		checks Checks
+		want   wantResult
+	}{
+		{
+			name:   "every series satisfies the condition",
+			checks: custom("by pod", "result < 0.5"),
+			want:   wantResult{check: "c", verdict: Pass, threshold: "result < 0.5", message: "all 3 series satisfy result < 0.5", query: "by pod"},
+		},
+		{
+			name:   "one failing series fails the check, however many pass",
+			checks: custom("by pod", "result < 0.1"),
+			want: wantResult{check: "c", verdict: Fail, threshold: "result < 0.1", value: fp(0.3),
+				message: `result does not satisfy result < 0.1 on 1 of 3 series: {pod="web-2"} 0.3`},
+		},
+		{
+			name:   "failing series are listed by their labels, the first three of them",
+			checks: custom("up by pod", "result == 1"),
+			want: wantResult{check: "c", verdict: Fail, threshold: "result == 1", value: fp(0),
+				message: `on 5 of 5 series: up{pod="web-1"} 0, up{pod="web-2"} 0, up{pod="web-3"} 0, and 2 more`},
+		},
+		{
+			name:   "a NaN series is not judged",
+			checks: custom("by pod nan", "result < 0.1"),
+			want:   wantResult{check: "c", verdict: Pass, threshold: "result < 0.1", value: fp(0.02)},
+		},
+		{
+			name:   "a single labeled series that fails is named",
+			checks: custom("one labeled", "result < 0.01"),
+			want: wantResult{check: "c", verdict: Fail, threshold: "result < 0.01", value: fp(0.0425),
+				message: `on 1 of 1 series: {namespace="shop", pod="web-1"} 0.0425`},
+		},
+		{
+			name:   "a scalar is one value",
+			checks: custom("scalar", "result > 40"),
+			want:   wantResult{check: "c", verdict: Pass, threshold: "result > 40", value: fp(42)},
+		},
+		{
+			name:   "only NaN is no data",
+			checks: custom("nan", "result > 0"),
+			want:   wantResult{check: "c", verdict: Inconclusive, threshold: "result > 0", message: "no data"},
+		},
+		{
+			name:   "an empty vector is no data",
+			checks: custom("empty", "result > 0"),
+			want:   wantResult{check: "c", verdict: Inconclusive, threshold: "result > 0", message: "no data"},
+		},
+		{
+			name:   "several series for a built-in check are an error",
+			checks: Checks{ErrorRate: &ErrorRate{Query: "by pod"}},
+			want: wantResult{check: CheckErrorRate, verdict: Error, threshold: thrErrorRate,
+				message: "query returned 3 series where one value is needed (aggregate it to one series, e.g. with sum() or max()): by pod"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewClient(Prometheus{Address: srv.URL}, "")
+			if err != nil {
+				t.Fatalf("NewClient: %v", err)
+			}
+			cfg := onlyChecks(tt.checks)
+			cfg.InitialDelay = dp(0)
+			a := &Analyzer{Config: cfg, Querier: c}
+			r, _ := a.Step(context.Background(), NewRun(cfg, 0, t0), Scope{Namespace: "shop", Pods: []string{"web-1"}}, t0)
+			if len(r.Last) != 1 || len(r.Last[0].Results) != 1 {
+				t.Fatalf("measurements %+v, want one of one check", r.Last)
+			}
+			checkResult(t, r.Last[0].Results[0], tt.want)
+			if r.Queries != 1 || c.Queries() != 1 {
+				t.Errorf("the run counted %d queries and the client sent %d, want 1", r.Queries, c.Queries())
+			}
+		})
 	}
 }
 

@@ -18,8 +18,26 @@ import (
 
 // Querier runs instant PromQL queries.
 type Querier interface {
-	// Query returns the query's value; ok is false when the result is empty or NaN.
+	// Query returns the query's value; ok is false when the result is empty or NaN. A result
+	// of more than one series is an error, never its first series: the built-in checks judge
+	// one number, and a pod that fails must not hide behind one that passes.
 	Query(ctx context.Context, query string) (value float64, ok bool, err error)
+}
+
+// Series is one sample of an instant query's result.
+type Series struct {
+	// Labels of the series; none for a scalar.
+	Labels map[string]string
+	Value  float64
+}
+
+// SeriesQuerier is a Querier that also returns every series of a result. Custom checks judge
+// each series through it; through a plain Querier they judge the one value of Query.
+type SeriesQuerier interface {
+	Querier
+	// QuerySeries returns every sample of the result, NaN ones included; a scalar is one
+	// series without labels, an empty vector none.
+	QuerySeries(ctx context.Context, query string) ([]Series, error)
 }
 
 // Client queries the Prometheus HTTP API through client_golang.
@@ -79,33 +97,51 @@ func NewClient(p Prometheus, address string) (*Client, error) {
 // Queries returns how many queries the client sent.
 func (c *Client) Queries() int64 { return c.queries.Load() }
 
-// Query runs an instant query now. A vector gives its first sample, a scalar its value; an
-// empty vector or NaN is no data (ok false); any other result type is an error. Errors name the
-// address and, for HTTP errors, the status.
+// Query runs an instant query now. A vector of one series gives its value, a scalar its value;
+// an empty vector or NaN is no data (ok false); a vector of several series, or any other result
+// type, is an error. Errors name the address and, for HTTP errors, the status.
 func (c *Client) Query(ctx context.Context, query string) (float64, bool, error) {
+	series, err := c.QuerySeries(ctx, query)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case len(series) == 0:
+		return 0, false, nil
+	case len(series) > 1:
+		return 0, false, fmt.Errorf("prometheus at %s: query returned %d series where one value is needed (aggregate it to one series, e.g. with sum() or max()): %s", c.address, len(series), query)
+	}
+	v := series[0].Value
+	if math.IsNaN(v) {
+		return 0, false, nil
+	}
+	return v, true, nil
+}
+
+// QuerySeries runs an instant query now and returns every series of a vector, or a scalar as
+// one series without labels; any other result type is an error.
+func (c *Client) QuerySeries(ctx context.Context, query string) ([]Series, error) {
 	c.queries.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	res, _, err := c.api.Query(ctx, query, time.Now())
 	if err != nil {
-		return 0, false, c.describe(err)
+		return nil, c.describe(err)
 	}
-	var v float64
 	switch r := res.(type) {
 	case model.Vector:
-		if len(r) == 0 {
-			return 0, false, nil
+		out := make([]Series, len(r))
+		for i, sample := range r {
+			labels := make(map[string]string, len(sample.Metric))
+			for k, v := range sample.Metric {
+				labels[string(k)] = string(v)
+			}
+			out[i] = Series{Labels: labels, Value: float64(sample.Value)}
 		}
-		v = float64(r[0].Value)
+		return out, nil
 	case *model.Scalar:
-		v = float64(r.Value)
-	default:
-		return 0, false, fmt.Errorf("prometheus at %s: query returned a %s; want a vector or a scalar", c.address, res.Type())
+		return []Series{{Value: float64(r.Value)}}, nil
 	}
-	if math.IsNaN(v) {
-		return 0, false, nil
-	}
-	return v, true, nil
+	return nil, fmt.Errorf("prometheus at %s: query returned a %s; want a vector or a scalar", c.address, res.Type())
 }
 
 // describe turns a client_golang error into one that names the address and HTTP status, and

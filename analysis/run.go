@@ -194,3 +194,9 @@ func (c *countingQuerier) Query(ctx context.Context, q string) (float64, bool, e
 	c.n++
 	return c.q.Query(ctx, q)
 }
+
+// QuerySeries keeps the series of a SeriesQuerier visible through the count.
+func (c *countingQuerier) QuerySeries(ctx context.Context, q string) ([]Series, error) {
+	c.n++
+	return querySeries(ctx, c.q, q)
+}
