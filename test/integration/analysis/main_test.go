@@ -1,5 +1,3 @@
-// Package analysis_test runs analysis-gated rollouts against the real Prometheus of the local
-// control plane, which requires basic auth here so that credentials are exercised.
 package analysis_test
 
 import (

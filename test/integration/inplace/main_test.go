@@ -1,4 +1,3 @@
-// Package inplace_test tests pkg/inplace against the real local control plane.
 package inplace_test
 
 import (

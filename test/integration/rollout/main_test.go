@@ -1,4 +1,3 @@
-// Package rollout_test runs the inplace-rollout command against real workload controllers.
 package rollout_test
 
 import (

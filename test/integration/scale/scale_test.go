@@ -1,5 +1,3 @@
-// Package scale_test measures rollouts of large workloads on the local control plane. It runs
-// only with -bench (make bench); without it no control plane starts.
 package scale_test
 
 import (
