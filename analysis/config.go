@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	promconfig "github.com/prometheus/common/config"
 	"sigs.k8s.io/yaml"
 )
 
@@ -291,16 +293,45 @@ func (c *Config) Validate() error {
 			return bad("prometheus.address: %v", err)
 		}
 	}
+	// Negative durations (interval, initialDelay, window, prometheus.timeout) are rejected by
+	// Duration.UnmarshalJSON, named by their path in unknownFields.
 	if c.Count < 0 {
-		return bad("count %d is negative", c.Count)
+		return bad("count %d is negative: give 1 or more, or 0 for the default %d", c.Count, DefaultCount)
 	}
-	for name, v := range map[string]*int{"failureLimit": c.FailureLimit, "inconclusiveLimit": c.InconclusiveLimit, "consecutiveErrorLimit": c.ConsecutiveErrorLimit} {
-		if v != nil && *v < 0 {
-			return bad("%s %d is negative", name, *v)
+	// Slices, not maps, here and below: with several mistakes, the same one is reported first.
+	for _, l := range []struct {
+		path string
+		v    *int
+	}{{"failureLimit", c.FailureLimit}, {"inconclusiveLimit", c.InconclusiveLimit}, {"consecutiveErrorLimit", c.ConsecutiveErrorLimit}} {
+		if l.v != nil && *l.v < 0 {
+			return bad("%s %d is negative: give 0 or more", l.path, *l.v)
 		}
 	}
-	if b := c.Prometheus.BasicAuth; b != nil && b.Password != "" && b.PasswordFile != "" {
+	if err := c.Checks.checkBounds(); err != nil {
+		return bad("%v", err)
+	}
+	p := c.Prometheus
+	if b := p.BasicAuth; b != nil && b.Password != "" && b.PasswordFile != "" {
 		return bad("prometheus.basicAuth: give password or passwordFile, not both")
+	}
+	// The client library rejects these too, but only when a rollout builds the client, and
+	// in its own field names (bearer_token_file, basic_auth).
+	if p.BearerTokenFile != "" && p.BasicAuth != nil {
+		return bad("prometheus.bearerTokenFile and prometheus.basicAuth are both set: give one of them")
+	}
+	headers := make([]string, 0, len(p.Headers))
+	for h := range p.Headers {
+		headers = append(headers, h)
+	}
+	sort.Strings(headers)
+	for _, h := range headers {
+		canonical := http.CanonicalHeaderKey(h)
+		switch _, reserved := promconfig.ReservedHeaders[canonical]; {
+		case canonical == "Authorization":
+			return bad("prometheus.headers.%s: the client sets this header itself: give the credentials in prometheus.bearerTokenFile or prometheus.basicAuth", h)
+		case reserved:
+			return bad("prometheus.headers.%s: the client sets this header itself: remove it", h)
+		}
 	}
 	if l := c.Checks.Latency; l != nil && l.Quantile != nil && (*l.Quantile <= 0 || *l.Quantile >= 1) {
 		return bad("checks.latency.quantile %v is not between 0 and 1", *l.Quantile)
@@ -321,14 +352,43 @@ func (c *Config) Validate() error {
 			return bad("checks.custom[%d] (%s): query: %v", i, cu.Name, err)
 		}
 	}
-	for name, q := range map[string]string{
-		"checks.errorRate.query": queryOf(c.Checks.ErrorRate), "checks.latency.query": queryOf(c.Checks.Latency),
-		"checks.traffic.query": queryOf(c.Checks.Traffic),
+	for _, q := range []struct{ path, text string }{
+		{"checks.errorRate.query", queryOf(c.Checks.ErrorRate)},
+		{"checks.latency.query", queryOf(c.Checks.Latency)},
+		{"checks.traffic.query", queryOf(c.Checks.Traffic)},
 	} {
-		if q != "" {
-			if err := checkTemplate(name, q); err != nil {
-				return bad("%s: %v", name, err)
+		if q.text != "" {
+			if err := checkTemplate(q.path, q.text); err != nil {
+				return bad("%s: %v", q.path, err)
 			}
+		}
+	}
+	return nil
+}
+
+// checkBounds rejects a negative threshold, naming its path: below zero a maximum fails healthy
+// pods, and a minimum traffic rate lets a batch nobody sent requests to pass.
+func (c Checks) checkBounds() error {
+	type bound struct {
+		path string
+		v    *float64
+	}
+	var bounds []bound
+	if e := c.ErrorRate; e != nil {
+		bounds = append(bounds, bound{"checks.errorRate.maxRatio", e.MaxRatio}, bound{"checks.errorRate.maxIncrease", e.MaxIncrease})
+	}
+	if l := c.Latency; l != nil {
+		bounds = append(bounds, bound{"checks.latency.max", l.Max}, bound{"checks.latency.maxIncrease", l.MaxIncrease})
+	}
+	if t := c.Traffic; t != nil {
+		bounds = append(bounds, bound{"checks.traffic.minRate", t.MinRate})
+	}
+	if s := c.Saturation; s != nil {
+		bounds = append(bounds, bound{"checks.saturation.maxCPU", s.MaxCPU}, bound{"checks.saturation.maxMemory", s.MaxMemory})
+	}
+	for _, b := range bounds {
+		if b.v != nil && *b.v < 0 {
+			return fmt.Errorf("%s %v is negative: give 0 or more", b.path, *b.v)
 		}
 	}
 	return nil

@@ -219,10 +219,23 @@ func TestDecodeErrors(t *testing.T) {
 		{"yaml syntax", "count: [", []string{"analysis config", "yaml"}},
 
 		// Ranges.
-		{"negative count", "count: -1", []string{"count -1 is negative"}},
-		{"negative failureLimit", "failureLimit: -1", []string{"failureLimit -1 is negative"}},
+		{"negative count", "count: -1", []string{"count -1 is negative: give 1 or more, or 0 for the default 3"}},
+		{"negative failureLimit", "failureLimit: -1", []string{"failureLimit -1 is negative: give 0 or more"}},
 		{"negative inconclusiveLimit", "inconclusiveLimit: -2", []string{"inconclusiveLimit -2 is negative"}},
 		{"negative consecutiveErrorLimit", "consecutiveErrorLimit: -3", []string{"consecutiveErrorLimit -3 is negative"}},
+		{"the first of several negative limits", "consecutiveErrorLimit: -3\ninconclusiveLimit: -2\nfailureLimit: -1\n", []string{"analysis config: failureLimit -1"}},
+		{"negative interval", "interval: -10s", []string{"interval", `duration "-10s" is negative`}},
+		{"negative initialDelay", "initialDelay: -1m", []string{"initialDelay", `duration "-1m" is negative`}},
+		{"initialDelay is not a duration", "initialDelay: later", []string{"initialDelay", `"later" is not a duration`}},
+		{"negative window", "window: -1m", []string{"window", `duration "-1m" is negative`}},
+		{"negative errorRate.maxRatio", "checks:\n  errorRate:\n    maxRatio: -0.1\n", []string{"checks.errorRate.maxRatio -0.1 is negative: give 0 or more"}},
+		{"negative errorRate.maxIncrease", "checks:\n  errorRate:\n    maxIncrease: -0.01\n", []string{"checks.errorRate.maxIncrease -0.01 is negative"}},
+		{"negative latency.max", "checks:\n  latency:\n    max: -1\n", []string{"checks.latency.max -1 is negative"}},
+		{"negative latency.maxIncrease", "checks:\n  latency:\n    maxIncrease: -0.25\n", []string{"checks.latency.maxIncrease -0.25 is negative"}},
+		{"negative traffic.minRate", "checks:\n  traffic:\n    minRate: -1\n", []string{"checks.traffic.minRate -1 is negative"}},
+		{"negative saturation.maxCPU", "checks:\n  saturation:\n    maxCPU: -0.5\n", []string{"checks.saturation.maxCPU -0.5 is negative"}},
+		{"negative saturation.maxMemory", "checks:\n  saturation:\n    maxMemory: -0.9\n", []string{"checks.saturation.maxMemory -0.9 is negative"}},
+		{"a negative bound of a disabled check", "checks:\n  traffic:\n    disabled: true\n    minRate: -1\n", []string{"checks.traffic.minRate -1 is negative"}},
 		{"address without scheme", "prometheus:\n  address: prometheus:9090\n", []string{"prometheus.address", "not an http(s) URL"}},
 		{"address with another scheme", "prometheus:\n  address: ftp://prometheus:9090\n", []string{"prometheus.address", `"ftp://prometheus:9090"`}},
 		{"address without host", "prometheus:\n  address: 'http://'\n", []string{"prometheus.address", "not an http(s) URL"}},
@@ -251,6 +264,9 @@ func TestDecodeErrors(t *testing.T) {
 
 		// Credentials.
 		{"password and passwordFile", "prometheus:\n  basicAuth:\n    username: u\n    password: p\n    passwordFile: /p\n", []string{"prometheus.basicAuth", "password or passwordFile, not both"}},
+		{"bearerTokenFile and basicAuth", "prometheus:\n  bearerTokenFile: /t\n  basicAuth:\n    username: u\n    passwordFile: /p\n", []string{"prometheus.bearerTokenFile and prometheus.basicAuth are both set: give one of them"}},
+		{"an Authorization header", "prometheus:\n  headers:\n    authorization: Bearer pw-secret\n", []string{"prometheus.headers.authorization: the client sets this header itself", "prometheus.bearerTokenFile or prometheus.basicAuth"}},
+		{"a header the client sets", "prometheus:\n  headers:\n    X-Scope-OrgID: a\n    User-Agent: b\n", []string{"prometheus.headers.User-Agent: the client sets this header itself: remove it"}},
 
 		// Empty documents.
 		{"empty document", "", []string{"analysis config is empty"}},
