@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// FuzzDecode checks that Decode never panics and that what it accepts survives a JSON round
-// trip: marshal, decode again, marshal again gives the same bytes.
+// FuzzDecode checks that Decode never panics, that it accepts no address CheckAddress rejects,
+// and that what it accepts survives a JSON round trip: marshal, decode again, marshal again
+// gives the same bytes.
 func FuzzDecode(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -32,6 +33,10 @@ func FuzzDecode(f *testing.F) {
 		`{"prometheus":{"headers":{"a":"\u007f"}}}`,
 		`{"checks":{"custom":[{"name":"\ufffe","query":"up","condition":"result < 1"}]}}`,
 		"checks: {saturation: {maxMemory: -0.0}}",
+		"prometheus: {address: 'http://reader:pw@prom:9090'}",
+		"prometheus: {address: 'reader:pw@prom:9090'}",
+		"prometheus: {bearerTokenFile: /t, basicAuth: {username: u}, headers: {authorization: x}}",
+		"checks: {traffic: {minRate: -1}, latency: {maxIncrease: -0.5}}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -45,6 +50,11 @@ func FuzzDecode(f *testing.F) {
 		}
 		if c == nil {
 			t.Fatal("Decode returned neither a config nor an error")
+		}
+		if a := c.Prometheus.Address; a != "" {
+			if err := CheckAddress(a); err != nil {
+				t.Fatalf("Decode accepted the address %q that CheckAddress rejects: %v", a, err)
+			}
 		}
 		first, err := json.Marshal(c)
 		if err != nil {
