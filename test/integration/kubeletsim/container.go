@@ -77,6 +77,17 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 	if specImage != c.specImage || c.since.IsZero() {
 		c.changeImage(now, specImage)
 		c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
+	} else if crash && !c.beh.crashes && c.parseErr == nil {
+		// The image was marked to crash in this pod while it ran: the running instance exits,
+		// and every restart crashes too.
+		c.beh.crashes = true
+		if c.phase == phaseReady {
+			c.last = &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", ContainerID: c.containerID,
+				StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(now),
+			}
+			c.phase, c.since = phaseBackOff, now
+		}
 	}
 	for {
 		switch c.phase {

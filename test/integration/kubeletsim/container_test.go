@@ -9,9 +9,10 @@ import (
 
 var testTimings = timings{pull: 200 * time.Millisecond, start: 200 * time.Millisecond, slowStart: 10 * time.Second, backoff: time.Second}
 
-// step advances c to at and returns its status reason and restart count.
-func step(c *containerSim, image string, at time.Time, reg *registry) (state string, restarts int32, next time.Time) {
-	next = c.advance(at, image, false, testTimings, reg)
+// step advances c to at, with image marked to crash in its pod or not, and returns its status
+// reason and restart count.
+func step(c *containerSim, image string, crash bool, at time.Time, reg *registry) (state string, restarts int32, next time.Time) {
+	next = c.advance(at, image, crash, testTimings, reg)
 	st := c.status(at, testTimings)
 	switch {
 	case st.State.Running != nil && st.Ready:
@@ -34,48 +35,56 @@ func TestContainerLifecycle(t *testing.T) {
 		image    string
 		state    string
 		restarts int32
+		crash    bool // the pod marks the image to crash
 	}
 	tests := []struct {
 		name   string
 		points []point
 	}{
 		{"new container pulls, starts, becomes ready", []point{
-			{ms(0), "app:v1", "ContainerCreating", 0},
-			{ms(250), "app:v1", "Running", 0},
-			{ms(400), "app:v1", "Ready", 0},
+			{ms(0), "app:v1", "ContainerCreating", 0, false},
+			{ms(250), "app:v1", "Running", 0, false},
+			{ms(400), "app:v1", "Ready", 0, false},
 		}},
 		{"image change restarts once", []point{
-			{ms(0), "app:v1", "ContainerCreating", 0},
-			{ms(500), "app:v1", "Ready", 0},
-			{ms(600), "app:v2", "Terminated", 0},
-			{ms(850), "app:v2", "Running", 1},
-			{ms(1100), "app:v2", "Ready", 1},
-			{ms(5000), "app:v2", "Ready", 1},
+			{ms(0), "app:v1", "ContainerCreating", 0, false},
+			{ms(500), "app:v1", "Ready", 0, false},
+			{ms(600), "app:v2", "Terminated", 0, false},
+			{ms(850), "app:v2", "Running", 1, false},
+			{ms(1100), "app:v2", "Ready", 1, false},
+			{ms(5000), "app:v2", "Ready", 1, false},
 		}},
 		{"crash image crash-loops with a climbing restart count", []point{
-			{ms(0), "app:v1", "ContainerCreating", 0},
-			{ms(500), "app:v1", "Ready", 0},
-			{ms(600), "app:crash", "Terminated", 0},
-			{ms(850), "app:crash", "Running", 1},
-			{ms(1100), "app:crash", "CrashLoopBackOff", 1},
-			{ms(2300), "app:crash", "CrashLoopBackOff", 2},
-			{ms(3500), "app:crash", "CrashLoopBackOff", 3},
+			{ms(0), "app:v1", "ContainerCreating", 0, false},
+			{ms(500), "app:v1", "Ready", 0, false},
+			{ms(600), "app:crash", "Terminated", 0, false},
+			{ms(850), "app:crash", "Running", 1, false},
+			{ms(1100), "app:crash", "CrashLoopBackOff", 1, false},
+			{ms(2300), "app:crash", "CrashLoopBackOff", 2, false},
+			{ms(3500), "app:crash", "CrashLoopBackOff", 3, false},
 		}},
 		{"unpullable image backs off and keeps the restart count", []point{
-			{ms(0), "app:v1", "ContainerCreating", 0},
-			{ms(500), "app:v1", "Ready", 0},
-			{ms(600), NotFoundHost + "/app:v2", "Terminated", 0},
-			{ms(900), NotFoundHost + "/app:v2", "ErrImagePull", 0},
-			{ms(2000), NotFoundHost + "/app:v2", "ImagePullBackOff", 0},
-			{ms(9000), NotFoundHost + "/app:v2", "ImagePullBackOff", 0},
+			{ms(0), "app:v1", "ContainerCreating", 0, false},
+			{ms(500), "app:v1", "Ready", 0, false},
+			{ms(600), NotFoundHost + "/app:v2", "Terminated", 0, false},
+			{ms(900), NotFoundHost + "/app:v2", "ErrImagePull", 0, false},
+			{ms(2000), NotFoundHost + "/app:v2", "ImagePullBackOff", 0, false},
+			{ms(9000), NotFoundHost + "/app:v2", "ImagePullBackOff", 0, false},
 		}},
 		{"slow image takes ten seconds to become ready", []point{
-			{ms(0), "app:slow", "ContainerCreating", 0},
-			{ms(5000), "app:slow", "Running", 0},
-			{ms(10300), "app:slow", "Ready", 0},
+			{ms(0), "app:slow", "ContainerCreating", 0, false},
+			{ms(5000), "app:slow", "Running", 0, false},
+			{ms(10300), "app:slow", "Ready", 0, false},
+		}},
+		{"a running image marked to crash exits and crash-loops", []point{
+			{ms(0), "app:v1", "ContainerCreating", 0, false},
+			{ms(500), "app:v1", "Ready", 0, false},
+			{ms(600), "app:v1", "CrashLoopBackOff", 0, true},
+			{ms(1700), "app:v1", "Running", 1, true},
+			{ms(1900), "app:v1", "CrashLoopBackOff", 1, true},
 		}},
 		{"invalid reference", []point{
-			{ms(0), "App:V1", "InvalidImageName", 0},
+			{ms(0), "App:V1", "InvalidImageName", 0, false},
 		}},
 	}
 	for _, tt := range tests {
@@ -83,7 +92,7 @@ func TestContainerLifecycle(t *testing.T) {
 			c := &containerSim{name: "app"}
 			reg := &registry{}
 			for _, p := range tt.points {
-				state, restarts, _ := step(c, p.image, p.at, reg)
+				state, restarts, _ := step(c, p.image, p.crash, p.at, reg)
 				if state != p.state || restarts != p.restarts {
 					t.Errorf("at +%s with %s: state %s restarts %d, want %s restarts %d",
 						p.at.Sub(t0), p.image, state, restarts, p.state, p.restarts)
