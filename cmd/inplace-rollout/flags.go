@@ -114,7 +114,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
 	cmd.Flags().StringVar(&f.maxUnavailable, "max-unavailable", "1", "pods of a batch updated at once, count or percentage")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0, "wait between draining a pod (readiness gate inplace-rollout.io/ready False) and restarting it")
-	cmd.Flags().DurationVar(&f.soak, "soak", 0, "how long an updated container must run Ready without restarting before its pod counts as updated")
+	cmd.Flags().DurationVar(&f.soak, "soak", 0, "after each batch, wait this long before its analysis and the next batch; a pod of the batch that crashes or restarts meanwhile fails the rollout")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "fail a pod that makes no progress for this long")
 	cmd.Flags().BoolVar(&f.allowUnready, "allow-unready", false, "start even if some pods are not Ready")
 	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers")

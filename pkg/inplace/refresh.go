@@ -167,13 +167,37 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		return verdict{waiting: fmt.Sprintf("container %q: on %s, not Running and Ready yet", c.Name, target)}
 	}
 	if !reverting && c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+1 {
-		return verdict{failed: fmt.Sprintf("RestartCountClimbing: container %q restarted %d times since the update (restart count %d -> %d)",
-			c.Name, cs.RestartCount-c.RestartsBefore, c.RestartsBefore, cs.RestartCount)}
+		return verdict{failed: restartsClimbed(c, cs)}
 	}
 	if left := cs.State.Running.StartedAt.Add(soak).Sub(now); left > 0 {
 		return verdict{waiting: fmt.Sprintf("container %q: soaking, %s left", c.Name, left.Round(time.Second)), after: left}
 	}
 	return verdict{done: true, imageID: cs.ImageID}
+}
+
+// CheckUpdated looks again at a pod whose update completed (stage Updated) and returns why it
+// no longer holds, or "": a changed container that now fails (crash loop, a failure the
+// kubelet reports) or whose restart count climbed past the one restart the update caused. A
+// container that was failing before the update is not judged.
+func CheckUpdated(pod *corev1.Pod, st *State) string {
+	for _, c := range st.Containers {
+		cs := containerStatus(pod, c.Name, c.Init)
+		if cs == nil || c.FailingBefore != "" {
+			continue
+		}
+		if reason := failingReason(cs); reason != "" {
+			return fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)
+		}
+		if cs.RestartCount > c.RestartsBefore+1 {
+			return restartsClimbed(&c, cs)
+		}
+	}
+	return ""
+}
+
+func restartsClimbed(c *ContainerState, cs *corev1.ContainerStatus) string {
+	return fmt.Sprintf("RestartCountClimbing: container %q restarted %d times since the update (restart count %d -> %d)",
+		c.Name, cs.RestartCount-c.RestartsBefore, c.RestartsBefore, cs.RestartCount)
 }
 
 // attributable reports whether a failure the status shows belongs to the target image rather

@@ -54,8 +54,9 @@ type State struct {
 	StageAt time.Time              `json:"stageAt"`
 }
 
-// stageTime is the StageAt of a stage entered at now. It keeps milliseconds: the grace period
-// and the progress deadline are timed from it, so rounding to the second would shorten them.
+// stageTime is how the state records an instant. It keeps milliseconds: the grace period and
+// the progress deadline are timed from StageAt, and a rollback orders pods by StartedAt, so
+// rounding to the second would shorten the one and tie the other.
 func stageTime(now time.Time) time.Time { return now.UTC().Truncate(time.Millisecond) }
 
 // ContainerState records one container whose image changes.

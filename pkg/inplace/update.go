@@ -61,7 +61,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 		return Step{}, err
 	}
 
-	next := &State{RolloutID: target.RolloutID, Revision: target.Revision, StartedAt: now.UTC().Truncate(time.Second)}
+	next := &State{RolloutID: target.RolloutID, Revision: target.Revision, StartedAt: stageTime(now)}
 	for _, ch := range plan.Changes {
 		cs := containerStatus(pod, ch.Container, ch.Init)
 		c := ContainerState{Name: ch.Container, Init: ch.Init, BeforeImage: ch.From, AfterImage: ch.To}

@@ -61,7 +61,7 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(stepped))
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: wait, Message: st.Message}, nil
 	case analysis.Pass:
-		next.AnalyzedBatches = batch + 1
+		next.AnalyzedBatches, next.ProgressAt = batch+1, e.now().UTC().Truncate(time.Millisecond)
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
@@ -95,6 +95,7 @@ func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, loc
 	}
 	next := *lock
 	next.Phase, next.Reason = workload.LockProgressing, ""
+	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
 	if run != nil {
 		next.AnalyzedBatches = run.Batch + 1
 	}
@@ -115,7 +116,7 @@ func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Statu
 
 func targetArg(r workload.Ref) string {
 	if r.Kind == workload.Pods {
-		return "pods --selector " + r.Selector
+		return fmt.Sprintf("pods --selector %s -n %s", r.Selector, r.Namespace)
 	}
 	return fmt.Sprintf("%s/%s -n %s", r.Kind, r.Name, r.Namespace)
 }

@@ -107,7 +107,9 @@ func (e *Engine) updater(spec Spec) *inplace.Updater {
 		TagMoved: e.TagMoved,
 		Log:      e.Log,
 		Now:      e.Now,
-		Options:  inplace.Options{GracePeriod: spec.GracePeriod, Soak: spec.Soak, ProgressDeadline: spec.Timeout},
+		// The soak is the batch's (see soak), not each pod's: a pod counts as updated once its
+		// new containers run Ready.
+		Options: inplace.Options{GracePeriod: spec.GracePeriod, ProgressDeadline: spec.Timeout},
 	}
 }
 
@@ -153,6 +155,9 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	if len(unready) > 0 && !spec.AllowUnready {
 		return Status{}, Result{}, invalid("%s: %d pods are not Ready (%s); fix them first, or pass --allow-unready",
 			w.Ref(), len(unready), strings.Join(firstN(unready, 5), ", "))
+	}
+	if _, err := ResolveBatches(spec.Batches, w.Replicas()); err != nil {
+		return Status{}, Result{}, err
 	}
 	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images)) {
 		msg := fmt.Sprintf("%s already runs these images; nothing to do", w.Ref())
@@ -215,12 +220,17 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	}
 	if !ok {
 		st.Message = "waiting for the workload controller to record the new revision"
+		if e.now().Sub(lastProgress(lock, nil)) >= spec.progressDeadline() {
+			return e.beginRollback(ctx, w, lock, fmt.Sprintf("ProgressDeadlineExceeded: %s: the workload controller recorded no revision for the new template within %s", w.Ref(), spec.progressDeadline()), st)
+		}
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 	}
 	target := inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
 
 	var inflight, pending []*corev1.Pod
 	var failed, updated []string
+	var ours []*inplace.State
+	var soaking []podState // pods this rollout updated, watched through the batch's soak
 	for _, p := range w.Pods() {
 		if p.DeletionTimestamp != nil {
 			continue // the controller recreates it; the new pod is judged then
@@ -229,9 +239,13 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		if err != nil {
 			return st, Result{}, err
 		}
+		if s != nil && s.RolloutID == lock.RolloutID {
+			ours = append(ours, s)
+		}
 		switch {
 		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageUpdated:
 			updated = append(updated, p.Name)
+			soaking = append(soaking, podState{p, s})
 		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageFailed:
 			failed = append(failed, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
 		case s != nil && s.RolloutID == lock.RolloutID:
@@ -247,10 +261,10 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	}
 	st.Updated = len(updated)
 	if len(failed) > 0 {
-		return e.beginRollback(ctx, w, lock, strings.Join(failed, "; "), st)
+		return e.beginRollback(ctx, w, lock, strings.Join(firstN(failed, 3), "; "), st)
 	}
 
-	batches, err := ResolveBatches(spec.Batches, total)
+	batches, err := batchCounts(spec.Batches, total)
 	if err != nil {
 		return st, Result{}, err
 	}
@@ -260,6 +274,19 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		if st.Updated < n {
 			batch = i
 			break
+		}
+	}
+	if i := slices.Index(batches, st.Updated); i >= 0 && spec.Soak > 0 && len(inflight) == 0 && len(soaking) > 0 {
+		// The batch is complete since its last pod was Updated.
+		var done time.Time
+		for _, ps := range soaking {
+			if ps.state.StageAt.After(done) {
+				done = ps.state.StageAt
+			}
+		}
+		if left := done.Add(spec.Soak).Sub(e.now()); left > 0 {
+			st.Batch = i + 1
+			return e.soak(ctx, w, lock, soaking, left, st)
 		}
 	}
 	if spec.Analysis != nil {
@@ -287,6 +314,13 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		return st, Result{Phase: PhaseSucceeded, Message: st.Message}, nil
 	}
 
+	// Pods in flight have their own deadline; this one catches a batch whose next pods cannot
+	// start (unscheduled, not Running, no imageID).
+	if len(inflight) == 0 && len(pending) > 0 && e.now().Sub(lastProgress(lock, ours)) >= spec.progressDeadline() {
+		return e.beginRollback(ctx, w, lock, fmt.Sprintf("ProgressDeadlineExceeded: batch %d/%d made no progress within %s: %s",
+			st.Batch, st.Batches, spec.progressDeadline(), whyWaiting(pending, target)), st)
+	}
+
 	u := e.updater(spec)
 	maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, total)
 	if err != nil {
@@ -309,6 +343,54 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	st.Updating = len(inflight) + started
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, total, st.Updating)
 	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+// soak waits out the soak of a complete batch, failing the rollout if one of the pods it
+// updated crashes or restarts meanwhile.
+func (e *Engine) soak(ctx context.Context, w workload.Workload, lock *workload.Lock, pods []podState, left time.Duration, st Status) (Status, Result, error) {
+	for _, ps := range pods {
+		if why := inplace.CheckUpdated(ps.pod, ps.state); why != "" {
+			return e.beginRollback(ctx, w, lock, fmt.Sprintf("pod %s failed during the soak of batch %d: %s", ps.pod.Name, st.Batch, why), st)
+		}
+	}
+	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; soaking, %s left", st.Batch, st.Batches, st.Updated, st.Total, left.Round(time.Second))
+	return st, Result{Phase: PhaseProgressing, RequeueAfter: min(left, idleRequeue), Message: st.Message}, nil
+}
+
+// podState is a pod with its state annotation, read once.
+type podState struct {
+	pod   *corev1.Pod
+	state *inplace.State
+}
+
+// lastProgress is when the rollout last made progress: it started, a batch passed its analysis,
+// or one of its pods entered a stage.
+func lastProgress(lock *workload.Lock, states []*inplace.State) time.Time {
+	t := lock.StartedAt
+	if lock.ProgressAt.After(t) {
+		t = lock.ProgressAt
+	}
+	for _, s := range states {
+		if s.StageAt.After(t) {
+			t = s.StageAt
+		}
+	}
+	return t
+}
+
+// whyWaiting says why the first of the pods cannot start, and how many wait.
+func whyWaiting(pending []*corev1.Pod, target inplace.Target) string {
+	p := pending[0]
+	why := fmt.Sprintf("pod %s/%s is waiting", p.Namespace, p.Name)
+	if plan, err := inplace.Diff(p, target); err != nil {
+		why = err.Error()
+	} else if err := inplace.CanUpdate(p, plan); err != nil {
+		why = err.Error()
+	}
+	if len(pending) == 1 {
+		return why
+	}
+	return fmt.Sprintf("%s (and %d more pods waiting)", why, len(pending)-1)
 }
 
 func podNames(pods []*corev1.Pod) []string {
@@ -372,11 +454,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Wo
 func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas()}
 	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
-	type touched struct {
-		pod   *corev1.Pod
-		state *inplace.State
-	}
-	var todo []touched
+	var todo []podState
 	var stuck []string
 	for _, p := range w.Pods() {
 		s, err := inplace.ReadState(p)
@@ -392,10 +470,12 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		case s.Stage == inplace.StageFailed && revertFailed(s):
 			stuck = append(stuck, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
 		default:
-			todo = append(todo, touched{p, s})
+			todo = append(todo, podState{p, s})
 		}
 	}
-	// Most recently started first: the reverse of the order the batches went in.
+	// Most recently started first: the reverse of the order the batches went in. Pods come in
+	// update order, so reversing them first also reverses pods that started at the same instant.
+	slices.Reverse(todo)
 	sort.SliceStable(todo, func(i, j int) bool {
 		ri, rj := todo[i].state.Stage == inplace.StageRollingBack, todo[j].state.Stage == inplace.StageRollingBack
 		if ri != rj {

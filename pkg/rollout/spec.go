@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -34,10 +34,11 @@ type Spec struct {
 	MaxUnavailable intstr.IntOrString
 	// GracePeriod is the wait between draining a pod (readiness gate False) and its restart.
 	GracePeriod time.Duration
-	// Soak is how long each updated container must run Ready without restarting before its
-	// pod, and so its batch, counts as updated.
+	// Soak is how long a complete batch waits before its analysis and the next batch; a pod of
+	// the batch that crashes or restarts meanwhile fails the rollout.
 	Soak time.Duration
-	// Timeout fails a pod that makes no progress for this long [10m].
+	// Timeout is the progress deadline [10m]: a pod that makes no progress for this long fails,
+	// and so does a batch whose next pods cannot start for this long.
 	Timeout time.Duration
 	// AllowUnready starts even when pods are not Ready.
 	AllowUnready bool
@@ -87,6 +88,12 @@ func (s Spec) Validate() error {
 	if s.Target.Namespace == "" {
 		return invalid("no namespace")
 	}
+	if _, err := resolveMaxUnavailable(s.MaxUnavailable, 100); err != nil {
+		return err
+	}
+	if s.GracePeriod < 0 || s.Soak < 0 || s.Timeout < 0 {
+		return invalid("grace, soak and timeout cannot be negative")
+	}
 	if s.Rollback {
 		return nil
 	}
@@ -101,14 +108,8 @@ func (s Spec) Validate() error {
 			return invalid("image %q for container %q is not a valid image reference", img, name)
 		}
 	}
-	if _, err := ResolveBatches(s.Batches, 100); err != nil {
+	if err := CheckBatches(s.Batches); err != nil {
 		return err
-	}
-	if _, err := resolveMaxUnavailable(s.MaxUnavailable, 100); err != nil {
-		return err
-	}
-	if s.GracePeriod < 0 || s.Soak < 0 || s.Timeout < 0 {
-		return invalid("grace, soak and timeout cannot be negative")
 	}
 	switch s.OnInconclusive {
 	case "", InconclusiveFail, InconclusivePause, InconclusiveContinue:
@@ -119,11 +120,19 @@ func (s Spec) Validate() error {
 		return invalid("analysis needs a Prometheus address: give --prometheus or prometheus.address in the analysis config")
 	}
 	if s.PrometheusURL != "" {
-		if u, err := url.Parse(s.PrometheusURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return invalid("prometheus %q is not an http(s) URL", s.PrometheusURL)
+		if err := analysis.CheckAddress(s.PrometheusURL); err != nil {
+			return invalid("--prometheus: %v", err)
 		}
 	}
 	return nil
+}
+
+// progressDeadline is Timeout, or the default when none is set.
+func (s Spec) progressDeadline() time.Duration {
+	if s.Timeout > 0 {
+		return s.Timeout
+	}
+	return inplace.DefaultProgressDeadline
 }
 
 // Hash identifies the rollout's target and images: the same hash resumes, another supersedes.
@@ -163,10 +172,30 @@ func ParseBatches(s string) ([]intstr.IntOrString, error) {
 	return out, nil
 }
 
+// CheckBatches checks batches without a pod count: each a positive count or a percentage up to
+// 100%, counts and percentages each strictly increasing, the last 100%. Whether mixed counts
+// and percentages increase depends on the pod count; ResolveBatches checks that.
+func CheckBatches(batches []intstr.IntOrString) error {
+	_, err := resolveBatches(batches, 100, false)
+	return err
+}
+
 // ResolveBatches turns batches into cumulative pod counts for total pods. Counts are capped at
 // total; percentages round up, so 10% of 5 pods is 1. Batches that resolve to the count of the
-// one before are dropped. Empty batches mean one batch of 100%.
+// one before are dropped; one that resolves to fewer pods than the one before is an error.
+// Empty batches mean one batch of 100%.
 func ResolveBatches(batches []intstr.IntOrString, total int) ([]int, error) {
+	return resolveBatches(batches, total, true)
+}
+
+// batchCounts resolves batches for a rollout already running. The pod count may have changed
+// since the batches were checked (the workload was scaled), so a batch that now resolves to
+// fewer pods than the one before is dropped instead of stopping the rollout.
+func batchCounts(batches []intstr.IntOrString, total int) ([]int, error) {
+	return resolveBatches(batches, total, false)
+}
+
+func resolveBatches(batches []intstr.IntOrString, total int, strict bool) ([]int, error) {
 	if len(batches) == 0 {
 		return []int{total}, nil
 	}
@@ -199,7 +228,11 @@ func ResolveBatches(batches []intstr.IntOrString, total int) ([]int, error) {
 			n = min(int(b.IntVal), total)
 		}
 		if len(out) > 0 && n < out[len(out)-1] {
-			return nil, invalid("batches %s: batch %s is smaller than the one before it", formatBatches(batches), b.String())
+			if strict {
+				return nil, invalid("batches %s: with %d pods, batch %s resolves to %d pods, fewer than the %d of the batch before it",
+					formatBatches(batches), total, b.String(), n, out[len(out)-1])
+			}
+			continue
 		}
 		if len(out) > 0 && n == out[len(out)-1] {
 			continue

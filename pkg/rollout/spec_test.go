@@ -3,6 +3,7 @@ package rollout
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -28,6 +29,9 @@ func TestResolveBatches(t *testing.T) {
 		{"0,100%", 6, nil, "a pod count must be positive"},
 		{"150%,100%", 6, nil, "not a percentage between 0 and 100%"},
 		{"x%,100%", 6, nil, "not a percentage"},
+		{"5,10%,100%", 100, []int{5, 10, 100}, ""},
+		{"5,10%,100%", 20, nil, "with 20 pods, batch 10% resolves to 2 pods, fewer than the 5 of the batch before it"},
+		{"20,10%,100%", 1000, []int{20, 100, 1000}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.batches, func(t *testing.T) {
@@ -81,7 +85,13 @@ func TestSpecValidate(t *testing.T) {
 		{"bad max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromString("many") }, "max-unavailable"},
 		{"bad on-inconclusive", func(s *Spec) { s.OnInconclusive = "shrug" }, "use fail, pause or continue"},
 		{"bad prometheus URL", func(s *Spec) { s.PrometheusURL = "prometheus:9090" }, "not an http(s) URL"},
+		{"prometheus URL with a password", func(s *Spec) { s.PrometheusURL = "http://u:s3cret@prom:9090" }, "basicAuth"},
 		{"rollback needs no images", func(s *Spec) { s.Images, s.Rollback = nil, true }, ""},
+		{"rollback checks max-unavailable", func(s *Spec) { s.Rollback, s.MaxUnavailable = true, intstr.FromString("abc") }, "max-unavailable"},
+		{"rollback checks durations", func(s *Spec) { s.Rollback, s.Timeout = true, -time.Second }, "cannot be negative"},
+		{"mixed batches are checked against the pod count later", func(s *Spec) {
+			s.Batches = []intstr.IntOrString{intstr.FromInt32(50), intstr.FromString("10%"), intstr.FromString("100%")}
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +103,9 @@ func TestSpecValidate(t *testing.T) {
 			}
 			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 				t.Fatalf("error = %v, want it to contain %q", err, tt.err)
+			}
+			if err != nil && strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error shows the password: %v", err)
 			}
 		})
 	}

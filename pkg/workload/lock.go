@@ -43,6 +43,10 @@ type Lock struct {
 	// Reason says why the rollout is rolling back or rolled back.
 	Reason    string    `json:"reason,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
+	// ProgressAt is when the rollout last moved on in a way no pod records: a batch passed its
+	// analysis, or was accepted after a pause. A batch whose pods make no progress fails its
+	// deadline counted from the latest of this, StartedAt and the pods' stage times.
+	ProgressAt time.Time `json:"progressAt,omitzero"`
 	// AnalyzedBatches is how many batches passed their analysis (or were accepted after an
 	// inconclusive one).
 	AnalyzedBatches int `json:"analyzedBatches,omitempty"`

@@ -177,6 +177,17 @@ func TestBadInputChangesNothing(t *testing.T) {
 		cs := cluster.ContainerStatus(p, "app")
 		return p.Status.Phase == corev1.PodRunning && cs != nil && cs.Ready && !cluster.PodReady(p)
 	})
+	// changed's template was edited under OnDelete: its pod still runs the old revision, an
+	// unfinished rollout of more than images.
+	createStatefulSet(t, ns, "changed", 1)
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Patch(context.Background(), "changed", "application/strategic-merge-patch+json",
+		[]byte(`{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null},"template":{"spec":{"containers":[{"name":"app","env":[{"name":"MODE","value":"fast"}]}]}}}}`),
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatefulSet(t, ns, "changed", "a new update revision observed", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdateRevision != s.Status.CurrentRevision
+	})
 	for _, name := range []string{"held", "busy"} {
 		createStatefulSet(t, ns, name, 1)
 		holder := map[string]string{"held": "argo:shop/web", "busy": "cli"}[name]
@@ -201,6 +212,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"pods not ready", "sick", []string{"--image", "app=" + appV2}, "not Ready"},
 		{"locked by another holder", "held", []string{"--image", "app=" + appV2}, "being rolled out by argo:shop/web"},
 		{"another spec of the same holder", "busy", []string{"--image", "app=" + appV2}, "pass --supersede"},
+		{"batches that shrink for the pod count", "web", []string{"--image", "app=" + appV2, "--batches", "2,10%,100%"}, "with 2 pods, batch 10% resolves to 1 pods, fewer than the 2"},
+		{"template changed beyond images", "changed", []string{"--image", "app=" + appV2}, "unfinished rollout"},
 		{"unknown kind", "web", []string{"--image", "app=" + appV2, "--target", "frobs/web"}, "unknown workload kind"},
 	}
 	for _, tt := range tests {

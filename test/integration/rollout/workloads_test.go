@@ -120,11 +120,57 @@ func TestDaemonSetRollout(t *testing.T) {
 	got := waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool {
 		return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedNumberScheduled == nodes && d.Status.NumberReady == nodes
 	})
-	if got.Spec.UpdateStrategy.Type != orig.Spec.UpdateStrategy.Type {
-		t.Errorf("update strategy %s, want the original %s", got.Spec.UpdateStrategy.Type, orig.Spec.UpdateStrategy.Type)
+	if !equality.Semantic.DeepEqual(got.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
+		t.Errorf("update strategy %+v, want the original %+v", got.Spec.UpdateStrategy, orig.Spec.UpdateStrategy)
+	}
+	if img := got.Spec.Template.Spec.Containers[0].Image; img != appV2 {
+		t.Errorf("template image %s, want %s", img, appV2)
+	}
+	// Both labels the controller judges pods by carry the new revision.
+	revs, err := env.Client.AppsV1().ControllerRevisions(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest *appsv1.ControllerRevision
+	for i := range revs.Items {
+		if newest == nil || revs.Items[i].Revision > newest.Revision {
+			newest = &revs.Items[i]
+		}
+	}
+	for _, p := range listPods(t, ns, "app=agent") {
+		if p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] != newest.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] ||
+			p.Labels["pod-template-generation"] != got.Annotations[appsv1.DeprecatedTemplateGeneration] {
+			t.Errorf("pod %s labels %v, want revision %s and template generation %s", p.Name, p.Labels,
+				newest.Labels[appsv1.DefaultDaemonSetUniqueLabelKey], got.Annotations[appsv1.DeprecatedTemplateGeneration])
+		}
 	}
 	time.Sleep(2 * time.Second)
 	checkInPlace(t, before, identities(t, ns, "app=agent"), 1)
+	deleteAndWaitRecreated(t, ns, "app=agent", before)
+}
+
+// deleteAndWaitRecreated deletes one pod of a finished rollout and waits for its controller to
+// replace it with a pod on the new image.
+func deleteAndWaitRecreated(t *testing.T, ns, selector string, before map[string]identity) {
+	t.Helper()
+	victim := listPods(t, ns, selector)[0]
+	if err := env.Client.CoreV1().Pods(ns).Delete(context.Background(), victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cluster.WaitFor(t, 60*time.Second, "a pod replacing "+victim.Name+" Ready on "+appV2, func(context.Context) (bool, error) {
+		pods := listPods(t, ns, selector)
+		fresh := 0
+		for _, p := range pods {
+			if _, old := before[p.Name]; old && before[p.Name].uid == string(p.UID) {
+				continue
+			}
+			if p.Spec.Containers[0].Image != appV2 || !cluster.PodReady(&p) {
+				return false, nil
+			}
+			fresh++
+		}
+		return fresh == 1 && len(pods) == len(before), nil
+	})
 }
 
 func waitDaemonSet(t *testing.T, ns, name string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
@@ -174,7 +220,16 @@ func TestDeploymentRollout(t *testing.T) {
 	if got.Status.UpdatedReplicas != 4 {
 		t.Errorf("updatedReplicas = %d, want 4", got.Status.UpdatedReplicas)
 	}
+	if img := got.Spec.Template.Spec.Containers[0].Image; img != appV2 {
+		t.Errorf("deployment template image %s, want %s", img, appV2)
+	}
+	if len(rsList.Items) == 1 {
+		if img := rsList.Items[0].Spec.Template.Spec.Containers[0].Image; img != appV2 {
+			t.Errorf("replicaset template image %s, want %s", img, appV2)
+		}
+	}
 	checkInPlace(t, before, identities(t, ns, "app=api"), 1)
+	deleteAndWaitRecreated(t, ns, "app=api", before)
 }
 
 func waitDeployment(t *testing.T, ns, name string, replicas int32) *appsv1.Deployment {
@@ -233,6 +288,18 @@ func TestCrashInBatchTwoRollsBack(t *testing.T) {
 	}
 	if touched != 3 {
 		t.Errorf("%d pods touched, want 3 (batches 1 and 2)", touched)
+	}
+	// Reverse order: batch 2 (web-3, which crashed, started after web-4) before batch 1 (web-5).
+	var order []string
+	for _, name := range []string{"web-3", "web-4", "web-5"} {
+		p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, stateOf(t, p).StageAt.Format(time.RFC3339Nano)+" "+name)
+	}
+	if sorted := slices.Sorted(slices.Values(order)); !slices.Equal(order, sorted) {
+		t.Errorf("pods rolled back in the order %v, want web-3, web-4, web-5", sorted)
 	}
 	sts := waitStatefulSet(t, ns, "web", "reconciled", func(s *appsv1.StatefulSet) bool {
 		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == 6 && s.Status.CurrentRevision == s.Status.UpdateRevision

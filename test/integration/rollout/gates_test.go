@@ -1,0 +1,101 @@
+package rollout_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+)
+
+// TestBatchWhosePodsCannotStartFailsItsDeadline selects two bare pods, the second pinned to a
+// node that does not exist: it never gets scheduled, so the second batch cannot start, and the
+// rollout fails its progress deadline and rolls the first pod back.
+func TestBatchWhosePodsCannotStartFailsItsDeadline(t *testing.T) {
+	ns := env.Namespace(t)
+	tmpl := template(map[string]string{"app": "mixed"})
+	for _, name := range []string{"a-ok", "b-stuck"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.Labels}, Spec: *tmpl.Spec.DeepCopy()}
+		if name == "b-stuck" {
+			pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"nowhere"}}},
+				}}},
+			}}
+		}
+		if _, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.WaitForPod(t, ns, "a-ok", 30*time.Second, "Ready", cluster.PodReady)
+	before := identities(t, ns, "app=mixed")
+
+	start := time.Now()
+	r := runCLI(t, "run", "-n", ns, "--target", "pods", "--selector", "app=mixed", "--image", "app="+appV2,
+		"--batches", "1,100%", "--timeout", "5s", "--allow-unready")
+	if r.Code != 1 || !contains(r.Stdout+r.Stderr, "ProgressDeadlineExceeded: batch 2/2 made no progress within 5s") ||
+		!contains(r.Stdout+r.Stderr, "b-stuck") || !contains(r.Stdout+r.Stderr, "not scheduled") {
+		t.Fatalf("run: %s\nwant exit 1, the batch's progress deadline naming b-stuck and why", r)
+	}
+	t.Logf("the rollout failed its 5s deadline and rolled back in %s", time.Since(start).Round(100*time.Millisecond))
+	pods := listPods(t, ns, "app=mixed")
+	for _, p := range pods {
+		if p.Spec.Containers[0].Image == appV2 {
+			t.Errorf("pod %s left on %s", p.Name, appV2)
+		}
+	}
+	after := identities(t, ns, "app=mixed")
+	if a, b := after["a-ok"], before["a-ok"]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] || a.restarts["app"] != b.restarts["app"]+2 {
+		t.Errorf("a-ok: %+v, want the same pod back on digest %s after two restarts (update, revert)", a, b.imageIDs["app"])
+	}
+}
+
+// TestPodCrashingDuringTheSoakFailsTheBatch makes the first updated pod's new image crash while
+// its batch soaks: the rollout must not go on to the next batch, and rolls back.
+func TestPodCrashingDuringTheSoakFailsTheBatch(t *testing.T) {
+	ns := env.Namespace(t)
+	createStatefulSet(t, ns, "web", 3)
+	before := identities(t, ns, "app=web")
+	var stderr bytes.Buffer
+	cmd := clitest.Start(t, env, cli, &stderr, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,100%", "--soak", "30s")
+
+	// Batches take web-2 first. Once it is Updated, its batch soaks: crash it then.
+	env.WaitForPod(t, ns, "web-2", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
+		st, _ := inplace.ReadState(p)
+		return st != nil && st.Stage == inplace.StageUpdated
+	})
+	crashedAt := time.Now()
+	if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "web-2", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"`+kubeletsim.CrashImagesAnnotation+`":"`+appV2+`"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !contains(stderr.String(), "pod web-2 failed during the soak of batch 1") {
+		t.Fatalf("run exited %d (%v), want 1 and the soak failure named:\n%s", code, err, clitest.LastLines(stderr.String(), 20))
+	}
+	t.Logf("the crash during the soak was caught and rolled back %s later", time.Since(crashedAt).Round(100*time.Millisecond))
+	for _, p := range listPods(t, ns, "app=web") {
+		st := stateOf(t, &p)
+		switch {
+		case p.Name == "web-2" && (st == nil || st.Stage != inplace.StageRolledBack):
+			t.Errorf("web-2: state %+v, want RolledBack", st)
+		case p.Name != "web-2" && st != nil:
+			t.Errorf("pod %s was touched (stage %s): the next batch started during the soak", p.Name, st.Stage)
+		}
+		if p.Spec.Containers[0].Image == appV2 {
+			t.Errorf("pod %s left on %s", p.Name, appV2)
+		}
+	}
+	for name, a := range identities(t, ns, "app=web") {
+		if b := before[name]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
+			t.Errorf("pod %s: UID %s->%s, imageID %s->%s; want the same pod back on its digest", name, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
+		}
+	}
+}
