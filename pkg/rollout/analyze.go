@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
@@ -118,7 +119,7 @@ func targetArg(r workload.Ref) string {
 	if r.Kind == workload.Pods {
 		return fmt.Sprintf("pods --selector %s -n %s", r.Selector, r.Namespace)
 	}
-	return fmt.Sprintf("%s/%s -n %s", r.Kind, r.Name, r.Namespace)
+	return fmt.Sprintf("%s/%s -n %s", strings.ToLower(string(r.Kind)), r.Name, r.Namespace)
 }
 
 // querier returns the Prometheus client for the spec, built once per engine.

@@ -152,36 +152,65 @@ func TestBadImagesFailTheirFirstBatch(t *testing.T) {
 	}
 }
 
-func TestNoTrafficIsInconclusiveAndPauses(t *testing.T) {
-	ns := newWeb(t)
+// TestNoTrafficIsInconclusive switches the simulated traffic off: the traffic check is
+// Inconclusive, never Pass, and --on-inconclusive decides: pause (the default, resumed by a
+// command), fail (roll back) or continue.
+func TestNoTrafficIsInconclusive(t *testing.T) {
+	// Three workloads, one per choice, that Prometheus saw serving before the traffic stops.
+	var pause, fail, cont string
+	for _, ns := range []*string{&pause, &fail, &cont} {
+		*ns = env.Namespace(t)
+		clitest.CreateStatefulSet(t, env, *ns, "web", 4)
+	}
+	time.Sleep(6 * time.Second)
 	env.Sim.SetTraffic(false)
 	t.Cleanup(func() { env.Sim.SetTraffic(true) })
 	time.Sleep(6 * time.Second) // the rate window drains
 	config := writeConfig(t, env.PrometheusURL, promPassword, "")
 
-	r := clitest.Run(t, env, cli, runArgs(ns, clitest.AppV2, config)...)
-	if r.Code != 4 || !strings.Contains(r.Stdout, "Inconclusive") || !strings.Contains(r.Stdout, "inplace-rollout resume") {
-		t.Fatalf("run: %s\nwant exit 4, paused on an inconclusive analysis with the way to resume", r)
+	r := clitest.Run(t, env, cli, runArgs(pause, clitest.AppV2, config)...)
+	if r.Code != 4 || !strings.Contains(r.Stdout, "traffic Inconclusive") || !strings.Contains(r.Stdout, "inplace-rollout resume") ||
+		!strings.Contains(r.Stdout, "inplace-rollout rollback --target statefulset/web -n "+pause) {
+		t.Fatalf("run: %s\nwant exit 4, paused on the traffic check with the ways to resume and to roll back", r)
 	}
-	if l := lockOf(t, ns); l.Phase != workload.LockPaused {
+	if l := lockOf(t, pause); l.Phase != workload.LockPaused {
 		t.Fatalf("lock phase %s, want Paused", l.Phase)
 	}
 	// Running again does not get past the pause by itself.
-	if r := clitest.Run(t, env, cli, runArgs(ns, clitest.AppV2, config)...); r.Code != 4 {
+	if r := clitest.Run(t, env, cli, runArgs(pause, clitest.AppV2, config)...); r.Code != 4 {
 		t.Fatalf("second run: %s; want exit 4", r)
 	}
+
+	r = clitest.Run(t, env, cli, runArgs(fail, clitest.AppV2, config, "--on-inconclusive", "fail")...)
+	if r.Code != 1 || !strings.Contains(r.Stdout, "analysis of batch 1: Inconclusive") {
+		t.Fatalf("run --on-inconclusive fail: %s\nwant exit 1, rolled back after batch 1", r)
+	}
+	if l := lockOf(t, fail); l.Phase != workload.LockRolledBack {
+		t.Errorf("--on-inconclusive fail: lock phase %s, want RolledBack", l.Phase)
+	}
+
+	r = clitest.Run(t, env, cli, runArgs(cont, clitest.AppV2, config, "--on-inconclusive", "continue")...)
+	if r.Code != 0 {
+		t.Fatalf("run --on-inconclusive continue: %s", r)
+	}
+	if l := lockOf(t, cont); l.Phase != workload.LockSucceeded || l.AnalyzedBatches != 3 {
+		t.Errorf("--on-inconclusive continue: lock phase %s, analysed batches %d; want Succeeded and 3", l.Phase, l.AnalyzedBatches)
+	}
+
 	env.Sim.SetTraffic(true)
 	time.Sleep(6 * time.Second)
-	r = clitest.Run(t, env, cli, append([]string{"resume"}, runArgs(ns, clitest.AppV2, config)[1:]...)...)
+	r = clitest.Run(t, env, cli, append([]string{"resume"}, runArgs(pause, clitest.AppV2, config)[1:]...)...)
 	if r.Code != 0 {
 		t.Fatalf("resume: %s", r)
 	}
-	for _, p := range clitest.ListPods(t, env, ns, "app=web") {
-		if p.Spec.Containers[0].Image != clitest.AppV2 {
-			t.Errorf("pod %s on %s after resume", p.Name, p.Spec.Containers[0].Image)
+	for _, ns := range []string{pause, cont} {
+		for _, p := range clitest.ListPods(t, env, ns, "app=web") {
+			if p.Spec.Containers[0].Image != clitest.AppV2 {
+				t.Errorf("pod %s/%s on %s at the end", ns, p.Name, p.Spec.Containers[0].Image)
+			}
 		}
 	}
-	noSecret(t, ns, r.Stdout, r.Stderr)
+	noSecret(t, pause, r.Stdout, r.Stderr)
 }
 
 func TestPrometheusOutageNeverPasses(t *testing.T) {
