@@ -70,20 +70,35 @@ pods app=agent
 say "Plan: registry.example/app:v2 in batches 1, 50%, 100% (writes nothing)"
 $cli plan -n "$ns" --target statefulset/web --image app=registry.example/app:v2 --batches 1,50%,100%
 
+# expect CODE FILTER CMD...: runs CMD with its output through the shell pipeline FILTER, and stops
+# the demo unless CMD exits CODE.
+expect() {
+  local want=$1 filter=$2; shift 2
+  set +e
+  "$@" 2>&1 | eval "$filter"
+  local code=${PIPESTATUS[0]}
+  set -e
+  if [ "$code" != "$want" ]; then
+    echo "demo: inplace-rollout exited $code, expected $want" >&2
+    exit 1
+  fi
+  echo "inplace-rollout exited $code"
+}
+
 say "Rollout 1: StatefulSet web to registry.example/app:v2, in place"
 start=$(date +%s%N)
-$cli run -n "$ns" --target statefulset/web --image app=registry.example/app:v2 --batches 1,50%,100% 2>&1 | grep -E 'rollout (started|succeeded)|Updating|Updated|progress' || true
+expect 0 "grep -E 'rollout (started|succeeded)|Updating|Updated|progress'" \
+  $cli run -n "$ns" --target statefulset/web --image app=registry.example/app:v2 --batches 1,50%,100%
 echo "took $(( ($(date +%s%N) - start) / 1000000 )) ms"
 
 say "Rollout 2: DaemonSet agent to registry.example/agent:v2, in place"
-$cli run -n "$ns" --target daemonset/agent --image agent=registry.example/agent:v2 --batches 1,100% 2>&1 | grep -E 'rollout (started|succeeded)|progress' || true
+expect 0 "grep -E 'rollout (started|succeeded)|progress'" \
+  $cli run -n "$ns" --target daemonset/agent --image agent=registry.example/agent:v2 --batches 1,100%
 
 say "Rollout 3: StatefulSet web to registry.example/app:crash-1, which crash-loops; it rolls itself back"
-set +e
-$cli run -n "$ns" --target statefulset/web --image app=registry.example/app:crash-1 --batches 1,50%,100% 2>&1 | grep -E 'rollout started|rolling back|rolled back|RollingBack|RolledBack' | cut -c1-220
-code=${PIPESTATUS[0]}
-set -e
-echo "inplace-rollout exited $code (1: failed and rolled back)"
+expect 1 "grep -E 'rollout started|rolling back|rolled back|RollingBack|RolledBack' | cut -c1-220" \
+  $cli run -n "$ns" --target statefulset/web --image app=registry.example/app:crash-1 --batches 1,50%,100%
+echo "(exit 1: failed and rolled back)"
 
 say "Rollout 4: StatefulSet web to registry.example/app:errors-1, gated on Prometheus golden signals"
 cat >.dev/demo-analysis.yaml <<YAML
@@ -92,12 +107,10 @@ interval: 1s
 count: 2
 window: 5s
 YAML
-set +e
-$cli run -n "$ns" --target statefulset/web --image app=registry.example/app:errors-1 --batches 1,50%,100% \
-  --analysis .dev/demo-analysis.yaml 2>&1 | grep -E 'analysis started|msg=measurement|rolling back|rolled back' | grep -v 'verdict=Skipped' | cut -c1-220
-code=${PIPESTATUS[0]}
-set -e
-echo "inplace-rollout exited $code (1: the error-rate check failed batch 1 and it rolled back)"
+expect 1 "grep -E 'analysis started|msg=measurement|rolling back|rolled back' | grep -v 'verdict=Skipped' | cut -c1-220" \
+  $cli run -n "$ns" --target statefulset/web --image app=registry.example/app:errors-1 --batches 1,50%,100% \
+  --analysis .dev/demo-analysis.yaml
+echo "(exit 1: the error-rate check failed batch 1 and it rolled back)"
 
 say "Per-pod status of web (stage, image before the last rollout, image now)"
 $cli status -n "$ns" --target statefulset/web
