@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +64,15 @@ func TestStatefulSetRollout(t *testing.T) {
 	for _, p := range report.Pods {
 		if p.Stage != "Updated" || len(p.Containers) != 1 || p.Containers[0].BeforeImage != appV1 || p.Containers[0].AfterImageID == "" {
 			t.Errorf("status of pod %s: %+v", p.Name, p)
+		}
+	}
+	r = runCLI(t, "status", "-n", ns, "--target", "statefulset/web")
+	if r.Code != 0 || !contains(r.Stdout, "by cli: Succeeded") {
+		t.Errorf("status: %s", r)
+	}
+	for _, name := range []string{"web-0", "web-5"} {
+		if !regexp.MustCompile(`(?m)^` + name + `\s+true\s+Updated\s+app\s+` + regexp.QuoteMeta(appV1) + `\s+` + regexp.QuoteMeta(appV2)).MatchString(r.Stdout) {
+			t.Errorf("status table has no row for %s Ready, Updated, app %s -> %s:\n%s", name, appV1, appV2, r.Stdout)
 		}
 	}
 	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
@@ -197,9 +208,13 @@ func TestDeploymentRollout(t *testing.T) {
 	waitDeployment(t, ns, "api", 4)
 	before := identities(t, ns, "app=api")
 
+	most := watchUpdating(t, ns, "app=api")
 	r := runCLI(t, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2, "--batches", "25%,100%", "--max-unavailable", "2")
 	if r.Code != 0 {
 		t.Fatalf("run: %s", r)
+	}
+	if n := most(); n != 2 {
+		t.Errorf("at most %d pods were updating at once, want exactly --max-unavailable 2", n)
 	}
 	podsOnImage(t, ns, "app=api", appV2)
 	got := waitDeployment(t, ns, "api", 4)
@@ -232,6 +247,45 @@ func TestDeploymentRollout(t *testing.T) {
 	deleteAndWaitRecreated(t, ns, "app=api", before)
 }
 
+// watchUpdating watches the pods and returns a function that reports the largest number of
+// them seen in the middle of an update (stage Preparing, Draining or Updating) at once.
+func watchUpdating(t *testing.T, ns, selector string) func() int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := env.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		updating := map[string]bool{}
+		most := 0
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			st, _ := inplace.ReadState(p)
+			updating[p.Name] = st != nil && !st.Stage.Terminal()
+			n := 0
+			for _, u := range updating {
+				if u {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		done <- most
+	}()
+	stop := func() int {
+		cancel()
+		w.Stop()
+		return <-done
+	}
+	t.Cleanup(func() { cancel() })
+	return stop
+}
+
 func waitDeployment(t *testing.T, ns, name string, replicas int32) *appsv1.Deployment {
 	t.Helper()
 	var got *appsv1.Deployment
@@ -253,9 +307,15 @@ func TestCrashInBatchTwoRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%")
+	results := t.TempDir()
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%", "--results-dir", results)
 	if r.Code != 1 {
 		t.Fatalf("run: %s; want exit 1", r)
+	}
+	for name, want := range map[string]string{"phase": "RolledBack", "updated-pods": "0", "rolled-back": "3", "message": "CrashLoopBackOff"} {
+		if got, err := os.ReadFile(filepath.Join(results, name)); err != nil || !strings.Contains(string(got), want) {
+			t.Errorf("result %s = %q (%v), want %q", name, got, err, want)
+		}
 	}
 	after := identities(t, ns, "app=web")
 	for name, b := range before {
