@@ -60,6 +60,9 @@ type Cluster struct {
 	promArgs []string
 	cancel   context.CancelFunc
 	log      *slog.Logger
+	// pickPorts hands out loopback ports for a component; nil means freePorts. Tests make it
+	// hand out a port that is taken.
+	pickPorts func(n int) ([]int, error)
 }
 
 // kubeControllers are the controllers the tests rely on; the others only slow the start.
@@ -110,24 +113,25 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, fmt.Errorf("creating cluster directory %s: %w", c.Dir, err)
 		}
 	}
-	// Fresh state on every start: an old etcd would bring back objects of an earlier run.
-	_ = os.RemoveAll(filepath.Join(c.Dir, "etcd-data"))
+	// Fresh state on every start: an old Prometheus would bring back series of an earlier run.
 	_ = os.RemoveAll(filepath.Join(c.Dir, "prometheus-data"))
 
 	certs, err := writePKI(c.Dir)
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
-	if err != nil {
+	// Each component gets its ports just before it starts, which keeps the window in which
+	// another process can take them short.
+	var etcdClient int
+	if err := c.onFreePorts("etcd", 2, func(ports []int) error {
+		etcdClient = ports[0]
+		return c.startEtcd(ports[0], ports[1])
+	}); err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
-
-	if err := c.startEtcd(etcdClient, etcdPeer); err != nil {
-		return nil, err
-	}
-	if err := c.startAPIServer(ctx, certs, etcdClient, apiPort); err != nil {
+	if err := c.onFreePorts("kube-apiserver", 1, func(ports []int) error {
+		return c.startAPIServer(ctx, certs, etcdClient, ports[0])
+	}); err != nil {
 		return nil, err
 	}
 	if err := c.startControllerManager(certs); err != nil {
@@ -148,6 +152,50 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
 
+// startAttempts bounds how many times one component is started on fresh ports.
+const startAttempts = 3
+
+// onFreePorts calls start with n free loopback ports. freePorts closes its listeners before the
+// component binds the ports, so another process can take one meanwhile; the component then
+// exits with "address already in use" and start is called again with new ports, at most
+// startAttempts times in all.
+func (c *Cluster) onFreePorts(name string, n int, start func(ports []int) error) error {
+	pick := c.pickPorts
+	if pick == nil {
+		pick = freePorts
+	}
+	for attempt := 1; ; attempt++ {
+		ports, err := pick(n)
+		if err != nil {
+			return err
+		}
+		err = start(ports)
+		if err == nil || !errors.Is(err, errPortInUse) {
+			return err
+		}
+		c.dropExited(name)
+		if attempt == startAttempts {
+			return fmt.Errorf("starting %s: a port it was given was taken on each of %d attempts: %w", name, startAttempts, err)
+		}
+		c.log.Warn("port taken before the process could bind it; retrying on new ports",
+			"process", name, "ports", ports, "attempt", attempt, "maxAttempts", startAttempts)
+	}
+}
+
+// dropExited forgets the processes called name that have ended, removing their PID files, so
+// that a retry's process is the only one of that name Stop knows.
+func (c *Cluster) dropExited(name string) {
+	kept := c.procs[:0]
+	for _, p := range c.procs {
+		if done, _ := p.exited(); done && p.name == name {
+			_ = p.stop(0) // only removes the PID file: the process has ended
+			continue
+		}
+		kept = append(kept, p)
+	}
+	c.procs = kept
+}
+
 func (c *Cluster) start(name string, args ...string) (*process, error) {
 	p, err := startProcess(c.Dir, name, c.bin(name), args...)
 	if err != nil {
@@ -161,6 +209,9 @@ func (c *Cluster) start(name string, args ...string) (*process, error) {
 func (c *Cluster) startEtcd(clientPort, peerPort int) error {
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	// Fresh state on every start: an old etcd would bring back objects of an earlier run, or the
+	// membership of an attempt on other ports.
+	_ = os.RemoveAll(filepath.Join(c.Dir, "etcd-data"))
 	p, err := c.start("etcd",
 		"--name=default",
 		"--data-dir="+filepath.Join(c.Dir, "etcd-data"),
@@ -176,7 +227,7 @@ func (c *Cluster) startEtcd(clientPort, peerPort int) error {
 	if err != nil {
 		return err
 	}
-	return waitFor(30*time.Second, p, "etcd /health", func() error {
+	return c.waitFor(30*time.Second, p, "etcd /health", func() error {
 		return httpOK(http.DefaultClient, clientURL+"/health")
 	})
 }
@@ -233,7 +284,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port
 	if err != nil {
 		return fmt.Errorf("building client for %s: %w", c.Config.Host, err)
 	}
-	return waitFor(60*time.Second, p, "kube-apiserver /readyz", func() error {
+	return c.waitFor(60*time.Second, p, "kube-apiserver /readyz", func() error {
 		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(body)))
@@ -302,15 +353,18 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-// waitFor polls check until it succeeds, the process exits, or timeout passes.
-func waitFor(timeout time.Duration, p *process, what string, check func() error) error {
-	deadline := time.Now().Add(timeout)
+// waitFor polls check until it succeeds, the process exits, or timeout passes, and logs how
+// long the process took to become ready (the breakdown of the boot time).
+func (c *Cluster) waitFor(timeout time.Duration, p *process, what string, check func() error) error {
+	began := time.Now()
+	deadline := began.Add(timeout)
 	var last error
 	for {
 		if done, werr := p.exited(); done {
-			return fmt.Errorf("waiting for %s: %w (%v); last log lines:\n%s", what, errExited, werr, p.logTail())
+			return fmt.Errorf("waiting for %s: %w (%v); last log lines:\n%s", what, p.exitError(), werr, p.logTail())
 		}
 		if last = check(); last == nil {
+			c.log.Info("ready", "process", p.name, "check", what, "waited", time.Since(began).Round(time.Millisecond).String())
 			return nil
 		}
 		if time.Now().After(deadline) {

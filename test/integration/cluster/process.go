@@ -128,5 +128,23 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// logContains reports whether the process log holds s.
+func (p *process) logContains(s string) bool {
+	data, err := os.ReadFile(p.logPath)
+	return err == nil && bytes.Contains(data, []byte(s))
+}
+
 // errExited is returned when a child process ends while the cluster waits for it.
 var errExited = errors.New("process exited")
+
+// errPortInUse is returned when a child process ends because a port it was given was taken.
+var errPortInUse = fmt.Errorf("%w: address already in use", errExited)
+
+// exitError tells why a process that ended early did: errPortInUse if its log says it could not
+// bind its port, errExited otherwise.
+func (p *process) exitError() error {
+	if p.logContains("address already in use") {
+		return errPortInUse
+	}
+	return errExited
+}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -31,10 +32,6 @@ type BasicAuth struct {
 }
 
 func (c *Cluster) startPrometheus(ctx context.Context) error {
-	ports, err := freePorts(1)
-	if err != nil {
-		return err
-	}
 	target, err := url.Parse(c.Sim.MetricsURL())
 	if err != nil {
 		return fmt.Errorf("parsing simulator metrics URL: %w", err)
@@ -43,12 +40,10 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, prometheusConfig, target.Host), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", cfgPath, err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	c.promArgs = []string{
+	args := []string{
 		"--config.file=" + cfgPath,
 		"--storage.tsdb.path=" + filepath.Join(c.Dir, "prometheus-data"),
 		"--storage.tsdb.retention.time=2h",
-		"--web.listen-address=" + addr,
 		"--log.level=warn",
 	}
 	if auth := c.opts.PrometheusBasicAuth; auth != nil {
@@ -61,10 +56,14 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 		if err := os.WriteFile(webPath, []byte(web), 0o600); err != nil {
 			return fmt.Errorf("writing %s: %w", webPath, err)
 		}
-		c.promArgs = append(c.promArgs, "--web.config.file="+webPath)
+		args = append(args, "--web.config.file="+webPath)
 	}
-	c.PrometheusURL = "http://" + addr
-	return c.runPrometheus(ctx)
+	return c.onFreePorts("prometheus", 1, func(ports []int) error {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		c.promArgs = append(slices.Clip(args), "--web.listen-address="+addr)
+		c.PrometheusURL = "http://" + addr
+		return c.runPrometheus(ctx)
+	})
 }
 
 func (c *Cluster) runPrometheus(ctx context.Context) error {
@@ -73,7 +72,7 @@ func (c *Cluster) runPrometheus(ctx context.Context) error {
 		return err
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
-	return waitFor(60*time.Second, p, "prometheus /-/ready", func() error {
+	return c.waitFor(60*time.Second, p, "prometheus /-/ready", func() error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -2,7 +2,9 @@ package inplace_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -12,7 +14,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -22,7 +29,7 @@ import (
 func TestUpdateChangesOnlyTheChangedContainer(t *testing.T) {
 	ns := env.Namespace(t)
 	before := newPod(t, ns, "p", false, "app", "sidecar", "logger")
-	client, counter := countingClient(t, 0)
+	client, counter := countingClient(t, killPoint{})
 	u := newUpdater(client, inplace.Options{})
 
 	res := drive(t, "update", func() (inplace.Result, error) {
@@ -52,11 +59,7 @@ func TestUpdateChangesOnlyTheChangedContainer(t *testing.T) {
 	if c.BeforeImage != appV1 || c.BeforeImageID != cluster.ContainerStatus(before, "app").ImageID || c.AfterImageID != app.ImageID || c.AfterImageID == c.BeforeImageID {
 		t.Errorf("state container = %+v; status imageID %s", c, app.ImageID)
 	}
-	writes := counter.count(ns, "p")
-	t.Logf("API writes for an update without a readiness gate: %d", writes)
-	if writes > 2 {
-		t.Errorf("%d writes, want at most 2", writes)
-	}
+	checkWrites(t, counter, ns, "p", "an update without a readiness gate", 2)
 	if reasons := eventReasons(t, ns, "p"); !slices.Contains(reasons, inplace.EventUpdating) || !slices.Contains(reasons, inplace.EventUpdated) {
 		t.Errorf("events %v, want %s and %s", reasons, inplace.EventUpdating, inplace.EventUpdated)
 	}
@@ -225,72 +228,153 @@ func TestRevertAfterRetagGoesToRecordedDigest(t *testing.T) {
 func TestReadinessGateKeepsPodUnreadyDuringUpdate(t *testing.T) {
 	ns := env.Namespace(t)
 	newPod(t, ns, "p", true, "app", "sidecar")
-	client, counter := countingClient(t, 0)
+	client, counter := countingClient(t, killPoint{})
 	u := newUpdater(client, inplace.Options{GracePeriod: time.Second})
 
-	// Watch Ready from the side while the update runs.
-	var (
-		mu        sync.Mutex
-		drained   bool
-		readyLeak []string
-	)
-	stop := make(chan struct{})
-	watcherDone := make(chan struct{})
-	go func() {
-		defer close(watcherDone)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			pod, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), "p", metav1.GetOptions{})
-			if err != nil {
-				continue
-			}
-			st, _ := inplace.ReadState(pod)
-			mu.Lock()
-			if st != nil && st.Stage != inplace.StageUpdated {
-				drained = true
-				if cluster.PodReady(pod) {
-					readyLeak = append(readyLeak, string(st.Stage))
-				}
-			}
-			mu.Unlock()
-		}
-	}()
+	// Watch from the resourceVersion of a read made before the update starts, so every change
+	// the update causes arrives as an event: polling could miss a short Ready blip.
+	initial := getPod(t, ns, "p")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	windows, err := watchGateWindow(ctx, ns, "p", initial.ResourceVersion)
+	if err != nil {
+		t.Fatalf("watching pod %s/p: %v", ns, err)
+	}
 	res := drive(t, "update", func() (inplace.Result, error) {
 		return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": appV2}, RolloutID: "r1"})
 	})
-	close(stop)
-	<-watcherDone
 	if res.Stage != inplace.StageUpdated {
 		t.Fatalf("stage %s (%s)", res.Stage, res.Reason)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !drained {
-		t.Fatal("never observed the pod while it was updating")
+	var win gateWindow
+	select {
+	case win = <-windows:
+	case <-time.After(10 * time.Second):
+		cancel()
+		win = <-windows
 	}
-	if len(readyLeak) > 0 {
-		t.Errorf("pod was Ready while updating, in stages %v", readyLeak)
+	if win.err != nil {
+		t.Fatalf("watching pod %s/p: %v", ns, win.err)
+	}
+	if !win.gateFalse || !win.updated {
+		t.Fatalf("the watch saw the gate go False: %v, then the state reach Updated: %v; want both", win.gateFalse, win.updated)
+	}
+	// Every write of the update shows, so a watch that skipped one is caught here.
+	if want := []inplace.Stage{inplace.StageDraining, inplace.StageUpdating}; !slices.Equal(win.stages, want) {
+		t.Errorf("stages seen between the gate going False and Updated: %v, want %v", win.stages, want)
+	}
+	if len(win.readyLeak) > 0 {
+		t.Errorf("pod Ready between the gate going False and Updated, in %d of %d events: %v", len(win.readyLeak), win.events, win.readyLeak)
 	}
 	env.WaitForPod(t, ns, "p", 10*time.Second, "Ready again", cluster.PodReady)
-	writes := counter.count(ns, "p")
-	t.Logf("API writes for an update with a readiness gate: %d", writes)
-	if writes > 4 {
-		t.Errorf("%d writes, want at most 4", writes)
-	}
+	checkWrites(t, counter, ns, "p", "an update with a readiness gate", 4)
 }
 
-// TestKilledUpdaterResumes kills the updater after a random number of writes (the last write
-// may or may not have landed; the updater never learns) and lets a fresh one finish, 200 times.
+// gateWindow is what a watch of a pod saw from the first event with the readiness gate False
+// up to the first with the state at Updated.
+type gateWindow struct {
+	gateFalse, updated bool
+	// events counts the events in the window; stages lists the state stages they carried,
+	// consecutive repeats dropped.
+	events int
+	stages []inplace.Stage
+	// readyLeak describes each event in the window whose Ready condition was True.
+	readyLeak []string
+	err       error
+}
+
+// watchGateWindow watches the pod from resourceVersion rv and sends what it saw once the state
+// reaches Updated after the gate went False, the watch fails, or ctx ends. It runs off the test
+// goroutine, so it reports through the result instead of t.
+func watchGateWindow(ctx context.Context, ns, name, rv string) (<-chan gateWindow, error) {
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		return env.Client.CoreV1().Pods(ns).Watch(ctx, opts)
+	}}
+	// A RetryWatcher resumes from the last resourceVersion it saw when the apiserver closes the
+	// watch, so a reconnect loses no event.
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan gateWindow, 1)
+	go func() {
+		defer w.Stop()
+		var win gateWindow
+		defer func() { out <- win }()
+		for {
+			var ev watch.Event
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.ResultChan():
+				if !ok {
+					if ctx.Err() == nil {
+						win.err = errors.New("watch closed")
+					}
+					return
+				}
+				ev = e
+			}
+			pod, ok := ev.Object.(*corev1.Pod)
+			switch {
+			case ev.Type == watch.Error:
+				win.err = fmt.Errorf("watch error: %w", apierrors.FromObject(ev.Object))
+			case ev.Type == watch.Deleted:
+				win.err = errors.New("the pod was deleted")
+			case !ok:
+				win.err = fmt.Errorf("%s event carries a %T, not a pod", ev.Type, ev.Object)
+			}
+			if win.err != nil {
+				return
+			}
+			if !win.gateFalse && !conditionIs(pod, inplace.ReadinessGate, corev1.ConditionFalse) {
+				continue
+			}
+			win.gateFalse = true
+			st, err := inplace.ReadState(pod)
+			if err != nil {
+				win.err = err
+				return
+			}
+			if st != nil && st.Stage == inplace.StageUpdated {
+				win.updated = true
+				return
+			}
+			stage := inplace.Stage("<no state>")
+			if st != nil {
+				stage = st.Stage
+			}
+			win.events++
+			if n := len(win.stages); n == 0 || win.stages[n-1] != stage {
+				win.stages = append(win.stages, stage)
+			}
+			if cluster.PodReady(pod) {
+				win.readyLeak = append(win.readyLeak, fmt.Sprintf("resourceVersion %s (stage %s)", pod.ResourceVersion, stage))
+			}
+		}
+	}()
+	return out, nil
+}
+
+func conditionIs(pod *corev1.Pod, t corev1.PodConditionType, status corev1.ConditionStatus) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Status == status
+		}
+	}
+	return false
+}
+
+// TestKilledUpdaterResumes kills the updater at a random point and lets a fresh one finish, 200
+// times. Half the updaters die between two steps, after a write landed; half mid-step, after
+// reading the pod and deciding a write that never lands.
 func TestKilledUpdaterResumes(t *testing.T) {
 	const pods, iterations = 10, 20
 	ns := env.Namespace(t)
 	var (
-		wg     sync.WaitGroup
-		killed atomic.Int32
+		wg              sync.WaitGroup
+		killed, midStep atomic.Int32
 	)
 	for p := range pods {
 		name := "p" + string(rune('a'+p))
@@ -301,79 +385,143 @@ func TestKilledUpdaterResumes(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(p), 42))
 			for i := range iterations {
-				ok, died := killAndResume(t, ns, name, i, rng.IntN(3)+1)
-				if died {
+				// An update makes up to three writes (Draining, Updating, Updated).
+				var kill killPoint
+				n := rng.IntN(3) + 1
+				if rng.IntN(2) == 0 {
+					kill.afterWrites = n
+				} else {
+					kill.atWrite = n
+				}
+				out := killAndResume(t, ns, name, i, kill)
+				if out.died {
 					killed.Add(1)
 				}
-				if !ok {
+				if out.midStep {
+					midStep.Add(1)
+				}
+				if !out.ok {
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d of %d updaters were killed before the update finished", killed.Load(), pods*iterations)
+	t.Logf("%d of %d updaters were killed before the update finished, %d of them mid-step", killed.Load(), pods*iterations, midStep.Load())
 	if killed.Load() == 0 {
 		t.Error("no updater was killed: the test exercised nothing")
 	}
+	if midStep.Load() == 0 {
+		t.Error("no updater died mid-step: a read without its write was never exercised")
+	}
+}
+
+// killOutcome is how one killAndResume went.
+type killOutcome struct {
+	// ok: every check passed.
+	ok bool
+	// died: the first updater died before the update finished; midStep: it died with a write
+	// decided and unsent.
+	died, midStep bool
 }
 
 // killAndResume runs one update of the pod's app container to a new image, killing the first
-// updater after killAfter writes. It reports false after a failure, and whether the first
-// updater died before the update finished.
-func killAndResume(t *testing.T, ns, name string, i, killAfter int) (ok, died bool) {
-	before := getPod(t, ns, name)
-	app, side := *cluster.ContainerStatus(before, "app"), *cluster.ContainerStatus(before, "sidecar")
+// updater at kill, and checks that a fresh updater finishes it. It runs off the test goroutine,
+// so it reports with t.Errorf and returns rather than calling t.Fatal.
+func killAndResume(t *testing.T, ns, name string, i int, kill killPoint) (out killOutcome) {
+	fail := func(format string, args ...any) killOutcome {
+		t.Errorf("%s iteration %d (killed at %+v): "+format, append([]any{name, i, kill}, args...)...)
+		return out
+	}
+	before, err := readPod(ns, name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	appBefore, sideBefore := cluster.ContainerStatus(before, "app"), cluster.ContainerStatus(before, "sidecar")
+	if appBefore == nil || sideBefore == nil {
+		return fail("container statuses before the update: %v", before.Status.ContainerStatuses)
+	}
+	app, side := *appBefore, *sideBefore
 	target := inplace.Target{
 		Images:    map[string]string{"app": "registry.example/app:v" + string(rune('b'+i%20)) + "-" + name},
 		RolloutID: "r" + string(rune('a'+i)),
 	}
 	opts := inplace.Options{}
 
-	dying, _ := countingClient(t, killAfter)
+	dying, counter, err := newCountingClient(kill)
+	if err != nil {
+		return fail("%v", err)
+	}
 	u := newUpdater(dying, opts)
 	for range 200 {
 		res, err := u.Update(context.Background(), ns, name, target)
 		if errors.Is(err, errKilled) {
-			died = true
+			out.died = true
 		}
 		if err != nil || res.Done {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if lost := counter.lost(); lost != nil {
+		out.midStep = true
+		// Only updaters write the state annotation, so if the lost write had landed the pod
+		// would carry the state it sent: check the kill really came before the write.
+		var patch struct {
+			Metadata struct {
+				Annotations map[string]*string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(lost, &patch); err != nil {
+			return fail("decoding the lost write %s: %v", lost, err)
+		}
+		sent := patch.Metadata.Annotations[inplace.StateAnnotation]
+		if sent == nil {
+			return fail("the lost write carries no state: %s", lost)
+		}
+		pod, err := readPod(ns, name)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if pod.Annotations[inplace.StateAnnotation] == *sent {
+			return fail("the write that should have been lost landed: state %s", *sent)
+		}
+	}
+
 	fresh := newUpdater(env.Client, opts)
 	var res inplace.Result
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		var err error
 		if res, err = fresh.Update(context.Background(), ns, name, target); err != nil {
-			t.Errorf("%s iteration %d: resumed update: %v", name, i, err)
-			return false, died
+			return fail("resumed update: %v", err)
 		}
 		if res.Done {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	after := getPod(t, ns, name)
+	after, err := readPod(ns, name)
+	if err != nil {
+		return fail("%v", err)
+	}
 	st, _ := inplace.ReadState(after)
 	a, s := cluster.ContainerStatus(after, "app"), cluster.ContainerStatus(after, "sidecar")
 	switch {
 	case !res.Done || res.Stage != inplace.StageUpdated:
-		t.Errorf("%s iteration %d (killed after %d writes): ended %s (%s)", name, i, killAfter, res.Stage, res.Reason)
+		return fail("ended %s (%s)", res.Stage, res.Reason)
 	case st == nil || len(st.Containers) != 1 || st.Containers[0].BeforeImage != before.Spec.Containers[0].Image:
-		t.Errorf("%s iteration %d: state %+v, want BeforeImage %s", name, i, st, before.Spec.Containers[0].Image)
+		return fail("state %+v, want BeforeImage %s", st, before.Spec.Containers[0].Image)
+	case a == nil || s == nil:
+		return fail("container statuses after the update: %v", after.Status.ContainerStatuses)
 	case a.RestartCount != app.RestartCount+1:
-		t.Errorf("%s iteration %d (killed after %d writes): app restarted %d times, want once", name, i, killAfter, a.RestartCount-app.RestartCount)
+		return fail("app restarted %d times, want once", a.RestartCount-app.RestartCount)
 	case s.ContainerID != side.ContainerID:
-		t.Errorf("%s iteration %d: sidecar restarted", name, i)
+		return fail("sidecar restarted")
 	case st.Containers[0].AfterImageID != a.ImageID:
-		t.Errorf("%s iteration %d: afterImageID %s, status %s", name, i, st.Containers[0].AfterImageID, a.ImageID)
-	default:
-		return true, died
+		return fail("afterImageID %s, status %s", st.Containers[0].AfterImageID, a.ImageID)
 	}
-	return false, died
+	out.ok = true
+	return out
 }
 
 func TestPreexistingCrashLoopIsNotBlamedOnTheNewImage(t *testing.T) {
