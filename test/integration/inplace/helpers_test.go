@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -55,11 +56,20 @@ func newPod(t *testing.T, ns, name string, gate bool, containers ...string) *cor
 
 func getPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
-	pod, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	pod, err := readPod(ns, name)
 	if err != nil {
-		t.Fatalf("reading pod %s/%s: %v", ns, name, err)
+		t.Fatal(err)
 	}
 	return pod
+}
+
+// readPod is getPod for goroutines other than the test's, where t.Fatal must not be called.
+func readPod(ns, name string) (*corev1.Pod, error) {
+	pod, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
+	}
+	return pod, nil
 }
 
 func state(t *testing.T, pod *corev1.Pod) *inplace.State {
@@ -90,26 +100,49 @@ func drive(t *testing.T, what string, step func() (inplace.Result, error)) inpla
 	}
 }
 
+// killPoint is where a counting client dies, as if the process that owned it were gone: from
+// there on every request fails with errKilled without reaching the apiserver. The zero value
+// never dies.
+type killPoint struct {
+	// afterWrites: once this many pod writes were sent (and landed), every later request fails;
+	// the updater dies between two steps.
+	afterWrites int
+	// atWrite: this pod write (1-based) fails unsent, and every later request: the updater read
+	// the pod and decided its next step, and dies before the write lands.
+	atWrite int
+}
+
 // writeCounter is an http.RoundTripper that counts writes to pods and their status (not
-// Events) and, once failAfter writes were sent, fails every later request: the process that
-// owned the client is gone, whether or not its last write landed.
+// Events) and fails requests from its kill point on.
 type writeCounter struct {
-	next      http.RoundTripper
-	mu        sync.Mutex
-	writes    map[string]int // "ns/name" -> count
-	total     int
-	failAfter int // 0: never
+	next   http.RoundTripper
+	kill   killPoint
+	mu     sync.Mutex
+	writes map[string]int // "ns/name" -> count
+	total  int
+	dead   bool
+	// lostWrite is the body of a write that failed unsent, so a test can check it never landed.
+	lostWrite []byte
 }
 
 var errKilled = errors.New("updater killed")
 
 func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	isWrite := req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/pods/")
 	w.mu.Lock()
-	if w.failAfter > 0 && w.total >= w.failAfter {
+	if !w.dead && (w.kill.afterWrites > 0 && w.total >= w.kill.afterWrites || isWrite && w.total+1 == w.kill.atWrite) {
+		w.dead = true
+		if isWrite && req.Body != nil {
+			w.lostWrite, _ = io.ReadAll(req.Body)
+		}
+	}
+	if w.dead {
 		w.mu.Unlock()
+		if req.Body != nil {
+			_ = req.Body.Close() // a RoundTripper closes the body, even on error
+		}
 		return nil, errKilled
 	}
-	isWrite := req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/pods/")
 	if isWrite {
 		parts := strings.Split(req.URL.Path, "/") // /api/v1/namespaces/NS/pods/NAME[/status]
 		for i := range parts {
@@ -129,11 +162,26 @@ func (w *writeCounter) count(ns, name string) int {
 	return w.writes[ns+"/"+name]
 }
 
-// countingClient returns a client whose pod writes are counted; failAfter > 0 kills it after
-// that many writes.
-func countingClient(t *testing.T, failAfter int) (kubernetes.Interface, *writeCounter) {
+// lost returns the body of the write that failed unsent at the kill point, or nil.
+func (w *writeCounter) lost() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lostWrite
+}
+
+// countingClient returns a client whose pod writes are counted and that dies at kill. It calls
+// t.Fatal, so only the test goroutine may call it; others call newCountingClient.
+func countingClient(t *testing.T, kill killPoint) (kubernetes.Interface, *writeCounter) {
 	t.Helper()
-	counter := &writeCounter{writes: map[string]int{}, failAfter: failAfter}
+	client, counter, err := newCountingClient(kill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, counter
+}
+
+func newCountingClient(kill killPoint) (kubernetes.Interface, *writeCounter, error) {
+	counter := &writeCounter{writes: map[string]int{}, kill: kill}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		counter.next = rt
@@ -141,9 +189,9 @@ func countingClient(t *testing.T, failAfter int) (kubernetes.Interface, *writeCo
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, fmt.Errorf("counting client: %w", err)
 	}
-	return client, counter
+	return client, counter, nil
 }
 
 func newUpdater(client kubernetes.Interface, opts inplace.Options) *inplace.Updater {

@@ -2,6 +2,7 @@ package inplace_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -28,7 +29,7 @@ import (
 func TestUpdateChangesOnlyTheChangedContainer(t *testing.T) {
 	ns := env.Namespace(t)
 	before := newPod(t, ns, "p", false, "app", "sidecar", "logger")
-	client, counter := countingClient(t, 0)
+	client, counter := countingClient(t, killPoint{})
 	u := newUpdater(client, inplace.Options{})
 
 	res := drive(t, "update", func() (inplace.Result, error) {
@@ -231,7 +232,7 @@ func TestRevertAfterRetagGoesToRecordedDigest(t *testing.T) {
 func TestReadinessGateKeepsPodUnreadyDuringUpdate(t *testing.T) {
 	ns := env.Namespace(t)
 	newPod(t, ns, "p", true, "app", "sidecar")
-	client, counter := countingClient(t, 0)
+	client, counter := countingClient(t, killPoint{})
 	u := newUpdater(client, inplace.Options{GracePeriod: time.Second})
 
 	// Watch from the resourceVersion of a read made before the update starts, so every change
@@ -373,14 +374,15 @@ func conditionIs(pod *corev1.Pod, t corev1.PodConditionType, status corev1.Condi
 	return false
 }
 
-// TestKilledUpdaterResumes kills the updater after a random number of writes (the last write
-// may or may not have landed; the updater never learns) and lets a fresh one finish, 200 times.
+// TestKilledUpdaterResumes kills the updater at a random point and lets a fresh one finish, 200
+// times. Half the updaters die between two steps, after a write landed; half mid-step, after
+// reading the pod and deciding a write that never lands.
 func TestKilledUpdaterResumes(t *testing.T) {
 	const pods, iterations = 10, 20
 	ns := env.Namespace(t)
 	var (
-		wg     sync.WaitGroup
-		killed atomic.Int32
+		wg              sync.WaitGroup
+		killed, midStep atomic.Int32
 	)
 	for p := range pods {
 		name := "p" + string(rune('a'+p))
@@ -391,79 +393,143 @@ func TestKilledUpdaterResumes(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(p), 42))
 			for i := range iterations {
-				ok, died := killAndResume(t, ns, name, i, rng.IntN(3)+1)
-				if died {
+				// An update makes up to three writes (Draining, Updating, Updated).
+				var kill killPoint
+				n := rng.IntN(3) + 1
+				if rng.IntN(2) == 0 {
+					kill.afterWrites = n
+				} else {
+					kill.atWrite = n
+				}
+				out := killAndResume(t, ns, name, i, kill)
+				if out.died {
 					killed.Add(1)
 				}
-				if !ok {
+				if out.midStep {
+					midStep.Add(1)
+				}
+				if !out.ok {
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d of %d updaters were killed before the update finished", killed.Load(), pods*iterations)
+	t.Logf("%d of %d updaters were killed before the update finished, %d of them mid-step", killed.Load(), pods*iterations, midStep.Load())
 	if killed.Load() == 0 {
 		t.Error("no updater was killed: the test exercised nothing")
 	}
+	if midStep.Load() == 0 {
+		t.Error("no updater died mid-step: a read without its write was never exercised")
+	}
+}
+
+// killOutcome is how one killAndResume went.
+type killOutcome struct {
+	// ok: every check passed.
+	ok bool
+	// died: the first updater died before the update finished; midStep: it died with a write
+	// decided and unsent.
+	died, midStep bool
 }
 
 // killAndResume runs one update of the pod's app container to a new image, killing the first
-// updater after killAfter writes. It reports false after a failure, and whether the first
-// updater died before the update finished.
-func killAndResume(t *testing.T, ns, name string, i, killAfter int) (ok, died bool) {
-	before := getPod(t, ns, name)
-	app, side := *cluster.ContainerStatus(before, "app"), *cluster.ContainerStatus(before, "sidecar")
+// updater at kill, and checks that a fresh updater finishes it. It runs off the test goroutine,
+// so it reports with t.Errorf and returns rather than calling t.Fatal.
+func killAndResume(t *testing.T, ns, name string, i int, kill killPoint) (out killOutcome) {
+	fail := func(format string, args ...any) killOutcome {
+		t.Errorf("%s iteration %d (killed at %+v): "+format, append([]any{name, i, kill}, args...)...)
+		return out
+	}
+	before, err := readPod(ns, name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	appBefore, sideBefore := cluster.ContainerStatus(before, "app"), cluster.ContainerStatus(before, "sidecar")
+	if appBefore == nil || sideBefore == nil {
+		return fail("container statuses before the update: %v", before.Status.ContainerStatuses)
+	}
+	app, side := *appBefore, *sideBefore
 	target := inplace.Target{
 		Images:    map[string]string{"app": "registry.example/app:v" + string(rune('b'+i%20)) + "-" + name},
 		RolloutID: "r" + string(rune('a'+i)),
 	}
 	opts := inplace.Options{}
 
-	dying, _ := countingClient(t, killAfter)
+	dying, counter, err := newCountingClient(kill)
+	if err != nil {
+		return fail("%v", err)
+	}
 	u := newUpdater(dying, opts)
 	for range 200 {
 		res, err := u.Update(context.Background(), ns, name, target)
 		if errors.Is(err, errKilled) {
-			died = true
+			out.died = true
 		}
 		if err != nil || res.Done {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if lost := counter.lost(); lost != nil {
+		out.midStep = true
+		// Only updaters write the state annotation, so if the lost write had landed the pod
+		// would carry the state it sent: check the kill really came before the write.
+		var patch struct {
+			Metadata struct {
+				Annotations map[string]*string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(lost, &patch); err != nil {
+			return fail("decoding the lost write %s: %v", lost, err)
+		}
+		sent := patch.Metadata.Annotations[inplace.StateAnnotation]
+		if sent == nil {
+			return fail("the lost write carries no state: %s", lost)
+		}
+		pod, err := readPod(ns, name)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if pod.Annotations[inplace.StateAnnotation] == *sent {
+			return fail("the write that should have been lost landed: state %s", *sent)
+		}
+	}
+
 	fresh := newUpdater(env.Client, opts)
 	var res inplace.Result
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		var err error
 		if res, err = fresh.Update(context.Background(), ns, name, target); err != nil {
-			t.Errorf("%s iteration %d: resumed update: %v", name, i, err)
-			return false, died
+			return fail("resumed update: %v", err)
 		}
 		if res.Done {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	after := getPod(t, ns, name)
+	after, err := readPod(ns, name)
+	if err != nil {
+		return fail("%v", err)
+	}
 	st, _ := inplace.ReadState(after)
 	a, s := cluster.ContainerStatus(after, "app"), cluster.ContainerStatus(after, "sidecar")
 	switch {
 	case !res.Done || res.Stage != inplace.StageUpdated:
-		t.Errorf("%s iteration %d (killed after %d writes): ended %s (%s)", name, i, killAfter, res.Stage, res.Reason)
+		return fail("ended %s (%s)", res.Stage, res.Reason)
 	case st == nil || len(st.Containers) != 1 || st.Containers[0].BeforeImage != before.Spec.Containers[0].Image:
-		t.Errorf("%s iteration %d: state %+v, want BeforeImage %s", name, i, st, before.Spec.Containers[0].Image)
+		return fail("state %+v, want BeforeImage %s", st, before.Spec.Containers[0].Image)
+	case a == nil || s == nil:
+		return fail("container statuses after the update: %v", after.Status.ContainerStatuses)
 	case a.RestartCount != app.RestartCount+1:
-		t.Errorf("%s iteration %d (killed after %d writes): app restarted %d times, want once", name, i, killAfter, a.RestartCount-app.RestartCount)
+		return fail("app restarted %d times, want once", a.RestartCount-app.RestartCount)
 	case s.ContainerID != side.ContainerID:
-		t.Errorf("%s iteration %d: sidecar restarted", name, i)
+		return fail("sidecar restarted")
 	case st.Containers[0].AfterImageID != a.ImageID:
-		t.Errorf("%s iteration %d: afterImageID %s, status %s", name, i, st.Containers[0].AfterImageID, a.ImageID)
-	default:
-		return true, died
+		return fail("afterImageID %s, status %s", st.Containers[0].AfterImageID, a.ImageID)
 	}
-	return false, died
+	out.ok = true
+	return out
 }
 
 func TestPreexistingCrashLoopIsNotBlamedOnTheNewImage(t *testing.T) {
