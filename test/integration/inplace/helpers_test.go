@@ -169,6 +169,21 @@ func (w *writeCounter) lost() []byte {
 	return w.lostWrite
 }
 
+// checkWrites logs how many pod writes the counter saw for the pod and fails the test if there
+// were more than most, or none: none means the counter missed the writes, not that the update
+// was cheap.
+func checkWrites(t *testing.T, counter *writeCounter, ns, name, what string, most int) {
+	t.Helper()
+	writes := counter.count(ns, name)
+	t.Logf("API writes for %s: %d", what, writes)
+	if writes > most {
+		t.Errorf("%d writes for %s, want at most %d", writes, what, most)
+	}
+	if writes < 1 {
+		t.Errorf("no writes counted for %s: the update cannot have happened without one", what)
+	}
+}
+
 // countingClient returns a client whose pod writes are counted and that dies at kill. It calls
 // t.Fatal, so only the test goroutine may call it; others call newCountingClient.
 func countingClient(t *testing.T, kill killPoint) (kubernetes.Interface, *writeCounter) {

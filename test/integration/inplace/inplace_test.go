@@ -59,11 +59,7 @@ func TestUpdateChangesOnlyTheChangedContainer(t *testing.T) {
 	if c.BeforeImage != appV1 || c.BeforeImageID != cluster.ContainerStatus(before, "app").ImageID || c.AfterImageID != app.ImageID || c.AfterImageID == c.BeforeImageID {
 		t.Errorf("state container = %+v; status imageID %s", c, app.ImageID)
 	}
-	writes := counter.count(ns, "p")
-	t.Logf("API writes for an update without a readiness gate: %d", writes)
-	if writes > 2 {
-		t.Errorf("%d writes, want at most 2", writes)
-	}
+	checkWrites(t, counter, ns, "p", "an update without a readiness gate", 2)
 	if reasons := eventReasons(t, ns, "p"); !slices.Contains(reasons, inplace.EventUpdating) || !slices.Contains(reasons, inplace.EventUpdated) {
 		t.Errorf("events %v, want %s and %s", reasons, inplace.EventUpdating, inplace.EventUpdated)
 	}
@@ -271,11 +267,7 @@ func TestReadinessGateKeepsPodUnreadyDuringUpdate(t *testing.T) {
 		t.Errorf("pod Ready between the gate going False and Updated, in %d of %d events: %v", len(win.readyLeak), win.events, win.readyLeak)
 	}
 	env.WaitForPod(t, ns, "p", 10*time.Second, "Ready again", cluster.PodReady)
-	writes := counter.count(ns, "p")
-	t.Logf("API writes for an update with a readiness gate: %d", writes)
-	if writes > 4 {
-		t.Errorf("%d writes, want at most 4", writes)
-	}
+	checkWrites(t, counter, ns, "p", "an update with a readiness gate", 4)
 }
 
 // gateWindow is what a watch of a pod saw from the first event with the readiness gate False
