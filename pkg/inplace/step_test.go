@@ -1,9 +1,11 @@
 package inplace
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -305,5 +308,60 @@ func TestNextUpdateRecordsStateFirstWhenAnImageIDIsMissing(t *testing.T) {
 	pod = apply(t, pod, s)
 	if st := mustState(t, pod); pod.Spec.Containers[0].Image != "reg.example/app:v2" || st.Containers[0].BeforeImageID != id {
 		t.Errorf("after the second write: image %s, state %+v", pod.Spec.Containers[0].Image, st.Containers[0])
+	}
+}
+
+func TestTargetOnTheCurrentImageIsANoOp(t *testing.T) {
+	const want = "no change: proxy already on the target image"
+	tests := []struct {
+		name             string
+		podImage, target string
+	}{
+		{"short name in the pod, full reference as the target", "nginx", "docker.io/library/nginx:latest"},
+		{"full reference in the pod, short name as the target", "docker.io/library/nginx:latest", "nginx"},
+		{"implicit latest tag", "nginx", "nginx:latest"},
+		{"implicit library repository", "library/nginx", "nginx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod()
+			pod.Spec.Containers[1].Image = tt.podImage
+			target := Target{Images: map[string]string{"proxy": tt.target}, RolloutID: "r1"}
+
+			plan, err := Diff(pod, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.NoOp() || plan.String() != want {
+				t.Errorf("plan = %q (NoOp %v), want %q", plan, plan.NoOp(), want)
+			}
+
+			s, err := NextUpdate(pod, target, Options{}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Done || s.Patch != nil || s.Subresource != "" || s.Event != nil || s.Reason != want {
+				t.Errorf("step: done %v, patch %s, subresource %q, event %v, reason %q; want done with no patch and no event, reason %q",
+					s.Done, s.Patch, s.Subresource, s.Event, s.Reason, want)
+			}
+
+			// Through the Updater: the one read, and no write (pod patch or Event) at all.
+			client := fake.NewClientset(pod)
+			u := &Updater{Client: client, Events: ClientEventRecorder{Client: client}, Now: func() time.Time { return t0 }}
+			res, err := u.Update(context.Background(), "ns", "web-0", target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Done || res.Wrote || res.Reason != want {
+				t.Errorf("result = %+v, want Done without a write, reason %q", res, want)
+			}
+			var sent []string
+			for _, a := range client.Actions() {
+				sent = append(sent, a.GetVerb()+" "+a.GetResource().Resource)
+			}
+			if want := []string{"get pods"}; !slices.Equal(sent, want) {
+				t.Errorf("the updater sent %v, want %v", sent, want)
+			}
+		})
 	}
 }
