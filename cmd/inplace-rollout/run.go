@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -162,7 +163,7 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 					log.Info("measurement", "target", spec.Target.String(), "batch", a.Batch+1, "check", r.Check, "verdict", r.Verdict, "result", r.String())
 				}
 			}
-			bar.show(st)
+			bar.show(st, spec.Batches)
 		}
 		if res.Phase.Terminal() || res.Phase == rollout.PhasePaused {
 			bar.clear()
@@ -218,7 +219,7 @@ func writeResults(dir string, st rollout.Status) error {
 	return nil
 }
 
-// progressBar draws one live line per batch when stderr is a terminal.
+// progressBar draws a live bar for the batch in progress when stderr is a terminal.
 type progressBar struct {
 	w  io.Writer
 	on bool
@@ -229,20 +230,30 @@ func newProgressBar(w io.Writer) *progressBar {
 	return &progressBar{w: w, on: ok && term.IsTerminal(int(f.Fd()))}
 }
 
-func (b *progressBar) show(st rollout.Status) {
-	if !b.on || st.Total == 0 {
-		return
+func (b *progressBar) show(st rollout.Status, batches []intstr.IntOrString) {
+	if b.on {
+		fmt.Fprint(b.w, barLine(st, batches))
 	}
-	const width = 30
-	done := width * st.Updated / st.Total
-	bar := make([]byte, width)
-	for i := range bar {
-		bar[i] = ' '
-		if i < done {
-			bar[i] = '#'
+}
+
+// barLine draws the batch in progress: the bar fills with the batch's pods, from the count the
+// batch starts at to the count it ends at.
+func barLine(st rollout.Status, batches []intstr.IntOrString) string {
+	from, to := 0, st.Total
+	if counts, err := rollout.ResolveBatches(batches, st.Total); err == nil && st.Batch >= 1 && st.Batch <= len(counts) {
+		to = counts[st.Batch-1]
+		if st.Batch > 1 {
+			from = counts[st.Batch-2]
 		}
 	}
-	fmt.Fprintf(b.w, "\r[%s] batch %d/%d  %d/%d pods  %s\033[K", bar, st.Batch, st.Batches, st.Updated, st.Total, st.Phase)
+	const width = 30
+	done := 0
+	if to > from {
+		done = width * min(max(st.Updated-from, 0), to-from) / (to - from)
+	}
+	bar := strings.Repeat("#", done) + strings.Repeat(" ", width-done)
+	return fmt.Sprintf("\r[%s] batch %d/%d: %d/%d pods  (%d/%d in all)  %s\033[K",
+		bar, st.Batch, st.Batches, min(max(st.Updated-from, 0), to-from), to-from, st.Updated, st.Total, st.Phase)
 }
 
 func (b *progressBar) clear() {
