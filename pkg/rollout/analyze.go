@@ -27,9 +27,9 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 			return st, Result{}, err
 		}
 		e.log().Info("analysis started", "target", w.Ref().String(), "batch", batch+1, "updatedPods", len(updated))
-		st.Analysis = run
+		st.Analysis, st.Phase = run, PhaseAnalyzing
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing", st.Batch, st.Batches, st.Updated, st.Total)
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, nil
+		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, nil
 	}
 	q, err := e.querier(spec)
 	if err != nil {
@@ -38,10 +38,10 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 	analyzer := &analysis.Analyzer{Config: spec.Analysis, Querier: q}
 	scope := analysis.Scope{Namespace: w.Ref().Namespace, Pods: updated, StablePods: stable}
 	stepped, wait := analyzer.Step(ctx, run, scope, e.now())
-	st.Analysis = stepped
+	st.Analysis, st.Phase = stepped, PhaseAnalyzing
 	if stepped == run {
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing, next measurement in %s", st.Batch, st.Batches, st.Updated, st.Total, wait.Round(time.Second))
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: wait, Message: st.Message}, nil
+		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
 	}
 	next.Analysis = encodeRun(stepped)
 	verdict := stepped.Verdict
@@ -60,8 +60,9 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 			return st, Result{}, err
 		}
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(stepped))
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: wait, Message: st.Message}, nil
+		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
 	case analysis.Pass:
+		st.Phase = PhaseProgressing
 		next.AnalyzedBatches, next.ProgressAt = batch+1, e.now().UTC().Truncate(time.Millisecond)
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err

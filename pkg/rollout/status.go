@@ -12,6 +12,8 @@ type Phase string
 // Rollout phases.
 const (
 	PhaseProgressing Phase = "Progressing"
+	// PhaseAnalyzing: a complete batch is being measured against Prometheus.
+	PhaseAnalyzing Phase = "Analyzing"
 	// PhasePaused: an analysis was inconclusive; resume or roll back.
 	PhasePaused      Phase = "Paused"
 	PhaseSucceeded   Phase = "Succeeded"

@@ -100,6 +100,9 @@ func TestGoodImagePassesEveryBatch(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("run: %s", r)
 	}
+	if !strings.Contains(r.Stderr, "phase=Analyzing batch=1/3") {
+		t.Errorf("no progress line in phase Analyzing for batch 1:\n%s", r.Stderr)
+	}
 	matches := analysisPassed.FindAllStringSubmatch(r.Stderr, -1)
 	if len(matches) != 3 {
 		t.Fatalf("%d batches passed their analysis, want 3:\n%s", len(matches), r.Stderr)
