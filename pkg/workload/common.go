@@ -114,11 +114,17 @@ func ownedPods(ctx context.Context, client kubernetes.Interface, ns string, sele
 	var pods []*corev1.Pod
 	for i := range list.Items {
 		p := &list.Items[i]
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == ownerUID {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == ownerUID && active(p) {
 			pods = append(pods, p)
 		}
 	}
 	return pods, nil
+}
+
+// active reports whether a pod can still run: one that has Failed (evicted, say) or Succeeded
+// stays only as a record, and its controller has replaced it, as the controllers count pods.
+func active(p *corev1.Pod) bool {
+	return p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded
 }
 
 func sortByName(pods []*corev1.Pod) {

@@ -40,7 +40,9 @@ func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSe
 	}
 	p := &podSet{client: client, ref: ref}
 	for i := range list.Items {
-		p.pods = append(p.pods, &list.Items[i])
+		if active(&list.Items[i]) {
+			p.pods = append(p.pods, &list.Items[i])
+		}
 	}
 	sortByName(p.pods)
 	cm, err := client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, lockConfigMapName(ref.Selector), metav1.GetOptions{})
