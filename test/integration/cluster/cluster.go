@@ -227,8 +227,11 @@ func (c *Cluster) startEtcd(clientPort, peerPort int) error {
 	if err != nil {
 		return err
 	}
+	// A timeout, because a process that took the port may accept and never answer; the wait
+	// must still see etcd exit.
+	client := &http.Client{Timeout: 2 * time.Second}
 	return c.waitFor(30*time.Second, p, "etcd /health", func() error {
-		return httpOK(http.DefaultClient, clientURL+"/health")
+		return httpOK(client, clientURL+"/health")
 	})
 }
 

@@ -66,14 +66,15 @@ func TestOnFreePortsRetriesOnlyWhenAPortWasTaken(t *testing.T) {
 func TestEtcdStartsOnNewPortsWhenOneIsTaken(t *testing.T) {
 	tests := []struct {
 		name      string
-		port      int // index of the taken port: 0 client, 1 peer
-		takenFor  int // how many picks hand out the taken port
+		port      int  // index of the taken port: 0 client, 1 peer
+		takenFor  int  // how many picks hand out the taken port
+		hangs     bool // the holder accepts and never answers: the health check must time out
 		wantPicks int
 		wantUp    bool
 	}{
-		{"client port taken once", 0, 1, 2, true},
-		{"peer port taken once", 1, 1, 2, true},
-		{"client port taken every time", 0, startAttempts, startAttempts, false},
+		{"client port taken once by a holder that never answers", 0, 1, true, 2, true},
+		{"peer port taken once", 1, 1, false, 2, true},
+		{"client port taken every time", 0, startAttempts, false, startAttempts, false},
 	}
 	binDir, err := DefaultBinDir()
 	if err != nil {
@@ -86,6 +87,17 @@ func TestEtcdStartsOnNewPortsWhenOneIsTaken(t *testing.T) {
 				t.Fatalf("holding a port: %v", err)
 			}
 			t.Cleanup(func() { l.Close() })
+			if !tt.hangs {
+				go func() {
+					for {
+						conn, err := l.Accept()
+						if err != nil {
+							return // closed by the cleanup
+						}
+						conn.Close()
+					}
+				}()
+			}
 			taken := l.Addr().(*net.TCPAddr).Port
 
 			c := &Cluster{Dir: t.TempDir(), opts: Options{BinDir: binDir}, log: slog.New(slog.NewTextHandler(t.Output(), nil))}
