@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -77,7 +78,8 @@ var kubeControllers = []string{
 }
 
 // Start boots etcd, kube-apiserver, kube-controller-manager, the kubelet simulator and, when
-// asked, Prometheus, and returns once all of them are ready. On error everything started is stopped.
+// asked, Prometheus, and returns once all of them are ready: the controller manager counts as
+// ready once its ServiceAccount controller has written the default ServiceAccount. On error everything started is stopped.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	began := time.Now()
 	log := opts.Logger
@@ -134,7 +136,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := c.startControllerManager(certs); err != nil {
+	kcm, err := c.startControllerManager(certs)
+	if err != nil {
 		return nil, err
 	}
 	if err := c.startSimulator(ctx); err != nil {
@@ -144,6 +147,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if err := c.startPrometheus(ctx); err != nil {
 			return nil, err
 		}
+	}
+	// Last, so that the simulator and Prometheus start while the controller manager syncs.
+	if err := c.waitControllerManager(ctx, kcm); err != nil {
+		return nil, err
 	}
 	c.BootDuration = time.Since(began)
 	log.Info("control plane ready", "dir", c.Dir, "apiserver", c.Config.Host, "prometheus", c.PrometheusURL, "boot", c.BootDuration.Round(time.Millisecond).String())
@@ -296,8 +303,8 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port
 	})
 }
 
-func (c *Cluster) startControllerManager(certs *pki) error {
-	_, err := c.start("kube-controller-manager",
+func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
+	return c.start("kube-controller-manager",
 		"--kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
@@ -307,9 +314,17 @@ func (c *Cluster) startControllerManager(certs *pki) error {
 		"--root-ca-file="+certs.CACert,
 		"--use-service-account-credentials=false",
 	)
-	// The controller manager serves no health endpoint here (secure port 0); tests observe
-	// it through the objects its controllers write.
-	return err
+}
+
+// waitControllerManager waits until the controller manager is observably working. It serves no
+// health endpoint here (secure port 0) and holds no Lease (no leader election), so the sign is an
+// object one of its controllers writes: the ServiceAccount controller creates the default
+// ServiceAccount in every namespace once the manager's informers have synced.
+func (c *Cluster) waitControllerManager(ctx context.Context, p *process) error {
+	return c.waitFor(60*time.Second, p, "kube-controller-manager (its serviceaccount-controller creating ServiceAccount default/default)", func() error {
+		_, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
 }
 
 func (c *Cluster) startSimulator(ctx context.Context) error {
@@ -367,7 +382,9 @@ func (c *Cluster) waitFor(timeout time.Duration, p *process, what string, check 
 			return fmt.Errorf("waiting for %s: %w (%v); last log lines:\n%s", what, p.exitError(), werr, p.logTail())
 		}
 		if last = check(); last == nil {
-			c.log.Info("ready", "process", p.name, "check", what, "waited", time.Since(began).Round(time.Millisecond).String())
+			c.log.Info("ready", "process", p.name, "check", what,
+				"waited", time.Since(began).Round(time.Millisecond).String(),
+				"up", time.Since(p.started).Round(time.Millisecond).String())
 			return nil
 		}
 		if time.Now().After(deadline) {

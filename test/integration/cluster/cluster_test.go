@@ -1,12 +1,21 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestOnFreePortsRetriesOnlyWhenAPortWasTaken(t *testing.T) {
@@ -133,6 +142,44 @@ func TestEtcdStartsOnNewPortsWhenOneIsTaken(t *testing.T) {
 			}
 			if len(c.procs) != 0 {
 				t.Errorf("%d processes kept after every attempt failed, want none", len(c.procs))
+			}
+		})
+	}
+}
+
+func TestWaitControllerManager(t *testing.T) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		bin     string // stands in for kube-controller-manager
+		args    []string
+		wantErr string // empty: ready
+	}{
+		{"default ServiceAccount written", []runtime.Object{sa}, "sleep", []string{"30"}, ""},
+		{"controller manager exited first", nil, "false", nil, "waiting for kube-controller-manager (its serviceaccount-controller creating ServiceAccount default/default): process exited"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, err := exec.LookPath(tt.bin)
+			if err != nil {
+				t.Skipf("no %s to stand in for the controller manager: %v", tt.bin, err)
+			}
+			p, err := startProcess(t.TempDir(), "kube-controller-manager", bin, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.stop(5 * time.Second) })
+			c := &Cluster{Client: fake.NewClientset(tt.objects...), log: slog.New(slog.NewTextHandler(t.Output(), nil))}
+			err = c.waitControllerManager(context.Background(), p)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("waitControllerManager: %v, want ready", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, errExited) {
+				t.Fatalf("waitControllerManager: %v, want an error wrapping %q containing %q", err, errExited, tt.wantErr)
 			}
 		})
 	}

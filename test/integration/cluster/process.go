@@ -19,6 +19,7 @@ type process struct {
 	cmd     *exec.Cmd
 	logPath string
 	pidPath string
+	started time.Time
 	done    chan struct{}
 	waitErr error
 }
@@ -45,6 +46,7 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 		cmd:     cmd,
 		logPath: logPath,
 		pidPath: filepath.Join(dir, name+".pid"),
+		started: time.Now(),
 		done:    make(chan struct{}),
 	}
 	if err := os.WriteFile(p.pidPath, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
