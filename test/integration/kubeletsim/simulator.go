@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -180,6 +182,12 @@ func (s *Simulator) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
 		return fmt.Errorf("kubelet simulator: pod cache did not sync: %w", ctx.Err())
 	}
+	// Before any worker allocates: pods a previous simulator ran on these nodes keep their IPs.
+	pods, err := s.lister.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing pods to adopt: %w", err)
+	}
+	s.seedPodIPs(pods)
 	for range s.cfg.Workers {
 		s.wg.Add(1)
 		go func() {
@@ -371,7 +379,11 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 	s.mu.Lock()
 	p := s.pods[pod.UID]
 	if p == nil {
-		p = newPodSim(pod, s.allocatePodIP(node), s.hostIP(node), now)
+		ip := pod.Status.PodIP // an adopted pod keeps its IP
+		if ip == "" {
+			ip = s.allocatePodIP(node)
+		}
+		p = newPodSim(pod, ip, s.hostIP(node), now)
 		s.pods[pod.UID] = p
 	}
 	s.tickLocked(now)
@@ -480,8 +492,46 @@ func requiredNodeName(pod *corev1.Pod) string {
 
 func (s *Simulator) allocatePodIP(node int) string {
 	s.nextIP[node]++
-	n := s.nextIP[node]
-	return fmt.Sprintf("10.%d.%d.%d", 100+node, n/250, n%250+1)
+	return podIP(node, s.nextIP[node])
+}
+
+// podIP is the n-th pod IP of a node.
+func podIP(node, n int) string { return fmt.Sprintf("10.%d.%d.%d", 100+node, n/250, n%250+1) }
+
+// podIPIndex inverts podIP: the n that gives ip on node, and false if ip is not one of node's
+// pod IPs.
+func podIPIndex(node int, ip string) (int, bool) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !addr.Is4() {
+		return 0, false
+	}
+	o := addr.As4()
+	if o[0] != 10 || int(o[1]) != 100+node || o[3] < 1 || o[3] > 250 {
+		return 0, false
+	}
+	return int(o[2])*250 + int(o[3]) - 1, true
+}
+
+// seedPodIPs moves each node's IP counter past the highest IP a pod on that node holds. A
+// restarted simulator adopts the pods already running, and a new pod must not be handed an IP
+// one of them has.
+func (s *Simulator) seedPodIPs(pods []*corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pod := range pods {
+		node := s.nodeIndex(pod.Spec.NodeName)
+		if node < 0 {
+			continue
+		}
+		if n, ok := podIPIndex(node, pod.Status.PodIP); ok && n > s.nextIP[node] {
+			s.nextIP[node] = n
+		}
+	}
+	for i, n := range s.nextIP {
+		if n > 0 {
+			s.log.Info("pod IPs continue after those of adopted pods", "node", s.nodes[i], "lastAdopted", podIP(i, n))
+		}
+	}
 }
 
 // Digest returns the digest an image reference resolves to now, as a registry would answer.

@@ -1,0 +1,127 @@
+package kubeletsim
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestPodIPIndexInvertsPodIP(t *testing.T) {
+	for node := range 3 {
+		for n := 1; n <= 1000; n++ {
+			got, ok := podIPIndex(node, podIP(node, n))
+			if !ok || got != n {
+				t.Fatalf("podIPIndex(%d, %s) = %d, %v; want %d, true", node, podIP(node, n), got, ok, n)
+			}
+		}
+	}
+	tests := []struct {
+		name string
+		node int
+		ip   string
+	}{
+		{"another node's range", 1, "10.100.0.2"},
+		{"not 10/8", 0, "192.168.0.2"},
+		{"last octet 0", 0, "10.100.1.0"},
+		{"last octet past 250", 0, "10.100.0.251"},
+		{"IPv6", 0, "fd00::2"},
+		{"empty", 0, ""},
+		{"not an IP", 0, "pending"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if n, ok := podIPIndex(tt.node, tt.ip); ok {
+				t.Errorf("podIPIndex(%d, %q) = %d, true; want false", tt.node, tt.ip, n)
+			}
+		})
+	}
+}
+
+// podOn is a pod bound to node that a simulator reported ip for.
+func podOn(name, node, ip string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: k8stypes.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip},
+	}
+}
+
+func TestSeedPodIPs(t *testing.T) {
+	tests := []struct {
+		name string
+		pods []*corev1.Pod
+		want []string // the next IP handed out on each node
+	}{
+		{"no pods", nil, []string{"10.100.0.2", "10.101.0.2"}},
+		{
+			"adopted pods on one node",
+			[]*corev1.Pod{podOn("a", "sim-node-0", "10.100.0.4"), podOn("b", "sim-node-0", "10.100.0.2")},
+			[]string{"10.100.0.5", "10.101.0.2"},
+		},
+		{
+			"adopted pods on both nodes, past a /24",
+			[]*corev1.Pod{podOn("a", "sim-node-0", "10.100.1.1"), podOn("b", "sim-node-1", "10.101.0.3")},
+			[]string{"10.100.1.2", "10.101.0.4"},
+		},
+		{
+			"pods of other nodes, without an IP, or outside the node's range are ignored",
+			[]*corev1.Pod{
+				podOn("other-kubelet", "other-node-0", "10.100.0.9"),
+				podOn("unscheduled", "", "10.100.0.9"),
+				podOn("pending", "sim-node-0", ""),
+				podOn("foreign-ip", "sim-node-1", "10.100.0.7"),
+			},
+			[]string{"10.100.0.2", "10.101.0.2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(nil, Config{Nodes: 2, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.seedPodIPs(tt.pods)
+			for node, want := range tt.want {
+				if got := s.allocatePodIP(node); got != want {
+					t.Errorf("next IP on %s = %s, want %s", s.nodes[node], got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestStartSeedsPodIPsFromAdoptedPods starts a simulator against a fake apiserver that already
+// holds pods of a previous simulator, as after a restart.
+func TestStartSeedsPodIPsFromAdoptedPods(t *testing.T) {
+	client := fake.NewClientset([]runtime.Object{
+		podOn("a", "sim-node-0", "10.100.0.2"),
+		podOn("b", "sim-node-0", "10.100.0.3"),
+		podOn("c", "sim-node-1", "10.101.0.2"),
+	}...)
+	s, err := New(client, Config{Nodes: 2, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(func() {
+		cancel()
+		s.Wait()
+	})
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("starting the simulator: %v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for node, want := range []string{"10.100.0.4", "10.101.0.3"} {
+		if got := s.allocatePodIP(node); got != want {
+			t.Errorf("next IP on %s = %s, want %s: a new pod would reuse an adopted pod's IP", s.nodes[node], got, want)
+		}
+	}
+}
