@@ -3,7 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -292,4 +296,134 @@ func conditionStatus(pod *corev1.Pod, t corev1.PodConditionType) corev1.Conditio
 		}
 	}
 	return ""
+}
+
+// TestKubeletSimProcess runs the simulator as the command `make cluster-up` users run
+// (test/integration/cmd/kubeletsim), beside the in-process one, on a node of its own: it binds
+// and runs a pod pinned there, exits 0 on SIGTERM, and once restarted adopts that pod unchanged
+// and gives a new pod another IP.
+func TestKubeletSimProcess(t *testing.T) {
+	const node = "proc-node-0"
+	bin := buildKubeletSim(t)
+	ns := env.Namespace(t)
+	// Registered after Namespace, so it runs before the namespace is deleted: once the process is
+	// gone no kubelet serves the node, so its pods are removed at once, then the node itself, for
+	// no later controller to count it.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := env.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+			t.Errorf("removing the pods of %s: %v", node, err)
+		}
+		if err := env.Client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("removing node %s: %v", node, err)
+		}
+	})
+	tmpl := podTemplate(nil)
+	tmpl.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}},
+	}}
+	runningOnNode := func(p *corev1.Pod) bool {
+		return p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning && cluster.PodReady(p)
+	}
+	logPath := filepath.Join(t.TempDir(), "kubeletsim.log")
+
+	first := startKubeletSim(t, bin, logPath)
+	createPod(t, ns, "a", tmpl)
+	a := env.WaitForPod(t, ns, "a", 30*time.Second, "bound to "+node+", Running and Ready", runningOnNode)
+	first.stop(t)
+
+	second := startKubeletSim(t, bin, logPath)
+	createPod(t, ns, "b", tmpl)
+	b := env.WaitForPod(t, ns, "b", 30*time.Second, "bound to "+node+", Running and Ready", runningOnNode)
+	adopted := env.WaitForPod(t, ns, "a", 5*time.Second, "still Running and Ready", runningOnNode)
+	second.stop(t)
+
+	if b.Status.PodIP == a.Status.PodIP {
+		t.Errorf("new pod b got IP %s, which adopted pod a holds", b.Status.PodIP)
+	}
+	if adopted.Status.PodIP != a.Status.PodIP {
+		t.Errorf("adopted pod a: IP %s -> %s, want it kept", a.Status.PodIP, adopted.Status.PodIP)
+	}
+	for _, before := range a.Status.ContainerStatuses {
+		after := cluster.ContainerStatus(adopted, before.Name)
+		if after == nil || after.ContainerID != before.ContainerID || after.RestartCount != before.RestartCount {
+			t.Errorf("adopted pod a, container %s: was %s with %d restarts, now %+v; want it unchanged", before.Name, before.ContainerID, before.RestartCount, after)
+		}
+	}
+}
+
+// buildKubeletSim builds the kubeletsim command into a temporary directory.
+func buildKubeletSim(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kubeletsim")
+	// go test puts its own go first in PATH.
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "github.com/inplace-rollout/inplace-rollout/test/integration/cmd/kubeletsim")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the kubeletsim command: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// simProcess is a running kubeletsim command.
+type simProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error // of Wait, once done is closed
+}
+
+// startKubeletSim starts the command with one node, proc-node-0, appending its output to
+// logPath, which the test log shows if the test fails. The process is killed when the test
+// ends if it is still running, and by the kernel if the test binary dies.
+func startKubeletSim(t *testing.T, bin, logPath string) *simProcess {
+	t.Helper()
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatalf("opening the kubeletsim log: %v", err)
+	}
+	cmd := exec.Command(bin, "--kubeconfig="+env.Kubeconfig, "--nodes=1", "--node-prefix=proc-node-",
+		"--pull-delay=50ms", "--start-delay=50ms")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("starting the kubeletsim command: %v", err)
+	}
+	p := &simProcess{cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("kubeletsim command output:\n%s", out)
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and fails the test unless the process exits 0 within 10 s.
+func (p *simProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("sending SIGTERM to kubeletsim (pid %d): %v", p.cmd.Process.Pid, err)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("kubeletsim exited after SIGTERM: %v, want exit 0", p.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("kubeletsim (pid %d) still running 10 s after SIGTERM", p.cmd.Process.Pid)
+	}
 }
