@@ -101,6 +101,9 @@ func printReport(out io.Writer, r statusReport) error {
 			last := run.Last[len(run.Last)-1]
 			for _, r := range last.Results {
 				fmt.Fprintf(out, "    %s  %s\n", last.At.Format(time.TimeOnly), r)
+				if r.Query != "" {
+					fmt.Fprintf(out, "              query: %s\n", r.Query)
+				}
 			}
 		}
 	} else {

@@ -114,7 +114,8 @@ func TestGoodImagePassesEveryBatch(t *testing.T) {
 		t.Errorf("lock phase %s, analysed batches %d; want Succeeded and 3", l.Phase, l.AnalyzedBatches)
 	}
 	status := clitest.Run(t, env, cli, "status", "-n", ns, "--target", "statefulset/web")
-	if status.Code != 0 || !strings.Contains(status.Stdout, "analysis of batch 3: Pass") || !strings.Contains(status.Stdout, "errorRate Pass") {
+	if status.Code != 0 || !strings.Contains(status.Stdout, "analysis of batch 3: Pass") || !strings.Contains(status.Stdout, "errorRate Pass") ||
+		!strings.Contains(status.Stdout, `query: sum(rate(http_requests_total{namespace="`+ns+`"`) {
 		t.Errorf("status does not show the last analysis: %s", status)
 	}
 	noSecret(t, ns, r.Stdout, r.Stderr, status.Stdout)
