@@ -1,6 +1,7 @@
 package inplace
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -144,5 +145,25 @@ func TestImageHelpers(t *testing.T) {
 	}
 	if !sameImage("nginx", "docker.io/library/nginx:latest") || sameImage("nginx:1", "nginx:2") {
 		t.Error("sameImage does not normalise")
+	}
+}
+
+func TestNormalizeImageRemembersABoundedNumber(t *testing.T) {
+	for i := range maxNormalized + 10 {
+		if got, want := normalizeImage(fmt.Sprintf("app:v%d", i)), fmt.Sprintf("docker.io/library/app:v%d", i); got != want {
+			t.Fatalf("normalizeImage = %q, want %q", got, want)
+		}
+	}
+	normalized.Lock()
+	n := len(normalized.m)
+	normalized.Unlock()
+	if n > maxNormalized {
+		t.Errorf("%d images remembered, want at most %d", n, maxNormalized)
+	}
+	// Answers from memory are the same as computed ones.
+	for range 2 {
+		if got := normalizeImage("docker-pullable://nginx"); got != "docker.io/library/nginx:latest" {
+			t.Errorf("normalizeImage(docker-pullable://nginx) = %q", got)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package inplace
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/distribution/reference"
 )
@@ -25,19 +26,41 @@ func validateImage(ref string) error {
 // docker.io/library/ prefixed, :latest added to an untagged name, docker-pullable:// and other
 // runtime prefixes removed. Unparsable input is returned as is.
 func normalizeImage(ref string) string {
-	if i := strings.Index(ref, "://"); i >= 0 {
-		ref = ref[i+3:]
+	normalized.Lock()
+	n, ok := normalized.m[ref]
+	normalized.Unlock()
+	if ok {
+		return n
 	}
-	named, err := reference.ParseNormalizedNamed(ref)
-	if err != nil {
-		return ref
+	n = ref
+	if i := strings.Index(n, "://"); i >= 0 {
+		n = n[i+3:]
 	}
-	return reference.TagNameOnly(named).String()
+	if named, err := reference.ParseNormalizedNamed(n); err == nil {
+		n = reference.TagNameOnly(named).String()
+	}
+	normalized.Lock()
+	if len(normalized.m) >= maxNormalized {
+		clear(normalized.m)
+	}
+	normalized.m[ref] = n
+	normalized.Unlock()
+	return n
 }
+
+// normalized remembers normalizeImage's answers: parsing a reference is a regular expression
+// match, and the same few images are compared for every container of every pod on every step.
+// Bounded by maxNormalized; when full it starts again.
+var normalized = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+const maxNormalized = 4096
 
 // sameImage reports whether two references name the same image after normalisation.
 func sameImage(a, b string) bool {
-	return normalizeImage(a) == normalizeImage(b)
+	return a == b || normalizeImage(a) == normalizeImage(b)
 }
 
 // digestOf returns the sha256 digest of a kubelet imageID (REPO@sha256:HEX, with or without a
