@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -88,6 +89,44 @@ func stopAfterFirstBatch(t *testing.T, ns, image string) map[string]bool {
 		}
 	}
 	return touched
+}
+
+// TestInterruptedRunResumesOrRollsBack stops a run with Ctrl-C after its first batch; the same
+// command again finishes it, and `rollback` instead undoes it.
+func TestInterruptedRunResumesOrRollsBack(t *testing.T) {
+	for _, then := range []string{"run", "rollback"} {
+		t.Run(then, func(t *testing.T) {
+			ns := env.Namespace(t)
+			orig := createStatefulSet(t, ns, "web", 4)
+			before := identities(t, ns, "app=web")
+			stopAfterFirstBatch(t, ns, appV2)
+
+			args := []string{then, "-n", ns, "--target", "statefulset/web"}
+			if then == "run" {
+				args = append(args, "--image", "app="+appV2, "--batches", "1,50%,100%")
+			}
+			if r := runCLI(t, args...); r.Code != 0 {
+				t.Fatalf("%s after the interruption: %s", then, r)
+			}
+			after := identities(t, ns, "app=web")
+			if then == "run" {
+				podsOnImage(t, ns, "app=web", appV2)
+				checkInPlace(t, before, after, 1)
+				return
+			}
+			for name, b := range before {
+				if a := after[name]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
+					t.Errorf("pod %s: UID %s->%s, imageID %s->%s; want the same pod on its first digest", name, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
+				}
+			}
+			sts := waitStatefulSet(t, ns, "web", "reconciled", func(s *appsv1.StatefulSet) bool {
+				return s.Status.ObservedGeneration == s.Generation && s.Status.CurrentRevision == s.Status.UpdateRevision
+			})
+			if !equality.Semantic.DeepEqual(sts.Spec.Template, orig.Spec.Template) || !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
+				t.Errorf("template or strategy not restored: %+v %+v", sts.Spec.Template.Spec.Containers, sts.Spec.UpdateStrategy)
+			}
+		})
+	}
 }
 
 func TestSupersedeWithNewImages(t *testing.T) {
