@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -30,10 +31,12 @@ func TestKilledCommandResumes(t *testing.T) {
 	ns := env.Namespace(t)
 	createStatefulSet(t, ns, "web", 12)
 	before := identities(t, ns, "app=web")
-	args := []string{"run", "-n", ns, "--target", "statefulset/web", "--image", "app=" + appV2, "--batches", "25%,50%,100%", "--max-unavailable", "2"}
+	// The soak makes the batches wait, so some kills land between batches too.
+	args := []string{"run", "-n", ns, "--target", "statefulset/web", "--image", "app=" + appV2, "--batches", "25%,50%,100%", "--max-unavailable", "2", "--soak", "500ms"}
 
 	rng := rand.New(rand.NewPCG(7, 11))
 	midway := 0
+	landed := map[string]int{} // what the cluster showed right after each kill
 	for range 30 {
 		cmd := startCLI(t, args...)
 		time.Sleep(time.Duration(30+rng.IntN(200)) * time.Millisecond)
@@ -42,7 +45,9 @@ func TestKilledCommandResumes(t *testing.T) {
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			midway++
 		}
+		landed[killedAt(t, ns)]++
 	}
+	t.Logf("kills landed: %v", landed)
 	updated := 0
 	for _, p := range listPods(t, ns, "app=web") {
 		if p.Spec.Containers[0].Image == appV2 {
@@ -61,6 +66,28 @@ func TestKilledCommandResumes(t *testing.T) {
 	waitStatefulSet(t, ns, "web", "12 updated replicas at one revision", func(s *appsv1.StatefulSet) bool {
 		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == 12 && s.Status.CurrentRevision == s.Status.UpdateRevision
 	})
+}
+
+// killedAt names where a rollout of web stands: not started, a pod mid-update, between pods
+// (a batch soaking, or the next not started yet), or the lock's final phase.
+func killedAt(t *testing.T, ns string) string {
+	t.Helper()
+	sts, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sts.Annotations[workload.LockAnnotation]; !ok {
+		return "not started"
+	}
+	for _, p := range listPods(t, ns, "app=web") {
+		if st := stateOf(t, &p); st != nil && !st.Stage.Terminal() {
+			return "pod mid-update"
+		}
+	}
+	if strings.Contains(sts.Annotations[workload.LockAnnotation], `"phase":"Progressing"`) {
+		return "between pods"
+	}
+	return "finished"
 }
 
 // stopAfterFirstBatch runs a rollout to image and interrupts it once a pod is updated. It
