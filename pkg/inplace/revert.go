@@ -56,6 +56,13 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 // continueRevert takes the next step of a revert already recorded on the pod.
 func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) Step {
 	if st.Stage == StageFailed {
+		// The revert failed, but the pod may have got there since (a slow pull finished, a
+		// person fixed the cause): judge it again, and stay Failed, writing nothing, until then.
+		judged := st.clone()
+		judged.Stage = StageRollingBack
+		if revertPatched(pod, st) && Refresh(pod, judged, opts, now).Done {
+			return finish(pod, judged, StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)})
+		}
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}
 	}
 	if !revertPatched(pod, st) {

@@ -2,6 +2,7 @@ package inplace
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,43 @@ func TestNextRevertOfANeverPatchedPodOnlyClearsItsState(t *testing.T) {
 			}
 			if tt.gate && (len(next.Status.Conditions) == 0 || next.Status.Conditions[0].Status != corev1.ConditionTrue) {
 				t.Errorf("readiness gate not lifted: %+v", next.Status.Conditions)
+			}
+		})
+	}
+}
+
+func TestNextRevertLooksAgainAtAFailedRevert(t *testing.T) {
+	beforeID := "reg.example/app@sha256:" + strings.Repeat("1", 64)
+	crashing := corev1.ContainerStatus{Name: "app", Image: "reg.example/app:v1", ImageID: beforeID, RestartCount: 7,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off"}}}
+	tests := []struct {
+		name   string
+		status corev1.ContainerStatus
+		want   Stage
+		write  bool
+	}{
+		{"still failing: stays Failed, writes nothing", crashing, StageFailed, false},
+		{"back on its old image since: RolledBack", running("app", "reg.example/app:v1", beforeID, 8), StageRolledBack, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod()
+			pod.Status.ContainerStatuses[0] = tt.status
+			st := &State{RolloutID: "r1", Stage: StageFailed, StageAt: t0, Reason: "rollback failed: CrashLoopBackOff", Containers: []ContainerState{{
+				Name: "app", BeforeImage: "reg.example/app:v1", BeforeImageID: beforeID, AfterImage: "reg.example/app:v2", RevertImage: "reg.example/app:v1"}}}
+			pod.Annotations = map[string]string{StateAnnotation: st.encode()}
+
+			s, err := NextRevert(pod, Options{}, t0.Add(time.Hour), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Stage != tt.want || !s.Done || (s.Patch != nil) != tt.write {
+				t.Fatalf("step = stage %s, done %v, patch %s; want stage %s, done, write %v", s.Stage, s.Done, s.Patch, tt.want, tt.write)
+			}
+			if tt.write {
+				if got := mustState(t, apply(t, pod, s)); got.Stage != StageRolledBack {
+					t.Errorf("state after the write: %+v", got)
+				}
 			}
 		})
 	}
