@@ -131,17 +131,19 @@ func sortByName(pods []*corev1.Pod) {
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 }
 
+// ordinal is a StatefulSet pod's ordinal, the number its name ends with, or -1.
+func ordinal(p *corev1.Pod) int {
+	i := strings.LastIndexByte(p.Name, '-')
+	n, err := strconv.Atoi(p.Name[i+1:])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // sortByOrdinalDesc orders StatefulSet pods highest ordinal first, as its controller updates.
 func sortByOrdinalDesc(pods []*corev1.Pod) {
-	ord := func(p *corev1.Pod) int {
-		i := strings.LastIndexByte(p.Name, '-')
-		n, err := strconv.Atoi(p.Name[i+1:])
-		if err != nil {
-			return -1
-		}
-		return n
-	}
-	sort.Slice(pods, func(i, j int) bool { return ord(pods[i]) > ord(pods[j]) })
+	sort.Slice(pods, func(i, j int) bool { return ordinal(pods[i]) > ordinal(pods[j]) })
 }
 
 // CheckImages refuses images that name a container the workload's template (or, for

@@ -4,9 +4,12 @@ import (
 	"context"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 )
 
 func TestLoadLeavesOutPodsThatCanNoLongerRun(t *testing.T) {
@@ -32,5 +35,32 @@ func TestLoadLeavesOutPodsThatCanNoLongerRun(t *testing.T) {
 	}
 	if len(names) != 2 || names[0] != "web-pending" || names[1] != "web-running" {
 		t.Errorf("pods %v, want [web-pending web-running]", names)
+	}
+}
+
+func TestStatefulSetLeavesOutPodsBeingScaledAway(t *testing.T) {
+	replicas := int32(2)
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "sts-uid"},
+		Spec: appsv1.StatefulSetSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}
+	objects := []runtime.Object{sts}
+	for _, name := range []string{"web-0", "web-1", "web-2", "web-3"} {
+		objects = append(objects, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{"app": "web"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "sts-uid", Controller: ptr.To(true)}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		})
+	}
+	w, err := Load(context.Background(), fake.NewClientset(objects...), Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range w.Pods() {
+		names = append(names, p.Name)
+	}
+	if len(names) != 2 || names[0] != "web-1" || names[1] != "web-0" {
+		t.Errorf("pods %v, want [web-1 web-0]: web-2 and web-3 are past the 2 replicas", names)
 	}
 }

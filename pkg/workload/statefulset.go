@@ -30,9 +30,24 @@ func loadStatefulSet(ctx context.Context, client kubernetes.Interface, ref Ref) 
 	if err != nil {
 		return nil, err
 	}
-	pods, err := ownedPods(ctx, client, sts.Namespace, sts.Spec.Selector, sts.UID)
+	owned, err := ownedPods(ctx, client, sts.Namespace, sts.Spec.Selector, sts.UID)
 	if err != nil {
 		return nil, err
+	}
+	// Pods whose ordinals are past the replicas are being scaled away: the controller deletes
+	// them, highest first, so they are not the rollout's.
+	first, replicas := 0, 1
+	if sts.Spec.Ordinals != nil {
+		first = int(sts.Spec.Ordinals.Start)
+	}
+	if sts.Spec.Replicas != nil {
+		replicas = int(*sts.Spec.Replicas)
+	}
+	var pods []*corev1.Pod
+	for _, p := range owned {
+		if o := ordinal(p); o >= first && o < first+replicas {
+			pods = append(pods, p)
+		}
 	}
 	sortByOrdinalDesc(pods)
 	return &statefulSet{
