@@ -219,10 +219,9 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		return st, Result{}, err
 	}
 	if !ok {
+		// The controller (or the API server) is behind; the rollout waits for it rather than
+		// judge the pods against a revision that does not exist yet.
 		st.Message = "waiting for the workload controller to record the new revision"
-		if e.now().Sub(lastProgress(lock, nil)) >= spec.progressDeadline() {
-			return e.beginRollback(ctx, w, lock, fmt.Sprintf("ProgressDeadlineExceeded: %s: the workload controller recorded no revision for the new template within %s", w.Ref(), spec.progressDeadline()), st)
-		}
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 	}
 	target := inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
@@ -250,8 +249,10 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 			failed = append(failed, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
 		case s != nil && s.RolloutID == lock.RolloutID:
 			inflight = append(inflight, p)
-		case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID) && hasPatched(p, s):
-			// A superseded update still settling on this pod: it finishes before the new one.
+		case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID):
+			// A superseded update still on this pod: one already patched finishes before the
+			// new one starts; one that never got to the images is taken over or cleared (a
+			// drained pod gets its readiness gate back).
 			inflight = append(inflight, p)
 		case w.Counted(p, lock.Images, labels):
 			updated = append(updated, p.Name)
@@ -300,7 +301,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	}
 	st.Batch = batch + 1
 
-	if st.Updated >= total && len(inflight) == 0 && (spec.Analysis == nil || lock.AnalyzedBatches >= len(batches)) {
+	if st.Updated >= total && len(inflight) == 0 && len(pending) == 0 && (spec.Analysis == nil || lock.AnalyzedBatches >= len(batches)) {
 		done, err := w.Finalize(ctx, lock)
 		if err != nil {
 			return st, Result{}, err
@@ -314,21 +315,20 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		return st, Result{Phase: PhaseSucceeded, Message: st.Message}, nil
 	}
 
-	// Pods in flight have their own deadline; this one catches a batch whose next pods cannot
-	// start (unscheduled, not Running, no imageID).
-	if len(inflight) == 0 && len(pending) > 0 && e.now().Sub(lastProgress(lock, ours)) >= spec.progressDeadline() {
-		return e.beginRollback(ctx, w, lock, fmt.Sprintf("ProgressDeadlineExceeded: batch %d/%d made no progress within %s: %s",
-			st.Batch, st.Batches, spec.progressDeadline(), whyWaiting(pending, target)), st)
-	}
-
 	u := e.updater(spec)
 	maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, total)
 	if err != nil {
 		return st, Result{}, err
 	}
-	start := min(len(pending), maxUnavailable-len(inflight), batches[batch]-st.Updated-len(inflight))
+	end := batches[batch]
+	if batch == len(batches)-1 {
+		// The last batch is every pod, however many there are now: after a scale-down the
+		// controller may keep an extra one for a while, and it must not be left behind.
+		end = max(end, st.Updated+len(inflight)+len(pending))
+	}
+	start := min(len(pending), maxUnavailable-len(inflight), end-st.Updated-len(inflight))
 	work := append(slices.Clone(inflight), pending[:max(start, 0)]...)
-	requeue, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) {
+	requeue, wrote, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) {
 		res, err := u.UpdatePod(ctx, p, target)
 		var ie *inplace.IneligibleError
 		if errors.As(err, &ie) && ie.Wait {
@@ -338,6 +338,12 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	})
 	if err != nil {
 		return e.stepFailed(ctx, w, lock, failedPod, err, st)
+	}
+	// Pods in flight have their own deadline; this one catches a batch whose next pods could
+	// not start (unscheduled, not Running, no imageID) for as long.
+	if wrote == 0 && len(inflight) == 0 && len(pending) > 0 && e.now().Sub(lastProgress(lock, ours, spec.Soak)) >= spec.progressDeadline() {
+		return e.beginRollback(ctx, w, lock, fmt.Sprintf("ProgressDeadlineExceeded: batch %d/%d made no progress within %s: %s",
+			st.Batch, st.Batches, spec.progressDeadline(), whyWaiting(pending, target)), st)
 	}
 	started := len(work) - len(inflight)
 	st.Updating = len(inflight) + started
@@ -364,15 +370,19 @@ type podState struct {
 }
 
 // lastProgress is when the rollout last made progress: it started, a batch passed its analysis,
-// or one of its pods entered a stage.
-func lastProgress(lock *workload.Lock, states []*inplace.State) time.Time {
+// one of its pods entered a stage, or a batch's soak ended.
+func lastProgress(lock *workload.Lock, states []*inplace.State, soak time.Duration) time.Time {
 	t := lock.StartedAt
 	if lock.ProgressAt.After(t) {
 		t = lock.ProgressAt
 	}
 	for _, s := range states {
-		if s.StageAt.After(t) {
-			t = s.StageAt
+		at := s.StageAt
+		if s.Stage == inplace.StageUpdated {
+			at = at.Add(soak)
+		}
+		if at.After(t) {
+			t = at
 		}
 	}
 	return t
@@ -454,9 +464,11 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Wo
 func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas()}
 	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
-	var todo []podState
-	var stuck []string
+	var todo, failed []podState
 	for _, p := range w.Pods() {
+		if p.DeletionTimestamp != nil {
+			continue // going away; the controller replaces it from the template Restore puts back
+		}
 		s, err := inplace.ReadState(p)
 		if err != nil {
 			return st, Result{}, err
@@ -468,10 +480,25 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		case s.Stage == inplace.StageRolledBack:
 			st.RolledBack++
 		case s.Stage == inplace.StageFailed && revertFailed(s):
-			stuck = append(stuck, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
+			failed = append(failed, podState{p, s})
 		default:
 			todo = append(todo, podState{p, s})
 		}
+	}
+	u := e.updater(spec)
+	// A failed revert is looked at again: the pod may have got back since (a slow pull
+	// finished, a person fixed the cause), and then the rollback goes on.
+	var stuck []string
+	for _, ps := range failed {
+		res, err := u.RevertPod(ctx, ps.pod)
+		if err != nil {
+			return st, Result{}, fmt.Errorf("pod %s/%s: %w", ps.pod.Namespace, ps.pod.Name, err)
+		}
+		if res.Stage == inplace.StageRolledBack {
+			st.RolledBack++
+			continue
+		}
+		stuck = append(stuck, fmt.Sprintf("pod %s: %s", ps.pod.Name, ps.state.Reason))
 	}
 	// Most recently started first: the reverse of the order the batches went in. Pods come in
 	// update order, so reversing them first also reverses pods that started at the same instant.
@@ -502,7 +529,6 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
 	}
 
-	u := e.updater(spec)
 	maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, st.Total)
 	if err != nil {
 		return st, Result{}, err
@@ -511,7 +537,7 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 	for _, t := range todo[:min(len(todo), maxUnavailable)] {
 		work = append(work, t.pod)
 	}
-	requeue, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) { return u.RevertPod(ctx, p) })
+	requeue, _, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) { return u.RevertPod(ctx, p) })
 	if err != nil {
 		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
@@ -523,10 +549,10 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 // stepConcurrency bounds the pod steps one Reconcile runs at once.
 const stepConcurrency = 16
 
-// stepPods takes one step on each pod, concurrently, and returns when to look again: soon if
-// any pod was written or finished, else at the earliest time a pod asked for. A pod that no
-// longer exists is skipped. The first error is returned with its pod.
-func stepPods(pods []*corev1.Pod, step func(*corev1.Pod) (inplace.Result, error)) (time.Duration, *corev1.Pod, error) {
+// stepPods takes one step on each pod, concurrently, and returns when to look again (soon if
+// any pod was written or finished, else at the earliest time a pod asked for) and how many pods
+// it wrote to. A pod that no longer exists is skipped. The first error is returned with its pod.
+func stepPods(pods []*corev1.Pod, step func(*corev1.Pod) (inplace.Result, error)) (time.Duration, int, *corev1.Pod, error) {
 	type outcome struct {
 		res inplace.Result
 		err error
@@ -543,19 +569,22 @@ func stepPods(pods []*corev1.Pod, step func(*corev1.Pod) (inplace.Result, error)
 		}()
 	}
 	wg.Wait()
-	requeue := idleRequeue
+	requeue, wrote := idleRequeue, 0
 	for i, o := range out {
+		if o.res.Wrote {
+			wrote++
+		}
 		switch {
 		case apierrors.IsNotFound(o.err):
 		case o.err != nil:
-			return 0, pods[i], o.err
+			return 0, wrote, pods[i], o.err
 		case o.res.Wrote || o.res.Done:
 			requeue = busyRequeue
 		case o.res.RequeueAfter > 0 && o.res.RequeueAfter < requeue:
 			requeue = o.res.RequeueAfter
 		}
 	}
-	return requeue, nil, nil
+	return requeue, wrote, nil, nil
 }
 
 func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase, msg string) (Status, Result, error) {
@@ -580,18 +609,6 @@ func revertFailed(s *inplace.State) bool {
 	for _, c := range s.Containers {
 		if c.RevertImage != "" {
 			return true
-		}
-	}
-	return false
-}
-
-// hasPatched reports whether the pod already runs a superseded rollout's after images.
-func hasPatched(p *corev1.Pod, s *inplace.State) bool {
-	for _, c := range s.Containers {
-		for _, spec := range p.Spec.Containers {
-			if spec.Name == c.Name && spec.Image == c.AfterImage && c.AfterImage != c.BeforeImage {
-				return true
-			}
 		}
 	}
 	return false

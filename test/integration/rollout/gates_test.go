@@ -3,11 +3,14 @@ package rollout_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -96,6 +99,62 @@ func TestPodCrashingDuringTheSoakFailsTheBatch(t *testing.T) {
 	for name, a := range identities(t, ns, "app=web") {
 		if b := before[name]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
 			t.Errorf("pod %s: UID %s->%s, imageID %s->%s; want the same pod back on its digest", name, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
+		}
+	}
+}
+
+// TestSoakLongerThanTheTimeoutIsNotAStall soaks each batch longer than the progress deadline:
+// waiting out a soak is progress, and the next batch starts after it.
+func TestSoakLongerThanTheTimeoutIsNotAStall(t *testing.T) {
+	ns := env.Namespace(t)
+	createStatefulSet(t, ns, "web", 2)
+	before := identities(t, ns, "app=web")
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,100%", "--soak", "3s", "--timeout", "2s")
+	if r.Code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
+}
+
+// TestSupersedingBackToTheRunningImageLiftsTheDrain stops a rollout while its first pod is
+// drained behind the readiness gate, then supersedes it with the image the pods still run: the
+// drained pod must get its gate back and become Ready, not stay out of its Service.
+func TestSupersedingBackToTheRunningImageLiftsTheDrain(t *testing.T) {
+	ns := env.Namespace(t)
+	tmpl := template(map[string]string{"app": "gated"})
+	tmpl.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
+	gateTrue := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}]}}`, inplace.ReadinessGate)
+	for _, name := range []string{"gated-a", "gated-b"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.Labels}, Spec: *tmpl.Spec.DeepCopy()}
+		if _, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPod(t, ns, name, 30*time.Second, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+		if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), name, types.StrategicMergePatchType, []byte(gateTrue), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPod(t, ns, name, 30*time.Second, "Ready", cluster.PodReady)
+	}
+	args := []string{"-n", ns, "--target", "pods", "--selector", "app=gated", "--batches", "1,100%"}
+
+	cmd := startCLI(t, append([]string{"run", "--image", "app=" + appV2, "--grace", "1h"}, args...)...)
+	env.WaitForPod(t, ns, "gated-a", 30*time.Second, "drained", func(p *corev1.Pod) bool {
+		st, _ := inplace.ReadState(p)
+		return st != nil && st.Stage == inplace.StageDraining && !cluster.PodReady(p)
+	})
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+
+	if r := runCLI(t, append([]string{"run", "--image", "app=" + appV1, "--supersede"}, args...)...); r.Code != 0 {
+		t.Fatalf("superseding with the running image: %s", r)
+	}
+	for _, name := range []string{"gated-a", "gated-b"} {
+		p := env.WaitForPod(t, ns, name, 10*time.Second, "Ready", cluster.PodReady)
+		if st := stateOf(t, p); st != nil && !st.Stage.Terminal() {
+			t.Errorf("pod %s left in stage %s", name, st.Stage)
+		}
+		if p.Spec.Containers[0].Image != appV1 {
+			t.Errorf("pod %s on %s, want %s", name, p.Spec.Containers[0].Image, appV1)
 		}
 	}
 }
