@@ -42,7 +42,7 @@ func TestStatefulSetLeavesOutPodsBeingScaledAway(t *testing.T) {
 	replicas := int32(2)
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "sts-uid"},
-		Spec: appsv1.StatefulSetSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Spec:       appsv1.StatefulSetSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 	}
 	objects := []runtime.Object{sts}
 	for _, name := range []string{"web-0", "web-1", "web-2", "web-3"} {
