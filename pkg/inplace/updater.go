@@ -65,6 +65,14 @@ func (u *Updater) RevertPod(ctx context.Context, pod *corev1.Pod) (Result, error
 	})
 }
 
+// AdoptPod records an adoption on a pod just read (see NextAdopt), so that RevertPod can take
+// it back to the previous images.
+func (u *Updater) AdoptPod(ctx context.Context, pod *corev1.Pod, a Adoption) (Result, error) {
+	return u.do(ctx, pod, "adopting", func(pod *corev1.Pod, now time.Time) (Step, error) {
+		return NextAdopt(pod, a, now)
+	})
+}
+
 func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next func(*corev1.Pod, time.Time) (Step, error)) (Result, error) {
 	namespace, name := fresh.Namespace, fresh.Name
 	if fresh.ResourceVersion == "" {

@@ -465,6 +465,8 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas()}
 	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
 	var todo, failed []podState
+	var strays []*corev1.Pod
+	adoption := inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}
 	for _, p := range w.Pods() {
 		if p.DeletionTimestamp != nil {
 			continue // going away; the controller replaces it from the template Restore puts back
@@ -474,7 +476,19 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 			return st, Result{}, err
 		}
 		if s == nil || !slices.Contains(ours, s.RolloutID) {
+			if w.Ref().Kind != workload.Pods && (s == nil || s.Stage.Terminal()) &&
+				workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages) {
+				strays = append(strays, p)
+			}
 			continue
+		}
+		for _, c := range s.Containers {
+			if c.BeforeImage == lock.PreviousImages[c.Name] && c.BeforeImageID != "" {
+				adoption.ImageIDs[c.Name] = c.BeforeImageID
+			}
+		}
+		for k, l := range s.Labels {
+			adoption.Labels[k] = l.Before
 		}
 		switch {
 		case s.Stage == inplace.StageRolledBack:
@@ -486,6 +500,16 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		}
 	}
 	u := e.updater(spec)
+	if len(strays) > 0 {
+		// Pods the controller created from the new template while the rollout held the
+		// workload: recorded as updated from the previous images, they go back with the rest.
+		requeue, _, failedPod, err := stepPods(strays, func(p *corev1.Pod) (inplace.Result, error) { return u.AdoptPod(ctx, p, adoption) })
+		if err != nil {
+			return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
+		}
+		st.Message = fmt.Sprintf("rolling back: %d pods created from the new template meanwhile go back too", len(strays))
+		return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+	}
 	// A failed revert is looked at again: the pod may have got back since (a slow pull
 	// finished, a person fixed the cause), and then the rollback goes on.
 	var stuck []string

@@ -80,8 +80,8 @@ func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) b
 	return true
 }
 
-// podHasImages reports whether the pod spec runs these images.
-func podHasImages(pod *corev1.Pod, images map[string]string) bool {
+// RunsImages reports whether the pod spec runs these images.
+func RunsImages(pod *corev1.Pod, images map[string]string) bool {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
 			if img, ok := images[c.Name]; ok && img != c.Image {

@@ -119,5 +119,5 @@ func (d *daemonSet) RevisionLabels(images map[string]string) (map[string]string,
 }
 
 func (d *daemonSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
-	return podHasImages(pod, images) && (pod.Labels[revisionLabel] == labels[revisionLabel] || pod.Labels[templateGenerationLabel] == labels[templateGenerationLabel])
+	return RunsImages(pod, images) && (pod.Labels[revisionLabel] == labels[revisionLabel] || pod.Labels[templateGenerationLabel] == labels[templateGenerationLabel])
 }

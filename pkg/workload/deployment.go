@@ -140,7 +140,7 @@ func (d *deployment) RevisionLabels(map[string]string) (map[string]string, bool,
 }
 
 func (d *deployment) Counted(pod *corev1.Pod, images, _ map[string]string) bool {
-	return podHasImages(pod, images)
+	return RunsImages(pod, images)
 }
 
 // Finalize patches the ReplicaSet's template first, then the Deployment's template together with

@@ -115,7 +115,7 @@ func (p *podSet) RevisionLabels(map[string]string) (map[string]string, bool, err
 }
 
 func (p *podSet) Counted(pod *corev1.Pod, images, _ map[string]string) bool {
-	return podHasImages(pod, images)
+	return RunsImages(pod, images)
 }
 
 func (p *podSet) Finalize(ctx context.Context, lock *Lock) (bool, error) {

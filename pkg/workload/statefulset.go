@@ -101,5 +101,5 @@ func (s *statefulSet) RevisionLabels(images map[string]string) (map[string]strin
 }
 
 func (s *statefulSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
-	return podHasImages(pod, images) && hasLabels(pod, labels)
+	return RunsImages(pod, images) && hasLabels(pod, labels)
 }

@@ -2,6 +2,7 @@ package rollout_test
 
 import (
 	"context"
+	"maps"
 	"fmt"
 	"testing"
 	"time"
@@ -117,17 +118,44 @@ func TestDeploymentRollbackAfterSuccess(t *testing.T) {
 		t.Fatalf("run: %s", r)
 	}
 	waitDeployment(t, ns, "api", 3)
+	// A pod lost after the rollout comes back from the new template: the rollback must take it
+	// back too, in place, or it would run the new image under the old template for good.
+	deleteAndWaitRecreated(t, ns, "app=api", before)
+	now := identities(t, ns, "app=api")
+	var recreated string
+	for name := range now {
+		if _, ok := before[name]; !ok {
+			recreated = name
+		}
+	}
+	for name := range before {
+		if _, ok := now[name]; !ok {
+			delete(before, name) // the lost one
+		}
+	}
+	recreatedBefore := now[recreated]
+
 	if r := runCLI(t, "rollback", "-n", ns, "--target", "deployment/api"); r.Code != 0 {
 		t.Fatalf("rollback: %s", r)
 	}
 	got := waitDeployment(t, ns, "api", 3)
 	time.Sleep(3 * time.Second)
 	after := identities(t, ns, "app=api")
-	checkInPlace(t, before, after, 2)
+	if _, ok := after[recreated]; !ok {
+		t.Fatalf("pod %s, created after the rollout, is gone: %v", recreated, after)
+	}
+	afterOld := maps.Clone(after)
+	delete(afterOld, recreated)
+	checkInPlace(t, before, afterOld, 2)
+	var v1Digest string
 	for name, b := range before {
+		v1Digest = b.imageIDs["app"]
 		if after[name].imageIDs["app"] != b.imageIDs["app"] {
 			t.Errorf("pod %s not back on its original digest", name)
 		}
+	}
+	if a := after[recreated]; a.uid != recreatedBefore.uid || a.imageIDs["app"] != v1Digest || a.restarts["app"] != recreatedBefore.restarts["app"]+1 {
+		t.Errorf("pod %s, created on %s after the rollout: %+v; want the same pod on %s, restarted once", recreated, appV2, a, v1Digest)
 	}
 	if got.Spec.Paused || got.Spec.Template.Spec.Containers[0].Image != appV1 {
 		t.Errorf("deployment paused=%v image %s; want unpaused on %s", got.Spec.Paused, got.Spec.Template.Spec.Containers[0].Image, appV1)
