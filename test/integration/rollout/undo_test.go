@@ -2,8 +2,8 @@ package rollout_test
 
 import (
 	"context"
-	"maps"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
