@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -155,6 +157,67 @@ func TestSupersedingBackToTheRunningImageLiftsTheDrain(t *testing.T) {
 		}
 		if p.Spec.Containers[0].Image != appV1 {
 			t.Errorf("pod %s on %s, want %s", name, p.Spec.Containers[0].Image, appV1)
+		}
+	}
+}
+
+// TestRollbackTakesBackPodsRecreatedFromTheNewTemplate deletes a pod of an OnDelete
+// StatefulSet while the rollout holds it: the controller recreates it from the new template.
+// When the rollout then fails, that pod must go back to the old image and revision too, or the
+// restored OnDelete strategy would leave it on the new image for good.
+func TestRollbackTakesBackPodsRecreatedFromTheNewTemplate(t *testing.T) {
+	ns := env.Namespace(t)
+	createStatefulSet(t, ns, "web", 3)
+	orig, err := env.Client.AppsV1().StatefulSets(ns).Patch(context.Background(), "web", types.StrategicMergePatchType,
+		[]byte(`{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := identities(t, ns, "app=web")
+	var stderr bytes.Buffer
+	cmd := clitest.Start(t, env, cli, &stderr, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,100%", "--soak", "30s")
+
+	env.WaitForPod(t, ns, "web-2", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
+		st, _ := inplace.ReadState(p)
+		return st != nil && st.Stage == inplace.StageUpdated
+	})
+	if err := env.Client.CoreV1().Pods(ns).Delete(context.Background(), "web-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPod(t, ns, "web-0", 30*time.Second, "recreated on "+appV2, func(p *corev1.Pod) bool {
+		return string(p.UID) != before["web-0"].uid && p.Spec.Containers[0].Image == appV2 && cluster.PodReady(p)
+	})
+	recreated := identities(t, ns, "app=web")["web-0"]
+	if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "web-2", "application/merge-patch+json",
+		[]byte(`{"metadata":{"annotations":{"`+kubeletsim.CrashImagesAnnotation+`":"`+appV2+`"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("run exited %d, want 1:\n%s", code, clitest.LastLines(stderr.String(), 20))
+	}
+
+	sts := waitStatefulSet(t, ns, "web", "restored", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Spec.Template.Spec.Containers[0].Image == appV1
+	})
+	if !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
+		t.Errorf("strategy %+v, want the original %+v", sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy)
+	}
+	after := identities(t, ns, "app=web")
+	v1Digest := before["web-1"].imageIDs["app"]
+	if a := after["web-0"]; a.uid != recreated.uid || a.imageIDs["app"] != v1Digest {
+		t.Errorf("web-0, recreated on %s during the rollout: %+v; want the same pod back on %s", appV2, a, v1Digest)
+	}
+	for _, p := range listPods(t, ns, "app=web") {
+		if p.Labels[appsv1.ControllerRevisionHashLabelKey] != orig.Status.UpdateRevision {
+			t.Errorf("pod %s at revision %s, want the original %s", p.Name, p.Labels[appsv1.ControllerRevisionHashLabelKey], orig.Status.UpdateRevision)
+		}
+	}
+	// The controller, back on OnDelete, leaves every pod where it is.
+	time.Sleep(2 * time.Second)
+	for name, a := range identities(t, ns, "app=web") {
+		if b := after[name]; a.uid != b.uid || a.imageIDs["app"] != v1Digest {
+			t.Errorf("pod %s changed after the rollback: %+v", name, a)
 		}
 	}
 }
