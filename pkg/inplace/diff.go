@@ -80,7 +80,7 @@ func Diff(pod *corev1.Pod, target Target) (Plan, error) {
 			if err := validateImage(to); err != nil {
 				return fmt.Errorf("%s: container %q: %w", who, c.Name, err)
 			}
-			if sameImage(c.Image, to) {
+			if SameImage(c.Image, to) {
 				plan.Unchanged = append(plan.Unchanged, c.Name)
 				continue
 			}

@@ -143,7 +143,7 @@ func TestImageHelpers(t *testing.T) {
 			t.Errorf("case %d: got %q, want %q", i, tt.got, tt.want)
 		}
 	}
-	if !sameImage("nginx", "docker.io/library/nginx:latest") || sameImage("nginx:1", "nginx:2") {
+	if !SameImage("nginx", "docker.io/library/nginx:latest") || SameImage("nginx:1", "nginx:2") {
 		t.Error("sameImage does not normalise")
 	}
 }

@@ -58,8 +58,9 @@ var normalized = struct {
 
 const maxNormalized = 4096
 
-// sameImage reports whether two references name the same image after normalisation.
-func sameImage(a, b string) bool {
+// SameImage reports whether two image references name the same image after normalisation
+// (docker.io/library/, an implicit :latest, runtime prefixes such as docker-pullable://).
+func SameImage(a, b string) bool {
 	return a == b || normalizeImage(a) == normalizeImage(b)
 }
 

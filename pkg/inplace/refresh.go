@@ -130,12 +130,12 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		if c.BeforeImageID != "" && digestOf(c.BeforeImageID) != "" {
 			onTarget = digestOf(cs.ImageID) == digestOf(c.BeforeImageID)
 		} else {
-			onTarget = cs.ImageID != "" && sameImage(cs.Image, target)
+			onTarget = cs.ImageID != "" && SameImage(cs.Image, target)
 		}
 	} else {
 		// The runtime may report another name for the image (two tags, one digest), so a new
 		// imageID also counts.
-		onTarget = cs.ImageID != "" && (sameImage(cs.Image, target) || cs.ImageID != c.fromImageID())
+		onTarget = cs.ImageID != "" && (SameImage(cs.Image, target) || cs.ImageID != c.fromImageID())
 	}
 
 	reason := failingReason(cs)

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
 
 // objectPatch is a strategic-merge patch of a workload object carrying the resourceVersion it
@@ -44,7 +46,7 @@ func templatePatch(tmpl *corev1.PodTemplateSpec, images map[string]string) map[s
 	add := func(field string, containers []corev1.Container) {
 		var entries []map[string]any
 		for _, c := range containers {
-			if img, ok := images[c.Name]; ok && img != c.Image {
+			if img, ok := images[c.Name]; ok && !inplace.SameImage(img, c.Image) {
 				entries = append(entries, map[string]any{"name": c.Name, "image": img})
 			}
 		}
@@ -70,21 +72,22 @@ func templateImages(tmpl *corev1.PodTemplateSpec, names map[string]string) map[s
 	return out
 }
 
-// TemplateHasImages reports whether the template's containers named in images run them.
+// TemplateHasImages reports whether the template's containers named in images run them, however
+// each reference is spelled.
 func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) bool {
 	for name, img := range templateImages(tmpl, images) {
-		if images[name] != img {
+		if !inplace.SameImage(images[name], img) {
 			return false
 		}
 	}
 	return true
 }
 
-// RunsImages reports whether the pod spec runs these images.
+// RunsImages reports whether the pod spec runs these images, however each reference is spelled.
 func RunsImages(pod *corev1.Pod, images map[string]string) bool {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
-			if img, ok := images[c.Name]; ok && img != c.Image {
+			if img, ok := images[c.Name]; ok && !inplace.SameImage(img, c.Image) {
 				return false
 			}
 		}

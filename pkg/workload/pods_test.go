@@ -64,3 +64,26 @@ func TestStatefulSetLeavesOutPodsBeingScaledAway(t *testing.T) {
 		t.Errorf("pods %v, want [web-1 web-0]: web-2 and web-3 are past the 2 replicas", names)
 	}
 }
+
+func TestImagesCompareHoweverSpelled(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "docker.io/library/nginx:1.26"}}}}
+	tmpl := &corev1.PodTemplateSpec{Spec: pod.Spec}
+	tests := []struct {
+		target string
+		want   bool
+	}{
+		{"nginx:1.26", true},
+		{"docker.io/library/nginx:1.26", true},
+		{"nginx:1.27", false},
+		{"nginx", false},
+	}
+	for _, tt := range tests {
+		images := map[string]string{"web": tt.target}
+		if got := RunsImages(pod, images); got != tt.want {
+			t.Errorf("RunsImages(%s) = %v, want %v", tt.target, got, tt.want)
+		}
+		if got := TemplateHasImages(tmpl, images); got != tt.want {
+			t.Errorf("TemplateHasImages(%s) = %v, want %v", tt.target, got, tt.want)
+		}
+	}
+}

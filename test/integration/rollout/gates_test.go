@@ -221,3 +221,30 @@ func TestRollbackTakesBackPodsRecreatedFromTheNewTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestPodAlreadyOnTheTargetSpelledOtherwiseCounts has one pod already on the target image,
+// spelled as Docker Hub's full name: it counts as updated and the rollout goes on.
+func TestPodAlreadyOnTheTargetSpelledOtherwiseCounts(t *testing.T) {
+	ns := env.Namespace(t)
+	for name, image := range map[string]string{"a-old": "nginx:1.25", "b-new": "docker.io/library/nginx:1.26", "c-old": "nginx:1.25"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "spelled"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: image}}}}
+		if _, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		env.WaitForPod(t, ns, name, 30*time.Second, "Ready", cluster.PodReady)
+	}
+	r := runCLI(t, "run", "-n", ns, "--target", "pods", "--selector", "app=spelled", "--image", "web=nginx:1.26", "--batches", "1,100%", "--timeout", "10s")
+	if r.Code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	for _, p := range listPods(t, ns, "app=spelled") {
+		st := stateOf(t, &p)
+		switch {
+		case p.Name == "b-new" && st != nil:
+			t.Errorf("b-new, already on the target, was touched: %+v", st)
+		case p.Name != "b-new" && (st == nil || st.Stage != inplace.StageUpdated):
+			t.Errorf("pod %s: state %+v, want Updated", p.Name, st)
+		}
+	}
+}
