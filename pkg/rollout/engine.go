@@ -222,6 +222,10 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		// The controller (or the API server) is behind; the rollout waits for it rather than
 		// judge the pods against a revision that does not exist yet.
 		st.Message = "waiting for the workload controller to record the new revision"
+		if tmpl := w.Template(); tmpl != nil && !workload.TemplateHasImages(tmpl, lock.Images) {
+			st.Message = fmt.Sprintf("the template of %s no longer has the rollout's images %s: someone changed it; put them back, or run `inplace-rollout rollback`",
+				w.Ref(), mustJSON(lock.Images))
+		}
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 	}
 	target := inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
@@ -341,7 +345,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	}
 	// Pods in flight have their own deadline; this one catches a batch whose next pods could
 	// not start (unscheduled, not Running, no imageID) for as long.
-	if wrote == 0 && len(inflight) == 0 && len(pending) > 0 && e.now().Sub(lastProgress(lock, ours, spec.Soak)) >= spec.progressDeadline() {
+	if wrote == 0 && len(inflight) == 0 && len(pending) > 0 && e.now().Sub(latest(lastProgress(lock, ours, spec.Soak), lastChange(pending))) >= spec.progressDeadline() {
 		return e.beginRollback(ctx, w, lock, fmt.Sprintf("ProgressDeadlineExceeded: batch %d/%d made no progress within %s: %s",
 			st.Batch, st.Batches, spec.progressDeadline(), whyWaiting(pending, target)), st)
 	}
@@ -386,6 +390,26 @@ func lastProgress(lock *workload.Lock, states []*inplace.State, soak time.Durati
 		}
 	}
 	return t
+}
+
+// lastChange is when any of the pods last changed as its status tells: created, or a
+// condition turned. A pod recreated or rescheduled while no driver ran gets its full deadline.
+func lastChange(pods []*corev1.Pod) time.Time {
+	var t time.Time
+	for _, p := range pods {
+		t = latest(t, p.CreationTimestamp.Time)
+		for _, c := range p.Status.Conditions {
+			t = latest(t, c.LastTransitionTime.Time)
+		}
+	}
+	return t
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // whyWaiting says why the first of the pods cannot start, and how many wait.
@@ -476,7 +500,9 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 			return st, Result{}, err
 		}
 		if s == nil || !slices.Contains(ours, s.RolloutID) {
-			if w.Ref().Kind != workload.Pods && (s == nil || s.Stage.Terminal()) &&
+			// One that does not run (unscheduled, pending) is left to the controller once the
+			// template is restored: a revert could never complete on it.
+			if w.Ref().Kind != workload.Pods && (s == nil || s.Stage.Terminal()) && p.Status.Phase == corev1.PodRunning &&
 				workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages) {
 				strays = append(strays, p)
 			}
