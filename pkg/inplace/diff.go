@@ -2,10 +2,11 @@ package inplace
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,54 +62,63 @@ func (p Plan) String() string {
 // Diff computes which containers of pod change to reach target. An unknown container name, an
 // init container without IncludeInit, or an invalid image reference is an error naming it.
 func Diff(pod *corev1.Pod, target Target) (Plan, error) {
-	who := fmt.Sprintf("pod %s/%s", pod.Namespace, pod.Name)
-	if len(target.Images) == 0 {
-		return Plan{}, fmt.Errorf("%s: no container images given", who)
+	if err := CheckImages(pod.Spec, target.Images, target.IncludeInit); err != nil {
+		return Plan{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	known := map[string]bool{}
 	var plan Plan
-	visit := func(containers []corev1.Container, init bool) error {
-		for _, c := range containers {
-			known[c.Name] = true
+	for _, list := range []struct {
+		containers []corev1.Container
+		init       bool
+	}{{pod.Spec.InitContainers, true}, {pod.Spec.Containers, false}} {
+		for _, c := range list.containers {
 			to, ok := target.Images[c.Name]
-			if !ok {
-				continue
-			}
-			if init && !target.IncludeInit {
-				return fmt.Errorf("%s: %q is an init container; init container images change only when asked for explicitly", who, c.Name)
-			}
-			if err := validateImage(to); err != nil {
-				return fmt.Errorf("%s: container %q: %w", who, c.Name, err)
-			}
-			if SameImage(c.Image, to) {
+			switch {
+			case !ok:
+			case SameImage(c.Image, to):
 				plan.Unchanged = append(plan.Unchanged, c.Name)
-				continue
+			default:
+				plan.Changes = append(plan.Changes, Change{Container: c.Name, Init: list.init, From: c.Image, To: to})
 			}
-			plan.Changes = append(plan.Changes, Change{Container: c.Name, Init: init, From: c.Image, To: to})
 		}
-		return nil
 	}
-	if err := visit(pod.Spec.InitContainers, true); err != nil {
-		return Plan{}, err
-	}
-	if err := visit(pod.Spec.Containers, false); err != nil {
-		return Plan{}, err
+	return plan, nil
+}
+
+// CheckImages checks images against a pod spec (a pod's, or a workload template's) without
+// looking at what runs: each names a container of the spec, an init container only with
+// includeInit, and is a valid image reference. The error says which and why.
+func CheckImages(spec corev1.PodSpec, images map[string]string, includeInit bool) error {
+	if len(images) == 0 {
+		return errors.New("no container images given")
 	}
 	var unknown []string
-	for name := range target.Images {
-		if !known[name] {
+	for _, name := range slices.Sorted(maps.Keys(images)) {
+		switch {
+		case hasContainer(spec.Containers, name):
+		case hasContainer(spec.InitContainers, name):
+			if !includeInit {
+				return fmt.Errorf("%q is an init container; init container images change only when asked for explicitly", name)
+			}
+		default:
 			unknown = append(unknown, name)
+			continue
+		}
+		if err := validateImage(images[name]); err != nil {
+			return fmt.Errorf("container %q: %w", name, err)
 		}
 	}
 	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		var names []string
-		for _, c := range pod.Spec.Containers {
-			names = append(names, c.Name)
+		var have []string
+		for _, c := range spec.Containers {
+			have = append(have, c.Name)
 		}
-		return Plan{}, fmt.Errorf("%s has no container named %s (its containers: %s)", who, quoteList(unknown), strings.Join(names, ", "))
+		return fmt.Errorf("no container named %s (its containers: %s)", quoteList(unknown), strings.Join(have, ", "))
 	}
-	return plan, nil
+	return nil
+}
+
+func hasContainer(containers []corev1.Container, name string) bool {
+	return slices.ContainsFunc(containers, func(c corev1.Container) bool { return c.Name == name })
 }
 
 // DiffSpecs compares a pod spec with a desired one (two workload templates, typically) and

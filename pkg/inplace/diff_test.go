@@ -49,7 +49,7 @@ func TestDiff(t *testing.T) {
 	}{
 		{name: "one image changes", target: Target{Images: map[string]string{"app": "reg.example/app:v2"}}, changes: []string{"app"}},
 		{name: "same image after normalisation is a no-op", target: Target{Images: map[string]string{"proxy": "docker.io/library/nginx:latest"}}, noop: true},
-		{name: "unknown container", target: Target{Images: map[string]string{"db": "postgres:16"}}, err: `has no container named "db" (its containers: app, proxy)`},
+		{name: "unknown container", target: Target{Images: map[string]string{"db": "postgres:16"}}, err: `pod ns/web-0: no container named "db" (its containers: app, proxy)`},
 		{name: "invalid reference", target: Target{Images: map[string]string{"app": "reg.example/App:V2"}}, err: `container "app": image "reg.example/App:V2" is not a valid reference`},
 		{name: "empty image", target: Target{Images: map[string]string{"app": ""}}, err: `container "app": image is empty`},
 		{name: "init container without asking", target: Target{Images: map[string]string{"init": "reg.example/init:v2"}}, err: `"init" is an init container`},

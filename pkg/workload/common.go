@@ -150,48 +150,22 @@ func sortByOrdinalDesc(pods []*corev1.Pod) {
 }
 
 // CheckImages refuses images that name a container the workload's template (or, for
-// label-selected pods, a pod) lacks, or an init container without includeInit.
+// label-selected pods, a pod) lacks, an init container without includeInit, or an invalid image.
 func CheckImages(w Workload, images map[string]string, includeInit bool) error {
 	if tmpl := w.Template(); tmpl != nil {
 		return checkImages(w.Ref(), tmpl, images, includeInit)
 	}
 	for _, pod := range w.Pods() {
-		tmpl := &corev1.PodTemplateSpec{Spec: pod.Spec}
-		ref := Ref{Kind: Pods, Namespace: pod.Namespace, Name: pod.Name}
-		if err := checkImages(ref, tmpl, images, includeInit); err != nil {
+		if err := inplace.CheckImages(pod.Spec, images, includeInit); err != nil {
 			return &InvalidError{fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
 		}
 	}
 	return nil
 }
 
-// checkImages refuses images naming containers the template lacks, or init containers.
 func checkImages(ref Ref, tmpl *corev1.PodTemplateSpec, images map[string]string, includeInit bool) error {
-	known := map[string]bool{}
-	for _, c := range tmpl.Spec.Containers {
-		known[c.Name] = true
-	}
-	var unknown []string
-	for name := range images {
-		if known[name] {
-			continue
-		}
-		isInit := false
-		for _, c := range tmpl.Spec.InitContainers {
-			isInit = isInit || c.Name == name
-		}
-		if isInit && includeInit {
-			continue
-		}
-		unknown = append(unknown, name)
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		var names []string
-		for _, c := range tmpl.Spec.Containers {
-			names = append(names, c.Name)
-		}
-		return &InvalidError{fmt.Sprintf("%s has no container named %s (its containers: %s)", ref, strings.Join(unknown, ", "), strings.Join(names, ", "))}
+	if err := inplace.CheckImages(tmpl.Spec, images, includeInit); err != nil {
+		return &InvalidError{fmt.Sprintf("%s: %v", ref, err)}
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		nonImage  bool
 		want      string
 	}{
-		{name: "unknown container", pod: "ok", images: map[string]string{"db": appV2}, want: `has no container named "db"`},
+		{name: "unknown container", pod: "ok", images: map[string]string{"db": appV2}, want: `no container named "db" (its containers: app`},
 		{name: "invalid reference", pod: "ok", images: map[string]string{"app": "registry.example/app:v2 beta"}, want: "is not a valid reference"},
 		{name: "non-image change", pod: "ok", nonImage: true, want: "spec.containers[0].env differs"},
 		{name: "restartPolicy Never", pod: "never", images: map[string]string{"app": appV2}, want: "restartPolicy is Never"},

@@ -271,7 +271,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		want   string
 	}{
 		{"missing workload", "nope", []string{"--image", "app=" + appV2}, "not found"},
-		{"unknown container", "web", []string{"--image", "db=" + appV2}, `no container named db`},
+		{"unknown container", "web", []string{"--image", "db=" + appV2}, `/web: no container named "db" (its containers: app, sidecar)`},
 		{"invalid image", "web", []string{"--image", "app=registry.example/App:V2"}, "not a valid image reference"},
 		{"batches not increasing", "web", []string{"--image", "app=" + appV2, "--batches", "50%,10%,100%"}, "not strictly increasing"},
 		{"batches not ending at 100%", "web", []string{"--image", "app=" + appV2, "--batches", "1,2"}, "the last batch must be 100%"},
