@@ -234,9 +234,11 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	var failed, updated []string
 	var ours []*inplace.State
 	var soaking []podState // pods this rollout updated, watched through the batch's soak
+	var deleting []string
 	for _, p := range w.Pods() {
 		if p.DeletionTimestamp != nil {
-			continue // the controller recreates it; the new pod is judged then
+			deleting = append(deleting, p.Name) // the controller recreates it; the new pod is judged then
+			continue
 		}
 		s, err := inplace.ReadState(p)
 		if err != nil {
@@ -352,6 +354,9 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	started := len(work) - len(inflight)
 	st.Updating = len(inflight) + started
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, total, st.Updating)
+	if st.Updating == 0 && len(deleting) > 0 {
+		st.Message += fmt.Sprintf("; waiting for the controller to replace %s, being deleted", strings.Join(firstN(deleting, 3), ", "))
+	}
 	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
 }
 
