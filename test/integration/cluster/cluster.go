@@ -79,7 +79,8 @@ var kubeControllers = []string{
 
 // Start boots etcd, kube-apiserver, kube-controller-manager, the kubelet simulator and, when
 // asked, Prometheus, and returns once all of them are ready: the controller manager counts as
-// ready once its ServiceAccount controller has written the default ServiceAccount. On error everything started is stopped.
+// ready once its ServiceAccount controller has written the default ServiceAccount. On error
+// everything started is stopped.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	began := time.Now()
 	log := opts.Logger
