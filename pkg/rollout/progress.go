@@ -92,9 +92,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		// The batch is complete since its last pod was Updated.
 		var done time.Time
 		for _, ps := range soaking {
-			if ps.state.StageAt.After(done) {
-				done = ps.state.StageAt
-			}
+			done = latest(done, ps.state.StageAt)
 		}
 		if left := done.Add(spec.Soak).Sub(e.now()); left > 0 {
 			st.Batch = i + 1
@@ -180,18 +178,13 @@ func (e *Engine) soak(ctx context.Context, w workload.Workload, lock *workload.L
 // lastProgress is when the rollout last made progress: it started, a batch passed its analysis,
 // one of its pods entered a stage, or a batch's soak ended.
 func lastProgress(lock *workload.Lock, states []*inplace.State, soak time.Duration) time.Time {
-	t := lock.StartedAt
-	if lock.ProgressAt.After(t) {
-		t = lock.ProgressAt
-	}
+	t := latest(lock.StartedAt, lock.ProgressAt)
 	for _, s := range states {
 		at := s.StageAt
 		if s.Stage == inplace.StageUpdated {
 			at = at.Add(soak)
 		}
-		if at.After(t) {
-			t = at
-		}
+		t = latest(t, at)
 	}
 	return t
 }
