@@ -30,6 +30,7 @@ type Counts struct {
 // Run is the state of one batch's analysis. It is small, kept on the workload's lock, so a
 // restarted driver continues the same analysis.
 type Run struct {
+	// Batch is the batch measured, counting from 1 as every message and status does.
 	Batch     int                `json:"batch"`
 	StartedAt time.Time          `json:"startedAt"`
 	NextAt    time.Time          `json:"nextAt"`

@@ -121,14 +121,12 @@ type rolloutFlags struct {
 }
 
 func (f *rolloutFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&f.images, "image", nil, "CONTAINER=IMAGE to roll out (repeatable)")
-	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
+	f.registerPlan(cmd)
 	cmd.Flags().StringVar(&f.maxUnavailable, "max-unavailable", "1", "pods of a batch updated at once, count or percentage")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0, "wait between draining a pod (readiness gate inplace-rollout.io/ready False) and restarting it")
 	cmd.Flags().DurationVar(&f.soak, "soak", 0, "after each batch, wait this long before its analysis and the next batch; a pod of the batch that crashes or restarts meanwhile fails the rollout")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "progress deadline: a pod that makes no progress for this long fails, and so does a batch whose next pods cannot start for this long")
 	cmd.Flags().BoolVar(&f.allowUnready, "allow-unready", false, "start even if some pods are not Ready")
-	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers")
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
 	cmd.Flags().StringVar(&f.analysisFile, "analysis", "", "analysis config (YAML or JSON): gate every batch on Prometheus golden signals")
@@ -136,17 +134,47 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
 }
 
+// registerPlan registers the flags that decide which pods a rollout updates and in which
+// batches: all that `plan` takes.
+func (f *rolloutFlags) registerPlan(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.images, "image", nil, "CONTAINER=IMAGE to roll out (repeatable)")
+	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
+	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers")
+}
+
 func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
+	spec, err := f.podsSpec(ref)
+	if err != nil {
+		return spec, err
+	}
+	spec.GracePeriod, spec.Soak, spec.Timeout = f.grace, f.soak, f.timeout
+	spec.AllowUnready, spec.Supersede = f.allowUnready, f.supersede
+	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
+	spec.PrometheusURL, spec.OnInconclusive = f.prometheusURL, f.onInconclusive
+	if f.analysisFile != "" {
+		cfg, err := analysis.DecodeFile(f.analysisFile)
+		if err != nil {
+			return spec, badInput("--analysis: %v", err)
+		}
+		spec.Analysis = cfg
+	} else if f.prometheusURL != "" {
+		return spec, badInput("--prometheus needs --analysis FILE")
+	}
+	if err := spec.Validate(); err != nil {
+		return spec, badInput("%v", err)
+	}
+	return spec, nil
+}
+
+// podsSpec is the part of the spec that decides which pods change and in which batches, from
+// the flags registerPlan registers; the rest keeps its defaults.
+func (f *rolloutFlags) podsSpec(ref workload.Ref) (rollout.Spec, error) {
 	spec := rollout.Spec{
-		Target:       ref,
-		Images:       map[string]string{},
-		IncludeInit:  f.includeInit,
-		GracePeriod:  f.grace,
-		Soak:         f.soak,
-		Timeout:      f.timeout,
-		AllowUnready: f.allowUnready,
-		Holder:       "cli",
-		Supersede:    f.supersede,
+		Target:         ref,
+		Images:         map[string]string{},
+		IncludeInit:    f.includeInit,
+		Holder:         "cli",
+		MaxUnavailable: intstr.FromInt32(1),
 	}
 	for _, kv := range f.images {
 		name, img, ok := strings.Cut(kv, "=")
@@ -163,17 +191,6 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 		return spec, badInput("--batches: %v", err)
 	}
 	spec.Batches = batches
-	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
-	spec.PrometheusURL, spec.OnInconclusive = f.prometheusURL, f.onInconclusive
-	if f.analysisFile != "" {
-		cfg, err := analysis.DecodeFile(f.analysisFile)
-		if err != nil {
-			return spec, badInput("--analysis: %v", err)
-		}
-		spec.Analysis = cfg
-	} else if f.prometheusURL != "" {
-		return spec, badInput("--prometheus needs --analysis FILE")
-	}
 	if err := spec.Validate(); err != nil {
 		return spec, badInput("%v", err)
 	}

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -39,7 +42,7 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			spec, err := rf.spec(ref)
+			spec, err := rf.podsSpec(ref)
 			if err != nil {
 				return err
 			}
@@ -54,16 +57,13 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitBadInput, err: err}
 			}
-			report := planReport{Target: ref.String(), Images: spec.Images, Current: map[string]string{}}
-			if tmpl := w.Template(); tmpl != nil {
-				for _, c := range tmpl.Spec.Containers {
-					if _, ok := spec.Images[c.Name]; ok {
-						report.Current[c.Name] = c.Image
-					}
-				}
-			}
+			report := planReport{Target: ref.String(), Images: spec.Images, Current: currentImages(w, spec.Images)}
 			var pending []string
 			for _, p := range w.Pods() {
+				// A run reads every pod's state before it writes; plan refuses what run would.
+				if _, err := inplace.ReadState(p); err != nil {
+					return &exitError{code: exitBadInput, err: fmt.Errorf("%w; a run would refuse to start: fix the annotation or remove it", err)}
+				}
 				if w.Counted(p, spec.Images, nil) {
 					report.Already = append(report.Already, p.Name)
 				} else {
@@ -96,8 +96,51 @@ func newPlanCommand() *cobra.Command {
 		},
 	}
 	cf.register(cmd)
-	rf.register(cmd)
+	rf.registerPlan(cmd)
 	return cmd
+}
+
+// currentImages are the images the named containers run now: the template's, or for
+// label-selected pods each distinct image with how many pods run it.
+func currentImages(w workload.Workload, names map[string]string) map[string]string {
+	out := map[string]string{}
+	if tmpl := w.Template(); tmpl != nil {
+		for _, list := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
+			for _, c := range list {
+				if _, ok := names[c.Name]; ok {
+					out[c.Name] = c.Image
+				}
+			}
+		}
+		return out
+	}
+	counts := map[string]map[string]int{}
+	for _, p := range w.Pods() {
+		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for _, c := range list {
+				if _, ok := names[c.Name]; ok {
+					if counts[c.Name] == nil {
+						counts[c.Name] = map[string]int{}
+					}
+					counts[c.Name][c.Image]++
+				}
+			}
+		}
+	}
+	for name, images := range counts {
+		if len(images) == 1 {
+			for img := range images {
+				out[name] = img
+			}
+			continue
+		}
+		var parts []string
+		for img, n := range images {
+			parts = append(parts, fmt.Sprintf("%s (%d pods)", img, n))
+		}
+		out[name] = strings.Join(sortedStrings(parts), " | ")
+	}
+	return out
 }
 
 func sortedStrings(s []string) []string {

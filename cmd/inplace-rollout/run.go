@@ -160,7 +160,7 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 				lastMeasure = m.At
 				bar.clear()
 				for _, r := range m.Results {
-					log.Info("measurement", "target", spec.Target.String(), "batch", a.Batch+1, "check", r.Check, "verdict", r.Verdict, "result", r.String())
+					log.Info("measurement", "target", spec.Target.String(), "batch", a.Batch, "check", r.Check, "verdict", r.Verdict, "result", r.String())
 				}
 			}
 			bar.show(st, spec.Batches)

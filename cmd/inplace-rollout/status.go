@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
@@ -54,22 +56,7 @@ func newStatusCommand() *cobra.Command {
 			}
 			report := statusReport{Target: ref.String(), Lock: w.Lock()}
 			for _, p := range w.Pods() {
-				r := podReport{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Images: map[string]string{}}
-				for _, c := range p.Status.Conditions {
-					if c.Type == "Ready" {
-						r.Ready = c.Status == "True"
-					}
-				}
-				for _, c := range p.Spec.Containers {
-					r.Images[c.Name] = c.Image
-				}
-				st, err := inplace.ReadState(p)
-				if err != nil {
-					r.Reason = err.Error()
-				} else if st != nil {
-					r.RolloutID, r.Stage, r.Reason, r.Containers = st.RolloutID, st.Stage, st.Reason, st.Containers
-				}
-				report.Pods = append(report.Pods, r)
+				report.Pods = append(report.Pods, podRow(p, report.Lock))
 			}
 			if cf.output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -97,7 +84,7 @@ func printReport(out io.Writer, r statusReport) error {
 			if verdict == "" {
 				verdict = "in progress"
 			}
-			fmt.Fprintf(out, "  analysis of batch %d: %s (%d queries)\n", run.Batch+1, verdict, run.Queries)
+			fmt.Fprintf(out, "  analysis of batch %d: %s (%d queries)\n", run.Batch, verdict, run.Queries)
 			last := run.Last[len(run.Last)-1]
 			for _, r := range last.Results {
 				fmt.Fprintf(out, "    %s  %s\n", last.At.Format(time.TimeOnly), r)
@@ -113,22 +100,74 @@ func printReport(out io.Writer, r statusReport) error {
 	fmt.Fprintln(tw, "POD\tREADY\tSTAGE\tCONTAINER\tBEFORE\tNOW\tREASON")
 	for _, p := range r.Pods {
 		stage := string(p.Stage)
-		if stage == "" {
+		switch {
+		case stage == "":
 			stage = "-"
+		case !p.Stage.Known():
+			stage += " (unknown stage)"
 		}
-		if len(p.Containers) == 0 {
-			fmt.Fprintf(tw, "%s\t%v\t%s\t-\t-\t%s\t%s\n", p.Name, p.Ready, stage, formatImages(p.Images), p.Reason)
-			continue
+		// One row per container the rollout changes (all of them when no rollout is
+		// recorded), each with the bare image it had before and runs now.
+		type row struct{ container, before string }
+		var rows []row
+		for _, c := range p.Containers {
+			rows = append(rows, row{c.Name, c.BeforeImage})
 		}
-		for i, c := range p.Containers {
+		if len(rows) == 0 {
+			for _, name := range rowContainers(p, r.Lock) {
+				rows = append(rows, row{name, "-"})
+			}
+		}
+		for i, c := range rows {
 			name, ready, stg, reason := p.Name, fmt.Sprint(p.Ready), stage, p.Reason
 			if i > 0 {
 				name, ready, stg, reason = "", "", "", ""
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, ready, stg, c.Name, c.BeforeImage, p.Images[c.Name], reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, ready, stg, c.container, c.before, p.Images[c.container], reason)
 		}
 	}
 	return tw.Flush()
+}
+
+// podRow reports one pod. A state left by an earlier rollout than the lock's (and not one it
+// superseded) is not this rollout's: the pod shows no stage, and the reason says whose it is.
+func podRow(p *corev1.Pod, lock *workload.Lock) podReport {
+	r := podReport{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Images: map[string]string{}}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			r.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			r.Images[c.Name] = c.Image
+		}
+	}
+	st, err := inplace.ReadState(p)
+	switch {
+	case err != nil:
+		r.Reason = err.Error()
+	case st == nil:
+	case lock != nil && st.RolloutID != lock.RolloutID && !slices.Contains(lock.Superseded, st.RolloutID):
+		r.Reason = fmt.Sprintf("last changed by an earlier rollout, %s (%s)", st.RolloutID, st.Stage)
+	default:
+		r.RolloutID, r.Stage, r.Reason, r.Containers = st.RolloutID, st.Stage, st.Reason, st.Containers
+	}
+	return r
+}
+
+// rowContainers are the containers a pod's rows show when it has no state of the rollout: those
+// the rollout changes, or every container when no rollout is recorded.
+func rowContainers(p podReport, lock *workload.Lock) []string {
+	var names []string
+	for name := range p.Images {
+		if lock == nil {
+			names = append(names, name)
+		} else if _, ok := lock.Images[name]; ok {
+			names = append(names, name)
+		}
+	}
+	return sortedStrings(names)
 }
 
 func formatImages(images map[string]string) string {

@@ -133,6 +133,16 @@ func (s *State) clone() *State {
 	return &c
 }
 
+// Known reports whether the stage is one this version writes; anything else was written by hand
+// or by another tool.
+func (s Stage) Known() bool {
+	switch s {
+	case StagePreparing, StageDraining, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack:
+		return true
+	}
+	return false
+}
+
 // Terminal reports whether the stage needs no further step from the updater.
 func (s Stage) Terminal() bool {
 	return s == StageUpdated || s == StageFailed || s == StageRolledBack

@@ -20,8 +20,8 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		return st, Result{}, err
 	}
 	next := *lock
-	if run == nil || run.Batch != batch || run.Done() {
-		run = analysis.NewRun(spec.Analysis, batch, e.now())
+	if run == nil || run.Batch != batch+1 || run.Done() {
+		run = analysis.NewRun(spec.Analysis, batch+1, e.now())
 		next.Analysis = encodeRun(run)
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
@@ -99,7 +99,7 @@ func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, loc
 	next.Phase, next.Reason = workload.LockProgressing, ""
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
 	if run != nil {
-		next.AnalyzedBatches = run.Batch + 1
+		next.AnalyzedBatches = run.Batch
 	}
 	if err := w.SetLock(ctx, &next); err != nil {
 		return st, Result{}, err

@@ -316,7 +316,7 @@ func TestKilledDuringAnalysisContinuesTheSameRun(t *testing.T) {
 	var measured int
 	cluster.WaitFor(t, 60*time.Second, "two measurements of batch 1", func(context.Context) (bool, error) {
 		run := runOf(t, ns)
-		if run == nil || run.Batch != 0 {
+		if run == nil || run.Batch != 1 {
 			return false, nil
 		}
 		started = run.StartedAt

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// statusPod is a two-container pod running app and sidecar, with a state annotation when st is
+// not nil.
+func statusPod(name, app string, st *inplace.State) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "app", Image: app},
+			{Name: "sidecar", Image: "reg/sidecar:1"},
+		}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+	if st != nil {
+		data, err := json.Marshal(st)
+		if err != nil {
+			panic(err)
+		}
+		p.Annotations = map[string]string{inplace.StateAnnotation: string(data)}
+	}
+	return p
+}
+
+func TestStatusRows(t *testing.T) {
+	lock := &workload.Lock{RolloutID: "new-2", Superseded: []string{"mid-1"}, Images: map[string]string{"app": "reg/app:v3"}, Phase: workload.LockProgressing}
+	state := func(id string, stage inplace.Stage) *inplace.State {
+		return &inplace.State{RolloutID: id, Stage: stage, Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}}
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		lock *workload.Lock
+		// want are the pod's rows, fields separated by single spaces.
+		want []string
+	}{
+		{"untouched pod: the rollout's containers, bare images",
+			statusPod("web-0", "reg/app:v1", nil), lock,
+			[]string{"web-0 true - app - reg/app:v1"}},
+		{"no rollout recorded: every container",
+			statusPod("web-0", "reg/app:v1", nil), nil,
+			[]string{"web-0 true - app - reg/app:v1", "sidecar - reg/sidecar:1"}},
+		{"this rollout's pod",
+			statusPod("web-1", "reg/app:v3", state("new-2", inplace.StageUpdated)), lock,
+			[]string{"web-1 true Updated app reg/app:v1 reg/app:v3"}},
+		{"a superseded rollout's pod is still this rollout's",
+			statusPod("web-1", "reg/app:v2", state("mid-1", inplace.StageUpdating)), lock,
+			[]string{"web-1 true Updating app reg/app:v1 reg/app:v2"}},
+		{"an earlier rollout's pod is not shown under this one",
+			statusPod("web-2", "reg/app:v1", state("old-0", inplace.StageRolledBack)), lock,
+			[]string{"web-2 true - app - reg/app:v1 last changed by an earlier rollout, old-0 (RolledBack)"}},
+		{"an unknown stage is flagged",
+			statusPod("web-3", "reg/app:v2", state("new-2", "Bogus")), lock,
+			[]string{"web-3 true Bogus (unknown stage) app reg/app:v1 reg/app:v2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			r := statusReport{Target: "StatefulSet shop/web", Lock: tt.lock, Pods: []podReport{podRow(tt.pod, tt.lock)}}
+			if err := printReport(&out, r); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			header := 0
+			for i, l := range lines {
+				if strings.HasPrefix(l, "POD") {
+					header = i
+				}
+			}
+			var got []string
+			for _, l := range lines[header+1:] {
+				got = append(got, strings.Join(strings.Fields(l), " "))
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("rows:\n%s\nwant:\n%s\nfull output:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"), out.String())
+			}
+		})
+	}
+}
