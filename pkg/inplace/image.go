@@ -91,3 +91,7 @@ func pinnedImage(image, digest string) string {
 	// Keep the repository as the user wrote it (reg/app, not docker.io/reg/app).
 	return reference.FamiliarName(named) + "@" + digest
 }
+
+// DigestOf returns the sha256 digest an image reference or kubelet imageID pins, or "" when it
+// pins none (a tag, or a bare image config ID).
+func DigestOf(imageID string) string { return digestOf(imageID) }

@@ -157,7 +157,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		return Status{}, Result{}, err
 	}
 	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images)) {
-		msg := fmt.Sprintf("%s already runs these images; nothing to do", w.Ref())
+		msg := alreadyThere(w.Ref().String(), pods, spec.Images)
 		return Status{Phase: PhaseSucceeded, Total: len(pods), Updated: len(pods), Message: msg}, Result{Phase: PhaseSucceeded, Message: msg}, nil
 	}
 	next := &workload.Lock{
@@ -170,6 +170,10 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	}
 	if err := w.Start(ctx, next); err != nil {
 		return Status{}, Result{}, err
+	}
+	if tags := observeTagDigests(pods, spec.Images); len(tags.split()) > 0 {
+		e.log().Warn("pods run one target tag as different content: the tag was pushed again between pulls", "target", w.Ref().String(),
+			"digests", tags.describe(spec.Images))
 	}
 	e.log().Info("rollout started", "target", w.Ref().String(), "rollout", next.RolloutID, "images", mustJSON(spec.Images), "pods", len(pods))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}

@@ -1,0 +1,103 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+)
+
+// tagDigests are, for each target image given by tag, the digests the pods that run that tag
+// report, with how many pods run each. Targets pinned by digest are left out: their content
+// cannot change under them.
+type tagDigests map[string]map[string]int // container -> digest -> pods
+
+// observeTagDigests reads the digests the kubelet reports for the containers that run a target
+// tag.
+func observeTagDigests(pods []*corev1.Pod, images map[string]string) tagDigests {
+	out := tagDigests{}
+	for _, p := range pods {
+		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for _, c := range list {
+				target, ok := images[c.Name]
+				if !ok || inplace.DigestOf(target) != "" || !inplace.SameImage(target, c.Image) {
+					continue
+				}
+				digest := digestReported(p, c.Name)
+				if digest == "" {
+					continue
+				}
+				if out[c.Name] == nil {
+					out[c.Name] = map[string]int{}
+				}
+				out[c.Name][digest]++
+			}
+		}
+	}
+	return out
+}
+
+func digestReported(p *corev1.Pod, container string) string {
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.Name == container {
+				return inplace.DigestOf(cs.ImageID)
+			}
+		}
+	}
+	return ""
+}
+
+// describe says which digests the pods run each target tag as, e.g. `app=reg/app:v2 as
+// sha256:1a2b... (3 pods)`, containers in name order.
+func (t tagDigests) describe(images map[string]string) string {
+	var parts []string
+	for _, name := range sortedKeys(t) {
+		var ds []string
+		for _, d := range sortedKeys(t[name]) {
+			ds = append(ds, fmt.Sprintf("%s (%d pods)", d, t[name][d]))
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s as %s", name, images[name], strings.Join(ds, " and ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// split lists the containers whose target tag runs under more than one digest across the pods:
+// the tag was pushed again between two pulls, so the pods run different content under one name.
+func (t tagDigests) split() []string {
+	var names []string
+	for _, name := range sortedKeys(t) {
+		if len(t[name]) > 1 {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// alreadyThere is the message for a workload whose pods all run the target images already.
+// When a target is a tag, it says which content the pods run under it, that a tag pushed again
+// would not restart them, and that a target given by digest would.
+func alreadyThere(what string, pods []*corev1.Pod, images map[string]string) string {
+	msg := fmt.Sprintf("%s already runs these images; nothing to do", what)
+	tags := observeTagDigests(pods, images)
+	if len(tags) == 0 {
+		return msg
+	}
+	msg += fmt.Sprintf(". Its pods run %s. A tag pushed again with new content does not restart them: to roll out new content under the same tag, give the image by digest (IMAGE@sha256:...)", tags.describe(images))
+	if split := tags.split(); len(split) > 0 {
+		msg += fmt.Sprintf(". Warning: the pods run different content under one tag for container %s", strings.Join(split, ", "))
+	}
+	return msg
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
