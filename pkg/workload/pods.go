@@ -26,7 +26,7 @@ type podSet struct {
 // lockConfigMapName names the ConfigMap holding the lock of a pod selector.
 func lockConfigMapName(selector string) string {
 	sum := sha256.Sum256([]byte(selector))
-	return "inplace-rollout-pods-" + hex.EncodeToString(sum[:])[:10]
+	return lockConfigMapPrefix + hex.EncodeToString(sum[:])[:10]
 }
 
 func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSet, error) {
@@ -91,9 +91,11 @@ func (p *podSet) Start(ctx context.Context, lock *Lock) error {
 		if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
 		}
-		return nil
+	} else if err := p.SetLock(ctx, lock); err != nil {
+		return err
 	}
-	return p.SetLock(ctx, lock)
+	collectPodLocks(ctx, p.client, p.ref.Namespace, lockConfigMapName(p.ref.Selector))
+	return nil
 }
 
 func (p *podSet) Retarget(ctx context.Context, lock *Lock) error { return p.SetLock(ctx, lock) }
@@ -131,5 +133,10 @@ func (p *podSet) finish(ctx context.Context, lock *Lock, phase string) (bool, er
 		return true, nil
 	}
 	lock.Phase = phase
-	return true, p.SetLock(ctx, lock)
+	if err := p.SetLock(ctx, lock); err != nil {
+		return false, err
+	}
+	// The pods this rollout took from others' locks leave those locks nothing to record.
+	collectPodLocks(ctx, p.client, p.ref.Namespace, lockConfigMapName(p.ref.Selector))
+	return true, nil
 }
