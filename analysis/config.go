@@ -1,21 +1,20 @@
 package analysis
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	promconfig "github.com/prometheus/common/config"
-	"sigs.k8s.io/yaml"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/strictdecode"
 )
 
 // Config is an analysis configuration: where Prometheus is, how often to measure, the limits,
@@ -163,32 +162,10 @@ const (
 // Decode parses a YAML or JSON analysis configuration. An unknown field is an error naming its
 // path; so is a value of the wrong type or out of range.
 func Decode(data []byte) (*Config, error) {
-	// JSON goes to the JSON decoder as it is; YAML is converted first. (YAML would also read
-	// JSON, but rejects some characters JSON allows in strings.)
-	j := bytes.TrimSpace(data)
-	if !json.Valid(j) {
-		var err error
-		if j, err = yaml.YAMLToJSON(data); err != nil {
-			return nil, fmt.Errorf("analysis config: %w", err)
-		}
-	}
-	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
-		return nil, fmt.Errorf("analysis config is empty")
-	}
-	var raw any
-	if err := json.Unmarshal(j, &raw); err != nil {
-		return nil, fmt.Errorf("analysis config: %w", err)
-	}
-	if err := unknownFields(raw, reflect.TypeOf(Config{}), ""); err != nil {
-		return nil, fmt.Errorf("analysis config: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.DisallowUnknownFields()
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, fmt.Errorf("analysis config: %s: a %s cannot hold %s", te.Field, te.Type, te.Value)
+	if err := strictdecode.Decode(data, &c); err != nil {
+		if errors.Is(err, strictdecode.ErrEmpty) {
+			return nil, fmt.Errorf("analysis config is empty")
 		}
 		return nil, fmt.Errorf("analysis config: %w", err)
 	}
@@ -209,80 +186,6 @@ func DecodeFile(path string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
-}
-
-// unknownFields walks decoded JSON against a struct type and reports, by its path, the first
-// key the type lacks (checks.latency.quantil) or the first invalid duration.
-func unknownFields(v any, t reflect.Type, path string) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == reflect.TypeOf(Duration(0)) {
-		// The JSON decoder would report a bad duration without saying where it is.
-		raw, _ := json.Marshal(v)
-		var d Duration
-		if err := d.UnmarshalJSON(raw); err != nil {
-			return fmt.Errorf("%s: %v", path, err)
-		}
-		return nil
-	}
-	switch val := v.(type) {
-	case map[string]any:
-		if t.Kind() == reflect.Map {
-			for k, sub := range val {
-				if err := unknownFields(sub, t.Elem(), join(path, k)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if t.Kind() != reflect.Struct {
-			return nil // the decoder reports the type mismatch
-		}
-		fields := map[string]reflect.Type{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name != "" && name != "-" {
-				fields[name] = f.Type
-			}
-		}
-		keys := make([]string, 0, len(val))
-		for k := range val {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			ft, ok := fields[k]
-			if !ok {
-				known := make([]string, 0, len(fields))
-				for n := range fields {
-					known = append(known, n)
-				}
-				sort.Strings(known)
-				return fmt.Errorf("unknown field %q (known fields here: %s)", join(path, k), strings.Join(known, ", "))
-			}
-			if err := unknownFields(val[k], ft, join(path, k)); err != nil {
-				return err
-			}
-		}
-	case []any:
-		if t.Kind() == reflect.Slice {
-			for i, sub := range val {
-				if err := unknownFields(sub, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // Validate checks values and ranges.
