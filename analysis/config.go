@@ -39,30 +39,88 @@ type Config struct {
 	Checks                Checks `json:"checks,omitempty"`
 }
 
-// Prometheus says how to reach the Prometheus HTTP API. Secrets are read from files, or given
-// inline; either way they never appear in output.
+// Prometheus says how to reach the Prometheus HTTP API. Credentials come from a Secret in the
+// rollout's namespace (every driver), from a file (the command line only: a file is read from
+// the driver's own filesystem), or inline; they never appear in output.
 type Prometheus struct {
 	Address string `json:"address,omitempty"`
 	// Timeout of one query [10s].
-	Timeout         Duration          `json:"timeout,omitempty"`
-	Headers         map[string]string `json:"headers,omitempty"`
-	BearerTokenFile string            `json:"bearerTokenFile,omitempty"`
-	BasicAuth       *BasicAuth        `json:"basicAuth,omitempty"`
-	TLS             *TLS              `json:"tls,omitempty"`
+	Timeout Duration          `json:"timeout,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// BearerTokenSecret is a key of a Secret holding the bearer token.
+	BearerTokenSecret *SecretKeyRef `json:"bearerTokenSecret,omitempty"`
+	BearerTokenFile   string        `json:"bearerTokenFile,omitempty"`
+	BasicAuth         *BasicAuth    `json:"basicAuth,omitempty"`
+	TLS               *TLS          `json:"tls,omitempty"`
 }
 
-// BasicAuth credentials; the password inline or from a file.
+// BasicAuth credentials; the password from a Secret, a file, or inline.
 type BasicAuth struct {
-	Username     string `json:"username"`
-	Password     string `json:"password,omitempty"`
-	PasswordFile string `json:"passwordFile,omitempty"`
+	Username       string        `json:"username"`
+	Password       string        `json:"password,omitempty"`
+	PasswordSecret *SecretKeyRef `json:"passwordSecret,omitempty"`
+	PasswordFile   string        `json:"passwordFile,omitempty"`
 }
 
 // TLS settings for an https address.
 type TLS struct {
-	CAFile             string `json:"caFile,omitempty"`
-	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	// CASecret is a key of a Secret holding the PEM certificates that sign Prometheus'.
+	CASecret           *SecretKeyRef `json:"caSecret,omitempty"`
+	CAFile             string        `json:"caFile,omitempty"`
+	InsecureSkipVerify bool          `json:"insecureSkipVerify,omitempty"`
 }
+
+// SecretKeyRef names a key of a Secret in the rollout's namespace.
+type SecretKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// Files lists the configuration's fields that name a file, by path: a driver serving other
+// people's rollouts (the Argo plugin, the Tekton controller) refuses them, since it would read
+// the file from its own filesystem, where its own credentials live.
+func (p Prometheus) Files() []string {
+	var paths []string
+	if p.BearerTokenFile != "" {
+		paths = append(paths, "prometheus.bearerTokenFile")
+	}
+	if p.BasicAuth != nil && p.BasicAuth.PasswordFile != "" {
+		paths = append(paths, "prometheus.basicAuth.passwordFile")
+	}
+	if p.TLS != nil && p.TLS.CAFile != "" {
+		paths = append(paths, "prometheus.tls.caFile")
+	}
+	return paths
+}
+
+// SecretRefs are the Secret keys the configuration reads, by the path of their field.
+func (p Prometheus) SecretRefs() map[string]SecretKeyRef {
+	refs := map[string]SecretKeyRef{}
+	if r := p.BearerTokenSecret; r != nil {
+		refs["prometheus.bearerTokenSecret"] = *r
+	}
+	if p.BasicAuth != nil && p.BasicAuth.PasswordSecret != nil {
+		refs["prometheus.basicAuth.passwordSecret"] = *p.BasicAuth.PasswordSecret
+	}
+	if p.TLS != nil && p.TLS.CASecret != nil {
+		refs["prometheus.tls.caSecret"] = *p.TLS.CASecret
+	}
+	return refs
+}
+
+// Credentials are the values of the Secret keys a configuration names (SecretRefs), read by the
+// caller, which knows the namespace. They print as a redaction.
+type Credentials struct {
+	BearerToken string
+	Password    string
+	CA          string
+}
+
+// String hides the values.
+func (Credentials) String() string { return "<credentials redacted>" }
+
+// GoString hides the values from %#v.
+func (Credentials) GoString() string { return "<credentials redacted>" }
 
 // Checks are the golden signals, each on unless disabled, plus custom checks.
 type Checks struct {
@@ -214,13 +272,26 @@ func (c *Config) Validate() error {
 		return bad("%v", err)
 	}
 	p := c.Prometheus
-	if b := p.BasicAuth; b != nil && b.Password != "" && b.PasswordFile != "" {
-		return bad("prometheus.basicAuth: give password or passwordFile, not both")
+	if b := p.BasicAuth; b != nil {
+		if set := setFields(map[string]bool{"password": b.Password != "", "passwordSecret": b.PasswordSecret != nil, "passwordFile": b.PasswordFile != ""}); len(set) > 1 {
+			return bad("prometheus.basicAuth: give %s, not both", strings.Join(set, " or "))
+		}
+	}
+	if p.BearerTokenFile != "" && p.BearerTokenSecret != nil {
+		return bad("prometheus: give bearerTokenSecret or bearerTokenFile, not both")
+	}
+	if t := p.TLS; t != nil && t.CAFile != "" && t.CASecret != nil {
+		return bad("prometheus.tls: give caSecret or caFile, not both")
 	}
 	// The client library rejects these too, but only when a rollout builds the client, and
 	// in its own field names (bearer_token_file, basic_auth).
-	if p.BearerTokenFile != "" && p.BasicAuth != nil {
-		return bad("prometheus.bearerTokenFile and prometheus.basicAuth are both set: give one of them")
+	if token := setFields(map[string]bool{"prometheus.bearerTokenFile": p.BearerTokenFile != "", "prometheus.bearerTokenSecret": p.BearerTokenSecret != nil}); len(token) > 0 && p.BasicAuth != nil {
+		return bad("%s and prometheus.basicAuth are both set: give one of them", token[0])
+	}
+	for path, ref := range p.SecretRefs() {
+		if ref.Name == "" || ref.Key == "" {
+			return bad("%s: give the Secret's name and key", path)
+		}
 	}
 	headers := make([]string, 0, len(p.Headers))
 	for h := range p.Headers {
@@ -231,7 +302,7 @@ func (c *Config) Validate() error {
 		canonical := http.CanonicalHeaderKey(h)
 		switch _, reserved := promconfig.ReservedHeaders[canonical]; {
 		case canonical == "Authorization":
-			return bad("prometheus.headers.%s: the client sets this header itself: give the credentials in prometheus.bearerTokenFile or prometheus.basicAuth", h)
+			return bad("prometheus.headers.%s: the client sets this header itself: give the credentials in prometheus.bearerTokenSecret, prometheus.bearerTokenFile or prometheus.basicAuth", h)
 		case reserved:
 			return bad("prometheus.headers.%s: the client sets this header itself: remove it", h)
 		}
@@ -390,6 +461,18 @@ func orDuration(d Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return time.Duration(d)
+}
+
+// setFields returns the names of the fields that are set, in order.
+func setFields(fields map[string]bool) []string {
+	var names []string
+	for name, set := range fields {
+		if set {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 func orInt(p *int, def int) int {

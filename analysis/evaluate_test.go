@@ -1088,3 +1088,38 @@ func TestNewClientErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestClientCredentialsFromSecrets(t *testing.T) {
+	ref := &SecretKeyRef{Name: "prom", Key: "k"}
+	tests := []struct {
+		name  string
+		p     Prometheus
+		creds Credentials
+		want  string
+	}{
+		{"bearer token", Prometheus{BearerTokenSecret: ref}, Credentials{BearerToken: "tok-1"}, "Bearer tok-1"},
+		{"basic auth password", Prometheus{BasicAuth: &BasicAuth{Username: "reader", PasswordSecret: ref}}, Credentials{Password: "pw-2"},
+			"Basic " + base64.StdEncoding.EncodeToString([]byte("reader:pw-2"))},
+		{"credentials of fields not set are not sent", Prometheus{}, Credentials{BearerToken: "tok-3"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fp := &fakePrometheus{t: t, answers: map[string]promResponse{"up": {status: 200, file: "scalar.json"}}}
+			srv := httptest.NewServer(fp)
+			defer srv.Close()
+			tt.p.Address = srv.URL
+			c, err := NewClientWith(tt.p, "", tt.creds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.Query(context.Background(), "up"); err != nil {
+				t.Fatal(err)
+			}
+			fp.mu.Lock()
+			defer fp.mu.Unlock()
+			if len(fp.auth) != 1 || fp.auth[0] != tt.want {
+				t.Errorf("Authorization %q, want %q", fp.auth, tt.want)
+			}
+		})
+	}
+}

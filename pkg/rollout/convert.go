@@ -5,10 +5,21 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
+// Caller is what the driver running a spec sets, since a spec document does not say it.
+type Caller struct {
+	// Namespace of the workload: the CLI's, the Argo Rollout's, the CustomRun's.
+	Namespace string
+	// Holder names the driver on the lock: cli, argo:NS/NAME, tekton:NS/NAME.
+	Holder string
+	// CredentialFiles: the spec is the caller's own (the CLI's command line or file), so the
+	// analysis may read credential files (see Spec.CredentialFiles).
+	CredentialFiles bool
+}
+
 // FromV1alpha1 converts a rollout spec document to the engine's Spec, defaulted, for the
-// workload in namespace run by holder, and validates it as Reconcile would. The caller's spec
-// is left as it was.
-func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, namespace, holder string) (Spec, error) {
+// caller, and validates it as Reconcile would. The document is left as it was.
+func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
+	namespace, holder := c.Namespace, c.Holder
 	s := *in
 	v1alpha1.SetDefaults(&s)
 	kind, err := workload.ParseKind(s.Target.Kind)
@@ -16,18 +27,19 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, namespace, holder string) (Sp
 		return Spec{}, invalid("spec.target.kind: %v", err)
 	}
 	spec := Spec{
-		Target:         workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
-		Images:         s.Images,
-		IncludeInit:    s.IncludeInit,
-		Batches:        s.Batches,
-		MaxUnavailable: *s.MaxUnavailable,
-		GracePeriod:    s.GracePeriod.Duration,
-		Soak:           s.Soak.Duration,
-		Timeout:        s.Timeout.Duration,
-		AllowUnready:   s.AllowUnready,
-		Holder:         holder,
-		Analysis:       s.Analysis,
-		OnInconclusive: s.OnInconclusive,
+		Target:          workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
+		Images:          s.Images,
+		IncludeInit:     s.IncludeInit,
+		Batches:         s.Batches,
+		MaxUnavailable:  *s.MaxUnavailable,
+		GracePeriod:     s.GracePeriod.Duration,
+		Soak:            s.Soak.Duration,
+		Timeout:         s.Timeout.Duration,
+		AllowUnready:    s.AllowUnready,
+		Holder:          holder,
+		Analysis:        s.Analysis,
+		CredentialFiles: c.CredentialFiles,
+		OnInconclusive:  s.OnInconclusive,
 	}
 	switch {
 	case kind == workload.Pods && s.Target.Name != "":

@@ -38,7 +38,7 @@ func FuzzSpecFile(f *testing.F) {
 			}
 			return
 		}
-		spec, err := FromV1alpha1(&doc.Spec, "ns", "cli")
+		spec, err := FromV1alpha1(&doc.Spec, Caller{Namespace: "ns", Holder: "cli", CredentialFiles: true})
 		var ie *InvalidError
 		if err != nil && !errors.As(err, &ie) {
 			t.Fatalf("conversion failed with %T, not bad input: %v", err, err)

@@ -61,7 +61,7 @@ func specFileOutcome(data []byte) string {
 	if err != nil {
 		return "error: " + err.Error() + "\n"
 	}
-	spec, err := FromV1alpha1(&doc.Spec, "shop", "cli")
+	spec, err := FromV1alpha1(&doc.Spec, Caller{Namespace: "shop", Holder: "argo:shop/web"})
 	if err != nil {
 		return "error: " + err.Error() + "\n"
 	}
@@ -78,7 +78,7 @@ func specFileOutcome(data []byte) string {
 // TestFromV1alpha1LeavesItsInputAlone: converting defaults a copy, not the caller's spec.
 func TestFromV1alpha1LeavesItsInputAlone(t *testing.T) {
 	in := &v1alpha1.InPlaceRolloutSpec{Target: v1alpha1.Target{Kind: "statefulset", Name: "web"}, Images: map[string]string{"app": "reg/app:v2"}}
-	if _, err := FromV1alpha1(in, "shop", "cli"); err != nil {
+	if _, err := FromV1alpha1(in, Caller{Namespace: "shop", Holder: "cli"}); err != nil {
 		t.Fatal(err)
 	}
 	if in.Batches != nil || in.MaxUnavailable != nil || in.Timeout != nil || in.OnInconclusive != "" {
