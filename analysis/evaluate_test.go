@@ -293,7 +293,7 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.exact(`errors{ns="shop",pod=~"web-new"}`, value(0.02)).exact(`errors{ns="shop",pod=~"web-old"}`, value(0.01))
 			},
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.02), stable: fp(0.01), query: `errors{ns="shop",pod=~"web-new"}`}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.02), stable: fp(0.01), query: `errors{ns="shop",pod=~"{{.Pods}}"}`}},
 			queries: 2, notSent: []string{"http_requests_total"},
 		},
 
@@ -468,7 +468,7 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.on(limitsNew, value(2)).exact(`cpu{pod=~"web-new"}`, value(0.4)).exact(`mem{pod=~"web-new"}`, value(0.94))
 			},
-			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: "memory at most 0.95 of the limit", value: fp(0.94), query: `mem{pod=~"web-new"}`}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: "memory at most 0.95 of the limit", value: fp(0.94), query: `mem{pod=~"{{.Pods}}"}`}},
 			queries: 3, notSent: []string{"container_cpu_usage_seconds_total", oldPods},
 		},
 
