@@ -26,6 +26,7 @@ test: tools
 	rc=0; \
 	$(GO) test -count=1 -timeout 25m $(PKGS) || rc=1; \
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./analysis || rc=1; \
+	$(GO) test -run '^$$' -fuzz FuzzSpecFile -fuzztime 10s ./pkg/rollout || rc=1; \
 	hack/check-leftovers.sh || rc=1; \
 	exit $$rc
 

@@ -1,21 +1,20 @@
 package analysis
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	promconfig "github.com/prometheus/common/config"
-	"sigs.k8s.io/yaml"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/strictdecode"
 )
 
 // Config is an analysis configuration: where Prometheus is, how often to measure, the limits,
@@ -40,30 +39,88 @@ type Config struct {
 	Checks                Checks `json:"checks,omitempty"`
 }
 
-// Prometheus says how to reach the Prometheus HTTP API. Secrets are read from files, or given
-// inline; either way they never appear in output.
+// Prometheus says how to reach the Prometheus HTTP API. Credentials come from a Secret in the
+// rollout's namespace (every driver), from a file (the command line only: a file is read from
+// the driver's own filesystem), or inline; they never appear in output.
 type Prometheus struct {
 	Address string `json:"address,omitempty"`
 	// Timeout of one query [10s].
-	Timeout         Duration          `json:"timeout,omitempty"`
-	Headers         map[string]string `json:"headers,omitempty"`
-	BearerTokenFile string            `json:"bearerTokenFile,omitempty"`
-	BasicAuth       *BasicAuth        `json:"basicAuth,omitempty"`
-	TLS             *TLS              `json:"tls,omitempty"`
+	Timeout Duration          `json:"timeout,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// BearerTokenSecret is a key of a Secret holding the bearer token.
+	BearerTokenSecret *SecretKeyRef `json:"bearerTokenSecret,omitempty"`
+	BearerTokenFile   string        `json:"bearerTokenFile,omitempty"`
+	BasicAuth         *BasicAuth    `json:"basicAuth,omitempty"`
+	TLS               *TLS          `json:"tls,omitempty"`
 }
 
-// BasicAuth credentials; the password inline or from a file.
+// BasicAuth credentials; the password from a Secret, a file, or inline.
 type BasicAuth struct {
-	Username     string `json:"username"`
-	Password     string `json:"password,omitempty"`
-	PasswordFile string `json:"passwordFile,omitempty"`
+	Username       string        `json:"username"`
+	Password       string        `json:"password,omitempty"`
+	PasswordSecret *SecretKeyRef `json:"passwordSecret,omitempty"`
+	PasswordFile   string        `json:"passwordFile,omitempty"`
 }
 
 // TLS settings for an https address.
 type TLS struct {
-	CAFile             string `json:"caFile,omitempty"`
-	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+	// CASecret is a key of a Secret holding the PEM certificates that sign Prometheus'.
+	CASecret           *SecretKeyRef `json:"caSecret,omitempty"`
+	CAFile             string        `json:"caFile,omitempty"`
+	InsecureSkipVerify bool          `json:"insecureSkipVerify,omitempty"`
 }
+
+// SecretKeyRef names a key of a Secret in the rollout's namespace.
+type SecretKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// Files lists the configuration's fields that name a file, by path: a driver serving other
+// people's rollouts (the Argo plugin, the Tekton controller) refuses them, since it would read
+// the file from its own filesystem, where its own credentials live.
+func (p Prometheus) Files() []string {
+	var paths []string
+	if p.BearerTokenFile != "" {
+		paths = append(paths, "prometheus.bearerTokenFile")
+	}
+	if p.BasicAuth != nil && p.BasicAuth.PasswordFile != "" {
+		paths = append(paths, "prometheus.basicAuth.passwordFile")
+	}
+	if p.TLS != nil && p.TLS.CAFile != "" {
+		paths = append(paths, "prometheus.tls.caFile")
+	}
+	return paths
+}
+
+// SecretRefs are the Secret keys the configuration reads, by the path of their field.
+func (p Prometheus) SecretRefs() map[string]SecretKeyRef {
+	refs := map[string]SecretKeyRef{}
+	if r := p.BearerTokenSecret; r != nil {
+		refs["prometheus.bearerTokenSecret"] = *r
+	}
+	if p.BasicAuth != nil && p.BasicAuth.PasswordSecret != nil {
+		refs["prometheus.basicAuth.passwordSecret"] = *p.BasicAuth.PasswordSecret
+	}
+	if p.TLS != nil && p.TLS.CASecret != nil {
+		refs["prometheus.tls.caSecret"] = *p.TLS.CASecret
+	}
+	return refs
+}
+
+// Credentials are the values of the Secret keys a configuration names (SecretRefs), read by the
+// caller, which knows the namespace. They print as a redaction.
+type Credentials struct {
+	BearerToken string
+	Password    string
+	CA          string
+}
+
+// String hides the values.
+func (Credentials) String() string { return "<credentials redacted>" }
+
+// GoString hides the values from %#v.
+func (Credentials) GoString() string { return "<credentials redacted>" }
 
 // Checks are the golden signals, each on unless disabled, plus custom checks.
 type Checks struct {
@@ -163,32 +220,10 @@ const (
 // Decode parses a YAML or JSON analysis configuration. An unknown field is an error naming its
 // path; so is a value of the wrong type or out of range.
 func Decode(data []byte) (*Config, error) {
-	// JSON goes to the JSON decoder as it is; YAML is converted first. (YAML would also read
-	// JSON, but rejects some characters JSON allows in strings.)
-	j := bytes.TrimSpace(data)
-	if !json.Valid(j) {
-		var err error
-		if j, err = yaml.YAMLToJSON(data); err != nil {
-			return nil, fmt.Errorf("analysis config: %w", err)
-		}
-	}
-	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
-		return nil, fmt.Errorf("analysis config is empty")
-	}
-	var raw any
-	if err := json.Unmarshal(j, &raw); err != nil {
-		return nil, fmt.Errorf("analysis config: %w", err)
-	}
-	if err := unknownFields(raw, reflect.TypeOf(Config{}), ""); err != nil {
-		return nil, fmt.Errorf("analysis config: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.DisallowUnknownFields()
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, fmt.Errorf("analysis config: %s: a %s cannot hold %s", te.Field, te.Type, te.Value)
+	if err := strictdecode.Decode(data, &c); err != nil {
+		if errors.Is(err, strictdecode.ErrEmpty) {
+			return nil, fmt.Errorf("analysis config is empty")
 		}
 		return nil, fmt.Errorf("analysis config: %w", err)
 	}
@@ -209,80 +244,6 @@ func DecodeFile(path string) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
-}
-
-// unknownFields walks decoded JSON against a struct type and reports, by its path, the first
-// key the type lacks (checks.latency.quantil) or the first invalid duration.
-func unknownFields(v any, t reflect.Type, path string) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == reflect.TypeOf(Duration(0)) {
-		// The JSON decoder would report a bad duration without saying where it is.
-		raw, _ := json.Marshal(v)
-		var d Duration
-		if err := d.UnmarshalJSON(raw); err != nil {
-			return fmt.Errorf("%s: %v", path, err)
-		}
-		return nil
-	}
-	switch val := v.(type) {
-	case map[string]any:
-		if t.Kind() == reflect.Map {
-			for k, sub := range val {
-				if err := unknownFields(sub, t.Elem(), join(path, k)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if t.Kind() != reflect.Struct {
-			return nil // the decoder reports the type mismatch
-		}
-		fields := map[string]reflect.Type{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name != "" && name != "-" {
-				fields[name] = f.Type
-			}
-		}
-		keys := make([]string, 0, len(val))
-		for k := range val {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			ft, ok := fields[k]
-			if !ok {
-				known := make([]string, 0, len(fields))
-				for n := range fields {
-					known = append(known, n)
-				}
-				sort.Strings(known)
-				return fmt.Errorf("unknown field %q (known fields here: %s)", join(path, k), strings.Join(known, ", "))
-			}
-			if err := unknownFields(val[k], ft, join(path, k)); err != nil {
-				return err
-			}
-		}
-	case []any:
-		if t.Kind() == reflect.Slice {
-			for i, sub := range val {
-				if err := unknownFields(sub, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // Validate checks values and ranges.
@@ -311,13 +272,26 @@ func (c *Config) Validate() error {
 		return bad("%v", err)
 	}
 	p := c.Prometheus
-	if b := p.BasicAuth; b != nil && b.Password != "" && b.PasswordFile != "" {
-		return bad("prometheus.basicAuth: give password or passwordFile, not both")
+	if b := p.BasicAuth; b != nil {
+		if set := setFields(map[string]bool{"password": b.Password != "", "passwordSecret": b.PasswordSecret != nil, "passwordFile": b.PasswordFile != ""}); len(set) > 1 {
+			return bad("prometheus.basicAuth: give %s, not both", strings.Join(set, " or "))
+		}
+	}
+	if p.BearerTokenFile != "" && p.BearerTokenSecret != nil {
+		return bad("prometheus: give bearerTokenSecret or bearerTokenFile, not both")
+	}
+	if t := p.TLS; t != nil && t.CAFile != "" && t.CASecret != nil {
+		return bad("prometheus.tls: give caSecret or caFile, not both")
 	}
 	// The client library rejects these too, but only when a rollout builds the client, and
 	// in its own field names (bearer_token_file, basic_auth).
-	if p.BearerTokenFile != "" && p.BasicAuth != nil {
-		return bad("prometheus.bearerTokenFile and prometheus.basicAuth are both set: give one of them")
+	if token := setFields(map[string]bool{"prometheus.bearerTokenFile": p.BearerTokenFile != "", "prometheus.bearerTokenSecret": p.BearerTokenSecret != nil}); len(token) > 0 && p.BasicAuth != nil {
+		return bad("%s and prometheus.basicAuth are both set: give one of them", token[0])
+	}
+	for path, ref := range p.SecretRefs() {
+		if ref.Name == "" || ref.Key == "" {
+			return bad("%s: give the Secret's name and key", path)
+		}
 	}
 	headers := make([]string, 0, len(p.Headers))
 	for h := range p.Headers {
@@ -328,7 +302,7 @@ func (c *Config) Validate() error {
 		canonical := http.CanonicalHeaderKey(h)
 		switch _, reserved := promconfig.ReservedHeaders[canonical]; {
 		case canonical == "Authorization":
-			return bad("prometheus.headers.%s: the client sets this header itself: give the credentials in prometheus.bearerTokenFile or prometheus.basicAuth", h)
+			return bad("prometheus.headers.%s: the client sets this header itself: give the credentials in prometheus.bearerTokenSecret, prometheus.bearerTokenFile or prometheus.basicAuth", h)
 		case reserved:
 			return bad("prometheus.headers.%s: the client sets this header itself: remove it", h)
 		}
@@ -487,6 +461,18 @@ func orDuration(d Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return time.Duration(d)
+}
+
+// setFields returns the names of the fields that are set, in order.
+func setFields(fields map[string]bool) []string {
+	var names []string
+	for name, set := range fields {
+		if set {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 func orInt(p *int, def int) int {

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -273,6 +274,13 @@ func TestDecodeErrors(t *testing.T) {
 		{"blank document", "  \n\n", []string{"analysis config is empty"}},
 		{"comment only", "# nothing here\n", []string{"analysis config is empty"}},
 		{"null", "null", []string{"analysis config is empty"}},
+		{"a secret without its key", "prometheus: {bearerTokenSecret: {name: prom}}", []string{"prometheus.bearerTokenSecret: give the Secret's name and key"}},
+		{"a password secret without its name", "prometheus: {basicAuth: {username: u, passwordSecret: {key: k}}}", []string{"prometheus.basicAuth.passwordSecret: give the Secret's name and key"}},
+		{"a token from a secret and a file", "prometheus: {bearerTokenSecret: {name: a, key: b}, bearerTokenFile: /t}", []string{"bearerTokenSecret or bearerTokenFile, not both"}},
+		{"a password from a secret and inline", "prometheus: {basicAuth: {username: u, password: p, passwordSecret: {name: a, key: b}}}", []string{"password or passwordSecret, not both"}},
+		{"a CA from a secret and a file", "prometheus: {tls: {caFile: /ca, caSecret: {name: a, key: b}}}", []string{"caSecret or caFile, not both"}},
+		{"a token secret and basicAuth", "prometheus: {bearerTokenSecret: {name: a, key: b}, basicAuth: {username: u}}", []string{"prometheus.bearerTokenSecret and prometheus.basicAuth are both set"}},
+		{"an unknown secret field", "prometheus: {bearerTokenSecret: {name: a, key: b, namespace: c}}", []string{`unknown field "prometheus.bearerTokenSecret.namespace"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -398,5 +406,31 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCredentialSources(t *testing.T) {
+	c, err := Decode([]byte("prometheus:\n  bearerTokenFile: /t\n  tls: {caSecret: {name: prom-ca, key: ca.crt}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Prometheus.Files(); len(got) != 1 || got[0] != "prometheus.bearerTokenFile" {
+		t.Errorf("Files() = %q", got)
+	}
+	if got := c.Prometheus.SecretRefs(); len(got) != 1 || got["prometheus.tls.caSecret"] != (SecretKeyRef{Name: "prom-ca", Key: "ca.crt"}) {
+		t.Errorf("SecretRefs() = %v", got)
+	}
+	c, err = Decode([]byte("prometheus:\n  basicAuth: {username: u, passwordFile: /p}\n  tls: {caFile: /ca}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Prometheus.Files(); strings.Join(got, ",") != "prometheus.basicAuth.passwordFile,prometheus.tls.caFile" {
+		t.Errorf("Files() = %q", got)
+	}
+	creds := Credentials{BearerToken: "tok-secret", Password: "pw-secret", CA: "pem"}
+	for _, s := range []string{fmt.Sprint(creds), fmt.Sprintf("%+v", creds), fmt.Sprintf("%#v", creds), fmt.Sprintf("%v", &creds)} {
+		if strings.Contains(s, "secret") || strings.Contains(s, "pem") {
+			t.Errorf("credentials print as %q", s)
+		}
 	}
 }

@@ -34,8 +34,13 @@ type CheckResult struct {
 	// Threshold is the bound the check is judged against, on every verdict: a reader of an
 	// Error or Inconclusive result still learns what would have passed.
 	Threshold string `json:"threshold,omitempty"`
+	// Query is the updated pods' query with its pod lists left as {{.Pods}} and
+	// {{.StablePods}}, and QueryHash a hash of the query as sent: a result stays the same size
+	// however many pods a batch has.
 	Query     string `json:"query,omitempty"`
-	Message   string `json:"message,omitempty"`
+	QueryHash string `json:"queryHash,omitempty"`
+	// Message says why, in at most maxMessage bytes.
+	Message string `json:"message,omitempty"`
 }
 
 func (r CheckResult) String() string {
@@ -118,11 +123,11 @@ func (m measurer) value(ctx context.Context, check, text string, s Scope) (Check
 		r.Verdict, r.Message = Error, err.Error()
 		return r, 0, false
 	}
-	r.Query = q
+	r.Query, r.QueryHash = renderShown(check, text, s), queryHash(q)
 	v, ok, err := m.q.Query(ctx, q)
 	switch {
 	case err != nil:
-		r.Verdict, r.Message = Error, err.Error()
+		r.Verdict, r.Message = Error, withoutPods(err.Error(), q, r.Query, s)
 		return r, 0, false
 	case !ok:
 		r.Verdict, r.Message = Inconclusive, "no data (empty result or NaN)"
@@ -240,10 +245,10 @@ func (m measurer) custom(ctx context.Context, s Scope, c Custom) CheckResult {
 		r.Verdict, r.Message = Error, err.Error()
 		return r
 	}
-	r.Query = q
+	r.Query, r.QueryHash = renderShown(c.Name, c.Query, s), queryHash(q)
 	all, err := querySeries(ctx, m.q, q)
 	if err != nil {
-		r.Verdict, r.Message = Error, err.Error()
+		r.Verdict, r.Message = Error, withoutPods(err.Error(), q, r.Query, s)
 		return r
 	}
 	var measured []Series
@@ -356,4 +361,20 @@ func parseCondition(s string) (func(float64) bool, error) {
 		}
 		return true
 	}, nil
+}
+
+// withoutPods takes the pod lists out of an error about query q, which Prometheus and the client
+// often quote: the query as sent becomes the query as results show it, and a pod list left
+// becomes its placeholder, so that a message stays the same size however many pods there are.
+func withoutPods(msg, q, shown string, s Scope) string {
+	msg = strings.ReplaceAll(msg, q, shown)
+	for _, l := range []struct {
+		pods        []string
+		placeholder string
+	}{{s.Pods, "{{.Pods}}"}, {s.StablePods, "{{.StablePods}}"}} {
+		if len(l.pods) > 0 {
+			msg = strings.ReplaceAll(msg, podRegex(l.pods), l.placeholder)
+		}
+	}
+	return msg
 }

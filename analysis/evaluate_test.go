@@ -293,7 +293,7 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.exact(`errors{ns="shop",pod=~"web-new"}`, value(0.02)).exact(`errors{ns="shop",pod=~"web-old"}`, value(0.01))
 			},
-			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.02), stable: fp(0.01), query: `errors{ns="shop",pod=~"web-new"}`}},
+			want:    []wantResult{{check: CheckErrorRate, verdict: Pass, threshold: thrErrorRate, value: fp(0.02), stable: fp(0.01), query: `errors{ns="shop",pod=~"{{.Pods}}"}`}},
 			queries: 2, notSent: []string{"http_requests_total"},
 		},
 
@@ -468,7 +468,7 @@ func TestMeasure(t *testing.T) {
 			fake: func(f *fakeQuerier) {
 				f.on(limitsNew, value(2)).exact(`cpu{pod=~"web-new"}`, value(0.4)).exact(`mem{pod=~"web-new"}`, value(0.94))
 			},
-			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: "memory at most 0.95 of the limit", value: fp(0.94), query: `mem{pod=~"web-new"}`}},
+			want:    []wantResult{{check: CheckSaturation, verdict: Pass, threshold: "memory at most 0.95 of the limit", value: fp(0.94), query: `mem{pod=~"{{.Pods}}"}`}},
 			queries: 3, notSent: []string{"container_cpu_usage_seconds_total", oldPods},
 		},
 
@@ -1084,6 +1084,41 @@ func TestNewClientErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "pw-secret") {
 				t.Errorf("error %q leaks the password", err)
+			}
+		})
+	}
+}
+
+func TestClientCredentialsFromSecrets(t *testing.T) {
+	ref := &SecretKeyRef{Name: "prom", Key: "k"}
+	tests := []struct {
+		name  string
+		p     Prometheus
+		creds Credentials
+		want  string
+	}{
+		{"bearer token", Prometheus{BearerTokenSecret: ref}, Credentials{BearerToken: "tok-1"}, "Bearer tok-1"},
+		{"basic auth password", Prometheus{BasicAuth: &BasicAuth{Username: "reader", PasswordSecret: ref}}, Credentials{Password: "pw-2"},
+			"Basic " + base64.StdEncoding.EncodeToString([]byte("reader:pw-2"))},
+		{"credentials of fields not set are not sent", Prometheus{}, Credentials{BearerToken: "tok-3"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fp := &fakePrometheus{t: t, answers: map[string]promResponse{"up": {status: 200, file: "scalar.json"}}}
+			srv := httptest.NewServer(fp)
+			defer srv.Close()
+			tt.p.Address = srv.URL
+			c, err := NewClientWith(tt.p, "", tt.creds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.Query(context.Background(), "up"); err != nil {
+				t.Fatal(err)
+			}
+			fp.mu.Lock()
+			defer fp.mu.Unlock()
+			if len(fp.auth) != 1 || fp.auth[0] != tt.want {
+				t.Errorf("Authorization %q, want %q", fp.auth, tt.want)
 			}
 		})
 	}

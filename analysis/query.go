@@ -49,8 +49,14 @@ type Client struct {
 }
 
 // NewClient builds a client from the prometheus section of a configuration. address overrides
-// the configured one when not empty.
+// the configured one when not empty. A configuration that names Secrets needs their values:
+// use NewClientWith.
 func NewClient(p Prometheus, address string) (*Client, error) {
+	return NewClientWith(p, address, Credentials{})
+}
+
+// NewClientWith is NewClient with the values of the Secret keys the configuration names.
+func NewClientWith(p Prometheus, address string, creds Credentials) (*Client, error) {
 	if address == "" {
 		address = p.Address
 	}
@@ -63,11 +69,20 @@ func NewClient(p Prometheus, address string) (*Client, error) {
 		return nil, fmt.Errorf("prometheus address: %w", err)
 	}
 	hc := promconfig.HTTPClientConfig{BearerTokenFile: p.BearerTokenFile, FollowRedirects: true, EnableHTTP2: true}
+	if p.BearerTokenSecret != nil {
+		hc.BearerToken = promconfig.Secret(creds.BearerToken)
+	}
 	if b := p.BasicAuth; b != nil {
 		hc.BasicAuth = &promconfig.BasicAuth{Username: b.Username, Password: promconfig.Secret(b.Password), PasswordFile: b.PasswordFile}
+		if b.PasswordSecret != nil {
+			hc.BasicAuth.Password = promconfig.Secret(creds.Password)
+		}
 	}
 	if t := p.TLS; t != nil {
 		hc.TLSConfig = promconfig.TLSConfig{CAFile: t.CAFile, InsecureSkipVerify: t.InsecureSkipVerify}
+		if t.CASecret != nil {
+			hc.TLSConfig.CA = creds.CA
+		}
 	}
 	if len(p.Headers) > 0 {
 		hc.HTTPHeaders = &promconfig.Headers{Headers: map[string]promconfig.Header{}}

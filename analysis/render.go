@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
@@ -35,17 +37,43 @@ func newTemplate(name, text string) (*template.Template, error) {
 
 // render executes a query template for a scope.
 func render(name, text string, s Scope) (string, error) {
+	return execute(name, text, templateData{
+		Namespace:  promString(s.Namespace),
+		Pods:       podRegex(s.Pods),
+		StablePods: podRegex(s.StablePods),
+		Window:     model.Duration(s.Window).String(),
+	})
+}
+
+// renderShown renders a query as results keep it: the namespace and window filled in, the pod
+// lists left as {{.Pods}} and {{.StablePods}}, so that a result is the same size for 5 pods or
+// 5,000. queryHash identifies the query as sent.
+func renderShown(name, text string, s Scope) string {
+	shown, err := execute(name, text, templateData{
+		Namespace:  promString(s.Namespace),
+		Pods:       "{{.Pods}}",
+		StablePods: "{{.StablePods}}",
+		Window:     model.Duration(s.Window).String(),
+	})
+	if err != nil {
+		return text
+	}
+	return shown
+}
+
+// queryHash is a short hash of a query as sent, to match a result with Prometheus' query log.
+func queryHash(query string) string {
+	sum := sha256.Sum256([]byte(query))
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+func execute(name, text string, data templateData) (string, error) {
 	t, err := newTemplate(name, text)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	if err := t.Execute(&b, templateData{
-		Namespace:  promString(s.Namespace),
-		Pods:       podRegex(s.Pods),
-		StablePods: podRegex(s.StablePods),
-		Window:     model.Duration(s.Window).String(),
-	}); err != nil {
+	if err := t.Execute(&b, data); err != nil {
 		return "", fmt.Errorf("rendering query %s: %w", name, err)
 	}
 	return b.String(), nil

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // keepMeasurements bounds the measurements a run keeps, whatever its count.
@@ -79,6 +80,10 @@ func (a *Analyzer) Step(ctx context.Context, r *Run, scope Scope, now time.Time)
 	}
 	counter := &countingQuerier{q: a.Querier}
 	results := measurer{cfg: a.Config, q: counter}.measure(ctx, scope)
+	for i := range results {
+		// An error can quote the query it ran, pod lists and all.
+		results[i].Message = clip(results[i].Message, maxMessage)
+	}
 	next.Queries += counter.n
 	next.Last = append(append([]Measurement(nil), r.Last...), Measurement{At: now.UTC().Truncate(time.Millisecond), Results: results})
 	if len(next.Last) > keepMeasurements {
@@ -200,4 +205,19 @@ func (c *countingQuerier) Query(ctx context.Context, q string) (float64, bool, e
 func (c *countingQuerier) QuerySeries(ctx context.Context, q string) ([]Series, error) {
 	c.n++
 	return querySeries(ctx, c.q, q)
+}
+
+// maxMessage bounds a result's message, so that the state on the lock stays small.
+const maxMessage = 300
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

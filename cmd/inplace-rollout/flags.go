@@ -156,7 +156,8 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 		if err != nil {
 			return spec, badInput("--analysis: %v", err)
 		}
-		spec.Analysis = cfg
+		// The file is the user's own, read with their own permissions: its credential files are theirs.
+		spec.Analysis, spec.CredentialFiles = cfg, true
 	} else if f.prometheusURL != "" {
 		return spec, badInput("--prometheus needs --analysis FILE")
 	}

@@ -89,7 +89,8 @@ func printReport(out io.Writer, r statusReport) error {
 			for _, r := range last.Results {
 				fmt.Fprintf(out, "    %s  %s\n", last.At.Format(time.TimeOnly), r)
 				if r.Query != "" {
-					fmt.Fprintf(out, "              query: %s\n", r.Query)
+					// The pod lists stay placeholders; the hash identifies the query as sent.
+					fmt.Fprintf(out, "              query: %s  (%s)\n", r.Query, r.QueryHash)
 				}
 			}
 		}

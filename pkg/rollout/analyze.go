@@ -31,9 +31,9 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing", st.Batch, st.Batches, st.Updated, st.Total)
 		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, nil
 	}
-	q, err := e.querier(spec)
+	q, err := e.querier(ctx, spec)
 	if err != nil {
-		return st, Result{}, &InvalidError{err.Error()}
+		return st, Result{}, err
 	}
 	analyzer := &analysis.Analyzer{Config: spec.Analysis, Querier: q}
 	scope := analysis.Scope{Namespace: w.Ref().Namespace, Pods: updated, StablePods: stable}
@@ -121,21 +121,6 @@ func targetArg(r workload.Ref) string {
 		return fmt.Sprintf("pods --selector %s -n %s", r.Selector, r.Namespace)
 	}
 	return fmt.Sprintf("%s/%s -n %s", strings.ToLower(string(r.Kind)), r.Name, r.Namespace)
-}
-
-// querier returns the Prometheus client for the spec, built once per engine.
-func (e *Engine) querier(spec Spec) (analysis.Querier, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.Querier != nil {
-		return e.Querier, nil
-	}
-	c, err := analysis.NewClient(spec.Analysis.Prometheus, spec.PrometheusURL)
-	if err != nil {
-		return nil, err
-	}
-	e.Querier = c
-	return c, nil
 }
 
 func decodeRun(lock *workload.Lock) (*analysis.Run, error) {

@@ -30,11 +30,13 @@ type Engine struct {
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Querier answers the analysis' PromQL queries; nil builds a Prometheus client from the
-	// spec on first use.
+	// Querier answers every analysis' PromQL queries; nil builds a Prometheus client per
+	// configuration, from the spec.
 	Querier analysis.Querier
 
-	mu sync.Mutex
+	mu          sync.Mutex
+	clients     map[string]*analysis.Client // by clientKey
+	clientOrder []string                    // keys, oldest first
 }
 
 // Intervals at which Reconcile asks to be called again.
@@ -130,7 +132,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	}
 	if spec.Analysis != nil {
 		// Check that the analysis can query Prometheus before anything changes.
-		q, err := e.querier(spec)
+		q, err := e.querier(ctx, spec)
 		if err == nil {
 			_, _, err = q.Query(ctx, "vector(1)")
 		}

@@ -50,6 +50,10 @@ type Spec struct {
 	Rollback bool
 	// Analysis gates every batch on Prometheus; nil runs no analysis.
 	Analysis *analysis.Config
+	// CredentialFiles lets the analysis read credentials from files named in its config. Only a
+	// spec from the command line may: a driver serving other people's rollouts would read the
+	// file from its own filesystem, where its own credentials live.
+	CredentialFiles bool
 	// PrometheusURL overrides Analysis.Prometheus.Address.
 	PrometheusURL string
 	// OnInconclusive is what an inconclusive analysis does: fail (roll back), pause (wait for a
@@ -115,6 +119,12 @@ func (s Spec) Validate() error {
 	case "", InconclusiveFail, InconclusivePause, InconclusiveContinue:
 	default:
 		return invalid("on-inconclusive %q: use fail, pause or continue", s.OnInconclusive)
+	}
+	if s.Analysis != nil && !s.CredentialFiles {
+		if files := s.Analysis.Prometheus.Files(); len(files) > 0 {
+			return invalid("analysis.%s: a file would be read from the filesystem of the driver, which holds the driver's own credentials; give the credential as a key of a Secret in the rollout's namespace (%s) instead",
+				files[0], secretFieldFor(files[0]))
+		}
 	}
 	if s.Analysis != nil && s.Analysis.Prometheus.Address == "" && s.PrometheusURL == "" {
 		return invalid("analysis needs a Prometheus address: give --prometheus or prometheus.address in the analysis config")
@@ -273,4 +283,15 @@ func rolloutID(hash string, now time.Time) string {
 func mustJSON(v any) string {
 	data, _ := json.Marshal(v)
 	return string(data)
+}
+
+// secretFieldFor names the field that takes from a Secret what a file field reads from a file.
+func secretFieldFor(fileField string) string {
+	switch fileField {
+	case "prometheus.bearerTokenFile":
+		return "prometheus.bearerTokenSecret"
+	case "prometheus.basicAuth.passwordFile":
+		return "prometheus.basicAuth.passwordSecret"
+	}
+	return "prometheus.tls.caSecret"
 }

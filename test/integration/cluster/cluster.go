@@ -88,9 +88,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c = &Cluster{opts: opts, log: log}
+	// The cluster as started, for the deferred Stop: an error return sets c to nil.
+	started := c
 	defer func() {
 		if err != nil {
-			_ = c.Stop()
+			_ = started.Stop()
 		}
 	}()
 	if c.opts.BinDir == "" {

@@ -1,0 +1,54 @@
+package rollout
+
+import (
+	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// Caller is what the driver running a spec sets, since a spec document does not say it.
+type Caller struct {
+	// Namespace of the workload: the CLI's, the Argo Rollout's, the CustomRun's.
+	Namespace string
+	// Holder names the driver on the lock: cli, argo:NS/NAME, tekton:NS/NAME.
+	Holder string
+	// CredentialFiles: the spec is the caller's own (the CLI's command line or file), so the
+	// analysis may read credential files (see Spec.CredentialFiles).
+	CredentialFiles bool
+}
+
+// FromV1alpha1 converts a rollout spec document to the engine's Spec, defaulted, for the
+// caller, and validates it as Reconcile would. The document is left as it was.
+func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
+	namespace, holder := c.Namespace, c.Holder
+	s := *in
+	v1alpha1.SetDefaults(&s)
+	kind, err := workload.ParseKind(s.Target.Kind)
+	if err != nil {
+		return Spec{}, invalid("spec.target.kind: %v", err)
+	}
+	spec := Spec{
+		Target:          workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
+		Images:          s.Images,
+		IncludeInit:     s.IncludeInit,
+		Batches:         s.Batches,
+		MaxUnavailable:  *s.MaxUnavailable,
+		GracePeriod:     s.GracePeriod.Duration,
+		Soak:            s.Soak.Duration,
+		Timeout:         s.Timeout.Duration,
+		AllowUnready:    s.AllowUnready,
+		Holder:          holder,
+		Analysis:        s.Analysis,
+		CredentialFiles: c.CredentialFiles,
+		OnInconclusive:  s.OnInconclusive,
+	}
+	switch {
+	case kind == workload.Pods && s.Target.Name != "":
+		return Spec{}, invalid("spec.target: kind Pods takes a selector, not a name (%q)", s.Target.Name)
+	case kind != workload.Pods && s.Target.Selector != "":
+		return Spec{}, invalid("spec.target: kind %s takes a name, not a selector (%q)", kind, s.Target.Selector)
+	}
+	if err := spec.Validate(); err != nil {
+		return Spec{}, invalid("spec: %v", err)
+	}
+	return spec, nil
+}

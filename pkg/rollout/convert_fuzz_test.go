@@ -1,0 +1,67 @@
+package rollout
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+)
+
+// FuzzSpecFile checks that decoding and converting a rollout spec document never panics, that
+// conversion either gives a Spec that passes Validate or bad input, and that a document it
+// accepts survives a JSON round trip: marshal, decode again, marshal again gives the same bytes.
+func FuzzSpecFile(f *testing.F) {
+	inputs, _ := filepath.Glob("testdata/specfile/*.[jy]*")
+	for _, in := range inputs {
+		if data, err := os.ReadFile(in); err == nil && filepath.Ext(in) != ".golden" {
+			f.Add(data)
+		}
+	}
+	for _, seed := range []string{
+		"",
+		"apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nspec: {target: {kind: sts, name: a}, images: {a: b}, batches: [0]}",
+		"apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nspec: {target: {kind: pods}, images: {a: 'b c'}, maxUnavailable: -1}",
+		"apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nspec: {target: {kind: ds, name: a}, images: {a: b}, soak: -1s, timeout: 1h}",
+		`{"apiVersion":"inplace-rollout.io/v1alpha1","kind":"InPlaceRollout","spec":{"target":{"kind":"Pods","selector":"a=b"},"images":{"a":"b"},"batches":["100.0%"]}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		doc, err := v1alpha1.Decode(data)
+		if err != nil {
+			if doc != nil {
+				t.Fatalf("Decode returned a document and the error %v", err)
+			}
+			return
+		}
+		spec, err := FromV1alpha1(&doc.Spec, Caller{Namespace: "ns", Holder: "cli", CredentialFiles: true})
+		var ie *InvalidError
+		if err != nil && !errors.As(err, &ie) {
+			t.Fatalf("conversion failed with %T, not bad input: %v", err, err)
+		}
+		if err == nil {
+			if err := spec.Validate(); err != nil {
+				t.Fatalf("a converted spec fails Validate: %v", err)
+			}
+		}
+		first, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatalf("json.Marshal of a decoded document: %v", err)
+		}
+		again, err := v1alpha1.Decode(first)
+		if err != nil {
+			t.Fatalf("Decode of the marshalled document %s: %v", first, err)
+		}
+		second, err := json.Marshal(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Fatalf("round trip changed the document:\n first %s\nsecond %s", first, second)
+		}
+	})
+}
