@@ -36,6 +36,8 @@ specs=(
   "kubectl|.|k8s.io/kubernetes/cmd/kubectl|$k8s_ldflags"
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|-s -w"
   "staticcheck|staticcheck|honnef.co/go/tools/cmd/staticcheck|-s -w"
+  "rollouts-controller|argo-rollouts|github.com/argoproj/argo-rollouts/cmd/rollouts-controller|-s -w"
+  "tekton-controller|tekton|github.com/tektoncd/pipeline/cmd/controller|-s -w"
 )
 
 want=("$@")
