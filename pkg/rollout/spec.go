@@ -53,6 +53,10 @@ type Spec struct {
 	Supersede bool
 	// Rollback asks for the rollout to be undone.
 	Rollback bool
+	// RestoreTemplate, with Rollback, puts the previous images back in the workload's template
+	// even when someone else changed it during the rollout. Without it, their template stays
+	// and only the pods and the update strategy are restored.
+	RestoreTemplate bool
 	// Analysis gates every batch on Prometheus; nil runs no analysis.
 	Analysis *analysis.Config
 	// PrometheusURL overrides Analysis.Prometheus.Address.
