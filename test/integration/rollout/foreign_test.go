@@ -13,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
 // TestTemplateChangedMidRolloutStopsForADecision has someone else set the StatefulSet's image
@@ -164,4 +166,56 @@ func startWithOutput(t *testing.T, stdout, stderr *bytes.Buffer, args ...string)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	return cmd
+}
+
+// TestDeploymentTemplateChangedMidRolloutIsKept changes a paused Deployment's template while
+// the rollout soaks its first batch: finalizing would overwrite it with the rollout's images.
+// The rollout stops instead (exit 3, TemplateChanged), and rollback leaves the other person's
+// template, which the unpaused Deployment then rolls out its own way.
+func TestDeploymentTemplateChangedMidRolloutIsKept(t *testing.T) {
+	ns := env.Namespace(t)
+	labels := map[string]string{"app": "api"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+	}
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeployment(t, ns, "api", 2)
+	var stdout, stderr bytes.Buffer
+	cmd := startWithOutput(t, &stdout, &stderr, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2,
+		"--batches", "1,100%", "--soak", "5s", "--timeout", "10s", "-o", "json")
+	cluster.WaitFor(t, 60*time.Second, "a pod Updated", func(context.Context) (bool, error) {
+		for _, p := range listPods(t, ns, "app=api") {
+			if st := stateOf(t, &p); st != nil && st.Stage == inplace.StageUpdated {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"` + appV3 + `"}]}}}}`
+	if _, err := env.Client.AppsV1().Deployments(ns).Patch(context.Background(), "api", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 60*time.Second); code != 3 || !contains(stdout.String(), `"reason": "TemplateChanged"`) || !contains(stdout.String(), appV3) {
+		t.Fatalf("run exited %d, want 3 with reason TemplateChanged naming %s:\n%s\n%s", code, appV3, stdout.String(), clitest.LastLines(stderr.String(), 10))
+	}
+	if r := runCLI(t, "rollback", "-n", ns, "--target", "deployment/api"); r.Code != 0 || !contains(r.Stdout, "template keeps") {
+		t.Fatalf("rollback: %s\nwant exit 0 and the template kept", r)
+	}
+	got := waitDeployment(t, ns, "api", 2)
+	if got.Spec.Paused || got.Spec.Template.Spec.Containers[0].Image != appV3 {
+		t.Fatalf("deployment paused=%v template %s, want unpaused on %s", got.Spec.Paused, got.Spec.Template.Spec.Containers[0].Image, appV3)
+	}
+	cluster.WaitFor(t, 60*time.Second, "the Deployment's own rollout of "+appV3, func(context.Context) (bool, error) {
+		pods := listPods(t, ns, "app=api")
+		n := 0
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil && p.Spec.Containers[0].Image == appV3 && cluster.PodReady(&p) {
+				n++
+			}
+		}
+		return n == 2, nil
+	})
 }
