@@ -118,14 +118,17 @@ type rolloutFlags struct {
 	analysisFile   string
 	prometheusURL  string
 	onInconclusive string
+
+	// restoreTemplate is rollback's --restore-template.
+	restoreTemplate bool
 }
 
 func (f *rolloutFlags) register(cmd *cobra.Command) {
 	f.registerPlan(cmd)
-	cmd.Flags().StringVar(&f.maxUnavailable, "max-unavailable", "1", "pods of a batch updated at once, count or percentage")
+	cmd.Flags().StringVar(&f.maxUnavailable, "max-unavailable", "1", "pods that may be down at once, count or percentage above 0: the pods being updated and any other pod not Ready (being deleted, recreated), except pods already not Ready before the rollout")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0, "wait between draining a pod (readiness gate inplace-rollout.io/ready False) and restarting it")
 	cmd.Flags().DurationVar(&f.soak, "soak", 0, "after each batch, wait this long before its analysis and the next batch; a pod of the batch that crashes or restarts meanwhile fails the rollout")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "progress deadline: a pod that makes no progress for this long fails, and so does a batch whose next pods cannot start for this long")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "progress deadline, above 0: a pod that makes no progress for this long fails, and so does a batch whose next pods cannot start for this long")
 	cmd.Flags().BoolVar(&f.allowUnready, "allow-unready", false, "start even if some pods are not Ready")
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")

@@ -83,21 +83,28 @@ func newRollbackCommand() *cobra.Command {
 		Long: `rollback undoes the workload's in-place rollout, in flight or finished: every pod
 it touched goes back to the exact image it ran before (pinned by digest), in the
 reverse order of the batches, and the workload gets its previous images and update
-strategy back.`,
+strategy back.
+
+If someone else changed the workload's template while the rollout held it (the rollout
+then stopped with reason TemplateChanged), rollback leaves their template as it is and
+says so: the workload's own update strategy then applies it. --restore-template puts
+the previous images back in the template instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, ref, err := cf.resolve()
 			if err != nil {
 				return err
 			}
-			spec := rollout.Spec{Target: ref, Holder: "cli", Rollback: true, GracePeriod: rf.grace, Timeout: rf.timeout, MaxUnavailable: intstr.Parse(rf.maxUnavailable)}
+			spec := rollout.Spec{Target: ref, Holder: "cli", Rollback: true, RestoreTemplate: rf.restoreTemplate,
+				GracePeriod: rf.grace, Timeout: rf.timeout, MaxUnavailable: intstr.Parse(rf.maxUnavailable)}
 			return drive(cmd, client, spec, rf.resultsDir, cf.output, true)
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().StringVar(&rf.maxUnavailable, "max-unavailable", "1", "pods reverted at once, count or percentage")
+	cmd.Flags().StringVar(&rf.maxUnavailable, "max-unavailable", "1", "pods reverted at once, count or percentage above 0")
+	cmd.Flags().BoolVar(&rf.restoreTemplate, "restore-template", false, "put the previous images back in the template even if someone else changed it during the rollout")
 	cmd.Flags().DurationVar(&rf.grace, "grace", 0, "wait between draining a pod and restarting it")
-	cmd.Flags().DurationVar(&rf.timeout, "timeout", 10*time.Minute, "fail a pod that makes no progress for this long")
+	cmd.Flags().DurationVar(&rf.timeout, "timeout", 10*time.Minute, "fail a pod that makes no progress for this long (above 0)")
 	cmd.Flags().StringVar(&rf.resultsDir, "results-dir", "", "write Tekton-style results to this directory")
 	return cmd
 }

@@ -74,6 +74,9 @@ func printReport(out io.Writer, r statusReport) error {
 	fmt.Fprintf(out, "%s\n", r.Target)
 	if l := r.Lock; l != nil {
 		fmt.Fprintf(out, "rollout %s by %s: %s", l.RolloutID, l.Holder, l.Phase)
+		if l.ReasonCode != "" {
+			fmt.Fprintf(out, ", reason %s", l.ReasonCode)
+		}
 		if l.Reason != "" {
 			fmt.Fprintf(out, " (%s)", l.Reason)
 		}
@@ -185,6 +188,10 @@ func printStatus(out io.Writer, format string, st rollout.Status) error {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
+	}
+	if st.Reason != "" {
+		_, err := fmt.Fprintf(out, "%s (%s): %s\n", st.Phase, st.Reason, st.Message)
+		return err
 	}
 	_, err := fmt.Fprintf(out, "%s: %s\n", st.Phase, st.Message)
 	return err

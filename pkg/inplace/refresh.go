@@ -43,6 +43,9 @@ type Progress struct {
 	Reason string
 	// ImageIDs are the imageIDs the containers report, by name, once Done.
 	ImageIDs map[string]string
+	// Unhealthy, when Done, says which containers run their target but still fail as they
+	// already did before the update: reported, not blamed on the new image.
+	Unhealthy string
 	// RequeueAfter is when to look again while neither Done nor Failed.
 	RequeueAfter time.Duration
 }
@@ -56,7 +59,7 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 	opts = opts.withDefaults()
 	reverting := st.Stage == StageRollingBack
 	p := Progress{Done: true, ImageIDs: map[string]string{}}
-	var waits []string
+	var waits, unhealthy []string
 	// soaking: every container not done yet runs its target and only waits out the soak, which
 	// is progress, so the progress deadline does not apply.
 	soaking := true
@@ -75,9 +78,13 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 			}
 		default:
 			p.ImageIDs[c.Name] = v.imageID
+			if v.unhealthy != "" {
+				unhealthy = append(unhealthy, v.unhealthy)
+			}
 		}
 	}
 	if p.Done {
+		p.Unhealthy = strings.Join(unhealthy, "; ")
 		return p
 	}
 	p.ImageIDs = nil
@@ -100,6 +107,8 @@ type verdict struct {
 	failed  string
 	waiting string
 	after   time.Duration // soak left
+	// unhealthy: done, though the container fails on its target as it failed before the update.
+	unhealthy string
 }
 
 func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak time.Duration, now time.Time) verdict {
@@ -154,6 +163,10 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 			return verdict{waiting: fmt.Sprintf("container %q: still shows %s of the image it is leaving", c.Name, reason)}
 		case c.FailingBefore == "":
 			return verdict{failed: msg}
+		case !reverting && onTarget:
+			// It crashes on the new image as it crashed on the old one: the update did what it
+			// could, and the failure is reported as the pod's own, not blamed on the image.
+			return verdict{done: true, imageID: cs.ImageID, unhealthy: failingAsBefore(msg, c)}
 		case attributable(cs, c, target, onTarget):
 			return verdict{failed: fmt.Sprintf("%s (pre-existing: the container was already in %s before the update)", msg, c.FailingBefore)}
 		default:
@@ -164,6 +177,10 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		return verdict{waiting: fmt.Sprintf("container %q: still running %s", c.Name, cs.Image)}
 	}
 	if cs.State.Running == nil || !cs.Ready {
+		if !reverting && c.FailingBefore != "" && cs.RestartCount > c.RestartsBefore+1 {
+			// Between two crashes of the same loop as before the update.
+			return verdict{done: true, imageID: cs.ImageID, unhealthy: failingAsBefore(restartsClimbed(c, cs), c)}
+		}
 		return verdict{waiting: fmt.Sprintf("container %q: on %s, not Running and Ready yet", c.Name, target)}
 	}
 	if !reverting && c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+1 {
@@ -173,6 +190,11 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		return verdict{waiting: fmt.Sprintf("container %q: soaking, %s left", c.Name, left.Round(time.Second)), after: left}
 	}
 	return verdict{done: true, imageID: cs.ImageID}
+}
+
+// failingAsBefore says that a container fails on its new image as it did before the update.
+func failingAsBefore(why string, c *ContainerState) string {
+	return fmt.Sprintf("%s; it was already in %s before the update: reported, not blamed on the new image", why, c.FailingBefore)
 }
 
 // CheckUpdated looks again at a pod whose update completed (stage Updated) and returns why it

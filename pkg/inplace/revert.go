@@ -61,7 +61,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 		judged := st.clone()
 		judged.Stage = StageRollingBack
 		if revertPatched(pod, st) && Refresh(pod, judged, opts, now).Done {
-			return finish(pod, judged, StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)})
+			return finish(pod, judged, StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, "")
 		}
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}
 	}
@@ -80,7 +80,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 	case p.Failed:
 		return fail(pod, st, now, "rollback failed: "+p.Reason, true)
 	case p.Done:
-		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)})
+		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, "")
 	default:
 		return wait(st, p.RequeueAfter, p.Reason)
 	}

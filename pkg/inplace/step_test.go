@@ -121,6 +121,11 @@ func TestRefresh(t *testing.T) {
 	waiting := func(reason string, imageID string, restarts int32) corev1.ContainerStatus {
 		return waitingMsg(reason, imageID, "msg", restarts)
 	}
+	runningUnready := func(imageID string, restarts int32) corev1.ContainerStatus {
+		cs := running("app", "reg.example/app:v2", imageID, restarts)
+		cs.Ready = false
+		return cs
+	}
 	tests := []struct {
 		name          string
 		status        corev1.ContainerStatus
@@ -139,7 +144,11 @@ func TestRefresh(t *testing.T) {
 		{"first failed pull is retried", waiting("ErrImagePull", beforeID, 0), "", false, 0, t0, "wait:ErrImagePull"},
 		{"restart climbing", running("app", "reg.example/app:v2", afterID, 3), "", false, 0, t0, "failed:RestartCountClimbing"},
 		{"pre-existing crash, old instance", waiting("CrashLoopBackOff", beforeID, 5), "CrashLoopBackOff", false, 0, t0, "wait:as before the update"},
-		{"pre-existing crash, new image crashes", waiting("CrashLoopBackOff", afterID, 6), "CrashLoopBackOff", false, 0, t0, "failed:pre-existing"},
+		{"pre-existing crash, new image crashes as before", waiting("CrashLoopBackOff", afterID, 6), "CrashLoopBackOff", false, 0, t0, "done:already in CrashLoopBackOff before the update"},
+		{"pre-existing crash, new image between two crashes", runningUnready(afterID, 7), "CrashLoopBackOff", false, 0, t0, "done:RestartCountClimbing"},
+		{"pre-existing crash, new image starting", runningUnready(afterID, 1), "CrashLoopBackOff", false, 0, t0, "wait:not Running and Ready yet"},
+		{"pre-existing crash, new image fixes it", running("app", "reg.example/app:v2", afterID, 6), "CrashLoopBackOff", false, 0, t0, "done"},
+		{"pre-existing crash, new image fails to pull", waitingMsg("ImagePullBackOff", beforeID, `Back-off pulling image "reg.example/app:v2"`, 5), "CrashLoopBackOff", false, 0, t0, "failed:pre-existing"},
 		{"no progress past the deadline", running("app", "reg.example/app:v1", beforeID, 0), "", false, 0, t0.Add(time.Hour), "failed:ProgressDeadlineExceeded"},
 		{"invalid image name, with the kubelet's message", waitingMsg("InvalidImageName", "", "couldn't parse image name", 0), "", false, 0, t0, `failed:InvalidImageName: container "app": couldn't parse image name`},
 		{"container config error, with the kubelet's message", waitingMsg("CreateContainerConfigError", "", `secret "db" not found`, 0), "", false, 0, t0, `failed:CreateContainerConfigError: container "app": secret "db" not found`},
@@ -172,6 +181,8 @@ func TestRefresh(t *testing.T) {
 			p := Refresh(pod, st, Options{Soak: tt.soak}, tt.at)
 			got := "done"
 			switch {
+			case p.Done && p.Unhealthy != "":
+				got = "done:" + p.Unhealthy
 			case p.Failed:
 				got = "failed:" + p.Reason
 			case !p.Done:

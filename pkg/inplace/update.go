@@ -182,7 +182,10 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			for i := range next.Containers {
 				next.Containers[i].AfterImageID = p.ImageIDs[next.Containers[i].Name]
 			}
-			return finish(pod, next, StageUpdated, now, &Event{corev1.EventTypeNormal, EventUpdated, "updated in place: " + describeChanges(st, false)})
+			if p.Unhealthy != "" {
+				return finish(pod, next, StageUpdated, now, &Event{corev1.EventTypeWarning, EventUpdated, "updated in place, failing as before: " + p.Unhealthy}, p.Unhealthy)
+			}
+			return finish(pod, next, StageUpdated, now, &Event{corev1.EventTypeNormal, EventUpdated, "updated in place: " + describeChanges(st, false)}, "")
 		default:
 			return wait(st, p.RequeueAfter, p.Reason)
 		}
@@ -194,15 +197,16 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 	}
 }
 
-// finish records a terminal success stage; with a readiness gate the gate goes True in the
-// same write, and the kubelet then marks the pod Ready.
-func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event) Step {
-	st.Stage, st.StageAt, st.Reason = stage, stageTime(now), ""
+// finish records a terminal success stage, with a reason when there is something to report;
+// with a readiness gate the gate goes True in the same write, and the kubelet then marks the pod
+// Ready.
+func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event, reason string) Step {
+	st.Stage, st.StageAt, st.Reason = stage, stageTime(now), reason
 	b := newPatch(pod).state(st)
 	if hasReadinessGate(pod) {
 		b.gate(corev1.ConditionTrue, "InPlaceUpdateDone", now)
 	}
-	s := b.step(stage, "")
+	s := b.step(stage, reason)
 	s.Done, s.Event = true, ev
 	return s
 }

@@ -72,7 +72,7 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		st.Message = reason
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 	case analysis.Inconclusive:
-		next.Phase, next.Reason = workload.LockPaused, reason
+		next.Phase, next.Reason, next.ReasonCode = workload.LockPaused, reason, string(ReasonAnalysisInconclusive)
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
@@ -80,7 +80,11 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		return e.pausedStatus(w, &next, st, stepped)
 	default: // Fail, Error
 		st.Message = reason
-		return e.beginRollback(ctx, w, &next, reason, st)
+		code := ReasonAnalysisFailed
+		if stepped.Verdict == analysis.Inconclusive {
+			code = ReasonAnalysisInconclusive // with onInconclusive: fail
+		}
+		return e.beginRollback(ctx, w, &next, code, reason, st)
 	}
 }
 
@@ -96,7 +100,7 @@ func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, loc
 		return e.pausedStatus(w, lock, st, run)
 	}
 	next := *lock
-	next.Phase, next.Reason = workload.LockProgressing, ""
+	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
 	if run != nil {
 		next.AnalyzedBatches = run.Batch
@@ -110,7 +114,7 @@ func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, loc
 }
 
 func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Status, run *analysis.Run) (Status, Result, error) {
-	st.Phase, st.Analysis = PhasePaused, run
+	st.Phase, st.Analysis, st.Reason = PhasePaused, run, ReasonAnalysisInconclusive
 	st.Message = fmt.Sprintf("paused: %s. To accept the batch and go on, run `inplace-rollout resume` with the same arguments as `run`; to undo, `inplace-rollout rollback --target %s`",
 		lock.Reason, targetArg(w.Ref()))
 	return st, Result{Phase: PhasePaused, Message: st.Message}, nil

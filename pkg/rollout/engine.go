@@ -202,19 +202,22 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	next.SpecHash = hash
 	next.Images = spec.Images
 	next.StartedAt = e.now().UTC().Truncate(time.Second)
-	next.Phase, next.Reason = workload.LockProgressing, ""
+	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.AnalyzedBatches, next.Analysis = 0, nil
 	if err := w.Retarget(ctx, &next); err != nil {
 		return Status{}, Result{}, err
 	}
 	e.log().Info("rollout superseded", "target", w.Ref().String(), "rollout", next.RolloutID, "superseded", lock.RolloutID, "images", mustJSON(spec.Images))
-	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "superseded " + lock.RolloutID}
+	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
 }
 
 // finished reports a rollout that already ended, with its pods counted from their states.
 func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase, msg string) (Status, Result, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: phase, Total: w.Replicas(), Message: msg}
+	if phase == PhaseRolledBack {
+		st.Reason = Reason(lock.ReasonCode)
+	}
 	for _, p := range w.Pods() {
 		s, _ := inplace.ReadState(p)
 		if s == nil || s.RolloutID != lock.RolloutID {

@@ -14,14 +14,14 @@ import (
 )
 
 // beginRollback writes lock (with any other change it carries) marked rolling back, and why.
-func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, reason string, st Status) (Status, Result, error) {
+func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, code Reason, reason string, st Status) (Status, Result, error) {
 	next := *lock
-	next.Phase, next.Reason = workload.LockRollingBack, reason
+	next.Phase, next.Reason, next.ReasonCode = workload.LockRollingBack, reason, string(code)
 	if err := w.SetLock(ctx, &next); err != nil {
 		return st, Result{}, err
 	}
-	e.log().Warn("rolling back", "target", w.Ref().String(), "rollout", lock.RolloutID, "reason", reason)
-	st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
+	e.log().Warn("rolling back", "target", w.Ref().String(), "rollout", lock.RolloutID, "reason", code, "message", reason)
+	st.Phase, st.Reason, st.Message = PhaseRollingBack, code, "rolling back: "+reason
 	return st, Result{Phase: PhaseRollingBack, Message: st.Message}, nil
 }
 
@@ -37,12 +37,12 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Wo
 		return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s is rolled back", lock.RolloutID))
 	case lock.Phase == workload.LockRollingBack:
 		return e.rollBack(ctx, spec, w, lock)
-	case lock.Phase == workload.LockProgressing, lock.Phase == workload.LockPaused:
-		return e.beginRollback(ctx, w, lock, "rollback requested", Status{RolloutID: lock.RolloutID, Total: w.Replicas()})
+	case lock.Phase == workload.LockProgressing, lock.Phase == workload.LockPaused, lock.Phase == workload.LockHalted:
+		return e.beginRollback(ctx, w, lock, ReasonRollbackRequested, rollbackRequested(lock, spec), Status{RolloutID: lock.RolloutID, Total: w.Replicas()})
 	}
 	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout.
 	next := *lock
-	next.Phase, next.Reason = workload.LockRollingBack, "rollback requested"
+	next.Phase, next.Reason, next.ReasonCode = workload.LockRollingBack, "rollback requested", string(ReasonRollbackRequested)
 	if err := w.Start(ctx, &next); err != nil {
 		return Status{}, Result{}, err
 	}
@@ -54,7 +54,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Wo
 // rollBack reverts every pod the rollout (and the rollouts it superseded) touched, most recent
 // first, then restores the workload's previous images and strategy.
 func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
-	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas()}
+	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Reason: Reason(lock.ReasonCode)}
 	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
 	var todo, failed []podState
 	var strays []*corev1.Pod
@@ -133,7 +133,8 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(stuck, "; ")
 			return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
 		}
-		done, err := w.Restore(ctx, lock)
+		foreign := workload.ForeignImages(w, lock)
+		done, err := w.Restore(ctx, lock, spec.RestoreTemplate)
 		if err != nil {
 			return st, Result{}, err
 		}
@@ -143,6 +144,10 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		}
 		st.Phase = PhaseRolledBack
 		st.Message = fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", st.RolledBack, w.Ref(), mustJSON(lock.PreviousImages), lock.Reason)
+		if foreign != nil && !spec.RestoreTemplate {
+			st.Message = fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (roll back with --restore-template to put %s back in the template instead): %s",
+				st.RolledBack, mustJSON(lock.PreviousImages), mustJSON(foreign), w.Ref(), mustJSON(lock.PreviousImages), lock.Reason)
+		}
 		e.log().Info("rolled back", "target", w.Ref().String(), "rollout", lock.RolloutID, "pods", st.RolledBack)
 		return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
 	}
@@ -172,4 +177,17 @@ func revertFailed(s *inplace.State) bool {
 		}
 	}
 	return false
+}
+
+// rollbackRequested is the reason a requested rollback records; a halted rollout keeps what
+// halted it.
+func rollbackRequested(lock *workload.Lock, spec Spec) string {
+	if lock.Phase != workload.LockHalted {
+		return "rollback requested"
+	}
+	what := "the other person's template stays"
+	if spec.RestoreTemplate {
+		what = "the template goes back to " + mustJSON(lock.PreviousImages)
+	}
+	return fmt.Sprintf("rollback requested after %s; %s", lock.Reason, what)
 }

@@ -30,15 +30,20 @@ type Spec struct {
 	IncludeInit bool
 	// Batches are cumulative pod counts or percentages, strictly increasing, the last 100%.
 	Batches []intstr.IntOrString
-	// MaxUnavailable is how many pods of a batch update at once (count or percentage) [1].
+	// MaxUnavailable is how many pods of the workload may be down at once because of the
+	// rollout (count or percentage, above 0; a percentage that rounds down to no pod means 1).
+	// Every pod the rollout updates counts, and so does any other pod that is not Ready (being
+	// deleted, missing, pending, recreated and not Ready yet), except one that was already not
+	// Ready when the rollout started, or is failing as it did before its update: those are not
+	// the rollout's doing, and waiting for them would stall it for good.
 	MaxUnavailable intstr.IntOrString
 	// GracePeriod is the wait between draining a pod (readiness gate False) and its restart.
 	GracePeriod time.Duration
 	// Soak is how long a complete batch waits before its analysis and the next batch; a pod of
 	// the batch that crashes or restarts meanwhile fails the rollout.
 	Soak time.Duration
-	// Timeout is the progress deadline [10m]: a pod that makes no progress for this long fails,
-	// and so does a batch whose next pods cannot start for this long.
+	// Timeout is the progress deadline, above 0: a pod that makes no progress for this long
+	// fails, and so does a batch whose next pods cannot start for this long.
 	Timeout time.Duration
 	// AllowUnready starts even when pods are not Ready.
 	AllowUnready bool
@@ -48,6 +53,10 @@ type Spec struct {
 	Supersede bool
 	// Rollback asks for the rollout to be undone.
 	Rollback bool
+	// RestoreTemplate, with Rollback, puts the previous images back in the workload's template
+	// even when someone else changed it during the rollout. Without it, their template stays
+	// and only the pods and the update strategy are restored.
+	RestoreTemplate bool
 	// Analysis gates every batch on Prometheus; nil runs no analysis.
 	Analysis *analysis.Config
 	// CredentialFiles lets the analysis read credentials from files named in its config. Only a
@@ -97,6 +106,9 @@ func (s Spec) Validate() error {
 	}
 	if s.GracePeriod < 0 || s.Soak < 0 || s.Timeout < 0 {
 		return invalid("grace, soak and timeout cannot be negative")
+	}
+	if s.Timeout == 0 {
+		return invalid("timeout 0s would give no progress deadline at all: give a positive duration, e.g. 10m")
 	}
 	if s.Rollback {
 		return nil
@@ -260,17 +272,19 @@ func formatBatches(batches []intstr.IntOrString) string {
 	return strings.Join(parts, ",")
 }
 
-// resolveMaxUnavailable resolves a count or percentage of total, at least 1.
+// resolveMaxUnavailable resolves a count or percentage of total. 0 and 0% are refused: they
+// would update nothing. A percentage that rounds down to no pod means 1, so a small workload
+// still moves.
 func resolveMaxUnavailable(v intstr.IntOrString, total int) (int, error) {
-	if v.Type == intstr.Int && v.IntVal == 0 {
-		return 1, nil
-	}
 	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, false)
 	if err != nil {
 		return 0, invalid("max-unavailable %q is neither a count nor a percentage", v.String())
 	}
 	if n < 0 {
 		return 0, invalid("max-unavailable %q cannot be negative", v.String())
+	}
+	if whole, _ := intstr.GetScaledValueFromIntOrPercent(&v, 100, false); whole == 0 {
+		return 0, invalid("max-unavailable %s would let no pod be updated: give at least 1 (or a percentage above 0%%)", v.String())
 	}
 	return max(n, 1), nil
 }

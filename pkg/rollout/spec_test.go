@@ -68,6 +68,7 @@ func TestSpecValidate(t *testing.T) {
 			Images:         map[string]string{"app": "reg.example/app:v2"},
 			Batches:        []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")},
 			MaxUnavailable: intstr.FromInt32(1),
+			Timeout:        10 * time.Minute,
 		}
 	}
 	tests := []struct {
@@ -83,6 +84,12 @@ func TestSpecValidate(t *testing.T) {
 		{"pods without selector", func(s *Spec) { s.Target = workload.Ref{Kind: workload.Pods, Namespace: "ns"} }, "label selector"},
 		{"negative soak", func(s *Spec) { s.Soak = -1 }, "cannot be negative"},
 		{"bad max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromString("many") }, "max-unavailable"},
+		{"zero max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromInt32(0) }, "max-unavailable 0 would let no pod be updated"},
+		{"zero percent max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromString("0%") }, "max-unavailable 0% would let no pod be updated"},
+		{"small percentage max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromString("1%") }, ""},
+		{"zero timeout", func(s *Spec) { s.Timeout = 0 }, "timeout 0s would give no progress deadline"},
+		{"rollback refuses zero max-unavailable", func(s *Spec) { s.Rollback, s.MaxUnavailable = true, intstr.FromString("0%") }, "would let no pod be updated"},
+		{"rollback refuses zero timeout", func(s *Spec) { s.Rollback, s.Timeout = true, 0 }, "no progress deadline"},
 		{"bad on-inconclusive", func(s *Spec) { s.OnInconclusive = "shrug" }, "use fail, pause or continue"},
 		{"bad prometheus URL", func(s *Spec) { s.PrometheusURL = "prometheus:9090" }, "not an http(s) URL"},
 		{"prometheus URL with a password", func(s *Spec) { s.PrometheusURL = "http://u:s3cret@prom:9090" }, "basicAuth"},

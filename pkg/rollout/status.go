@@ -19,7 +19,9 @@ const (
 	PhaseSucceeded   Phase = "Succeeded"
 	PhaseRollingBack Phase = "RollingBack"
 	PhaseRolledBack  Phase = "RolledBack"
-	// PhaseFailed means the rollback itself failed: a person must look.
+	// PhaseFailed means a person must look: the rollback itself failed, or (reason
+	// TemplateChanged) the rollout stopped on someone else's change to the template and waits
+	// for a decision, with nothing rolled back.
 	PhaseFailed Phase = "Failed"
 )
 
@@ -27,6 +29,30 @@ const (
 func (p Phase) Terminal() bool {
 	return p == PhaseSucceeded || p == PhaseRolledBack || p == PhaseFailed
 }
+
+// Reason says, as a code, why a rollout is where it is; Status.Message says it in words.
+type Reason string
+
+// Reasons. Each driver phrases its own remedy from them.
+const (
+	// ReasonPodFailed: a pod failed its update (a crash, a failed pull, a restart climb) or
+	// cannot be updated in place.
+	ReasonPodFailed Reason = "PodFailed"
+	// ReasonAnalysisFailed: a batch failed its analysis, or the analysis could not measure.
+	ReasonAnalysisFailed Reason = "AnalysisFailed"
+	// ReasonAnalysisInconclusive: a batch's analysis was inconclusive (the rollout pauses, or
+	// fails when so configured).
+	ReasonAnalysisInconclusive Reason = "AnalysisInconclusive"
+	// ReasonDeadlineExceeded: a pod or a batch made no progress within the progress deadline.
+	ReasonDeadlineExceeded Reason = "DeadlineExceeded"
+	// ReasonTemplateChanged: someone else changed the workload's template while the rollout
+	// held it; the rollout stopped, nothing rolled back, and a person decides.
+	ReasonTemplateChanged Reason = "TemplateChanged"
+	// ReasonSuperseded: the rollout replaced another one in flight.
+	ReasonSuperseded Reason = "Superseded"
+	// ReasonRollbackRequested: a person (or a driver) asked for the rollback.
+	ReasonRollbackRequested Reason = "RollbackRequested"
+)
 
 // Status is a small summary of a rollout, the same size whatever the number of pods. It is a
 // cache: Reconcile recomputes it from the cluster.
@@ -40,10 +66,17 @@ type Status struct {
 	Total int `json:"total"`
 	// Updated pods run the new images; Updating are changing now; RolledBack are back on
 	// their previous images.
-	Updated    int    `json:"updated"`
-	Updating   int    `json:"updating"`
-	RolledBack int    `json:"rolledBack"`
-	Message    string `json:"message,omitempty"`
+	Updated    int `json:"updated"`
+	Updating   int `json:"updating"`
+	RolledBack int `json:"rolledBack"`
+	// Unhealthy pods are among the Updated: a container of theirs was already failing before
+	// the update (say CrashLoopBackOff) and still is. They are reported, not blamed: the
+	// rollout goes on without waiting for them.
+	Unhealthy int `json:"unhealthy,omitempty"`
+	// Reason is why the rollout is rolling back, rolled back, paused or stopped; empty while
+	// it progresses normally or after it succeeded.
+	Reason  Reason `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 	// Analysis is the current or last batch analysis, with its last few measurements.
 	Analysis *analysis.Run `json:"analysis,omitempty"`
 }

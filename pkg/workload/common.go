@@ -83,6 +83,22 @@ func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) b
 	return true
 }
 
+// ForeignImages returns the template's images for the lock's containers when someone other than
+// the rollout changed them while the lock held the workload, else nil. The rollout's own
+// template is its target images for a StatefulSet or DaemonSet (written when it starts) and, for
+// a Deployment, the previous images until it finishes (then the target images, which a rollback
+// of the finished rollout starts from).
+func ForeignImages(w Workload, lock *Lock) map[string]string {
+	tmpl := w.Template()
+	if tmpl == nil || lock == nil || TemplateHasImages(tmpl, lock.Images) {
+		return nil
+	}
+	if _, ok := w.(*deployment); ok && TemplateHasImages(tmpl, lock.PreviousImages) {
+		return nil
+	}
+	return templateImages(tmpl, lock.Images)
+}
+
 // RunsImages reports whether the pod spec runs these images, however each reference is spelled.
 func RunsImages(pod *corev1.Pod, images map[string]string) bool {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {

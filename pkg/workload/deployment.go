@@ -147,16 +147,23 @@ func (d *deployment) Counted(pod *corev1.Pod, images, _ map[string]string) bool 
 // unpausing: the controller then finds the ReplicaSet equal to its template and adopts it, so no
 // new ReplicaSet is created and no pod is recreated.
 func (d *deployment) Finalize(ctx context.Context, lock *Lock) (bool, error) {
-	return d.handBack(ctx, lock, lock.Images, LockSucceeded)
+	return d.handBack(ctx, lock, lock.Images, lock.Images, LockSucceeded)
 }
 
 // Restore puts the previous images back on the ReplicaSet (if a finished rollout had changed it)
-// and the Deployment, and unpauses.
-func (d *deployment) Restore(ctx context.Context, lock *Lock) (bool, error) {
-	return d.handBack(ctx, lock, lock.PreviousImages, LockRolledBack)
+// and the Deployment, and unpauses. A Deployment template someone else changed during the
+// rollout keeps their images unless restoreForeign: unpaused, its controller then rolls them out.
+func (d *deployment) Restore(ctx context.Context, lock *Lock, restoreForeign bool) (bool, error) {
+	depImages := lock.PreviousImages
+	if !restoreForeign && ForeignImages(d, lock) != nil {
+		depImages = nil
+	}
+	return d.handBack(ctx, lock, lock.PreviousImages, depImages, LockRolledBack)
 }
 
-func (d *deployment) handBack(ctx context.Context, lock *Lock, images map[string]string, phase string) (bool, error) {
+// handBack puts images on the ReplicaSet, then depImages on the Deployment's template with its
+// strategy.
+func (d *deployment) handBack(ctx context.Context, lock *Lock, images, depImages map[string]string, phase string) (bool, error) {
 	if d.lock != nil && d.lock.Phase == phase {
 		return true, nil
 	}
@@ -178,6 +185,6 @@ func (d *deployment) handBack(ctx context.Context, lock *Lock, images map[string
 	lock.Phase = phase
 	return true, d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
 		"paused":   prev.Paused,
-		"template": templatePatch(d.Template(), images),
+		"template": templatePatch(d.Template(), depImages),
 	}})
 }

@@ -19,6 +19,11 @@ const (
 	LockRolledBack  = "RolledBack"
 )
 
+// LockHalted: someone else changed the workload's template while the rollout held it. The
+// rollout stopped where it was, rolled nothing back and keeps the workload frozen until a person
+// decides: roll back, or put the rollout's images back in the template and run again.
+const LockHalted = "Halted"
+
 // Lock is the record of a rollout on its workload: who runs it, what it changes and what to put
 // back. While its phase is Progressing or RollingBack the workload belongs to the holder; a
 // finished lock stays as the record of the last rollout, for `rollback` and `status`.
@@ -40,9 +45,12 @@ type Lock struct {
 	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
 	Superseded []string `json:"superseded,omitempty"`
 	Phase      string   `json:"phase"`
-	// Reason says why the rollout is rolling back or rolled back.
-	Reason    string    `json:"reason,omitempty"`
-	StartedAt time.Time `json:"startedAt"`
+	// Reason says why the rollout is rolling back, rolled back, paused or halted, in words.
+	Reason string `json:"reason,omitempty"`
+	// ReasonCode is the same as a code (rollout.Reason: PodFailed, TemplateChanged, ...). Locks
+	// written before it existed have none; their Reason still reads.
+	ReasonCode string    `json:"reasonCode,omitempty"`
+	StartedAt  time.Time `json:"startedAt"`
 	// ProgressAt is when the rollout last moved on in a way no pod records: a batch passed its
 	// analysis, or was accepted after a pause. A batch whose pods make no progress fails its
 	// deadline counted from the latest of this, StartedAt and the pods' stage times.
@@ -57,7 +65,7 @@ type Lock struct {
 
 // Active reports whether the lock still holds the workload.
 func (l *Lock) Active() bool {
-	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack)
+	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack || l.Phase == LockHalted)
 }
 
 func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock, error) {

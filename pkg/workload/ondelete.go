@@ -58,8 +58,14 @@ func (o *onDelete) Finalize(ctx context.Context, lock *Lock) (bool, error) {
 	return o.handBack(ctx, lock, lock.Images, LockSucceeded)
 }
 
-func (o *onDelete) Restore(ctx context.Context, lock *Lock) (bool, error) {
-	return o.handBack(ctx, lock, lock.PreviousImages, LockRolledBack)
+// Restore puts back the previous images, unless someone else changed the template during the
+// rollout and restoreForeign is false: then their template stays, and only the strategy returns.
+func (o *onDelete) Restore(ctx context.Context, lock *Lock, restoreForeign bool) (bool, error) {
+	images := lock.PreviousImages
+	if !restoreForeign && !TemplateHasImages(o.template, lock.Images) {
+		images = nil
+	}
+	return o.handBack(ctx, lock, images, LockRolledBack)
 }
 
 // handBack puts the template images and the original strategy in one write, so the controller

@@ -124,7 +124,7 @@ func (p *podSet) Finalize(ctx context.Context, lock *Lock) (bool, error) {
 	return p.finish(ctx, lock, LockSucceeded)
 }
 
-func (p *podSet) Restore(ctx context.Context, lock *Lock) (bool, error) {
+func (p *podSet) Restore(ctx context.Context, lock *Lock, _ bool) (bool, error) {
 	return p.finish(ctx, lock, LockRolledBack)
 }
 

@@ -88,8 +88,9 @@ type Workload interface {
 	// the original strategy is restored and the lock marked Succeeded.
 	Finalize(ctx context.Context, lock *Lock) (done bool, err error)
 	// Restore takes the next step of handing the workload back with the previous images and
-	// the original strategy; done once the lock is marked RolledBack.
-	Restore(ctx context.Context, lock *Lock) (done bool, err error)
+	// the original strategy; done once the lock is marked RolledBack. A template someone else
+	// changed during the rollout (ForeignImages) keeps their images unless restoreForeign.
+	Restore(ctx context.Context, lock *Lock, restoreForeign bool) (done bool, err error)
 }
 
 // Load observes the workload and its pods.
