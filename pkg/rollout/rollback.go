@@ -21,6 +21,8 @@ func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *w
 	next := *lock
 	next.Phase, next.Reason = workload.LockRollingBack, reason
 	if err := w.SetLock(ctx, &next); err != nil {
+		// The rollout failed and its rollback could not begin: as incomplete as a rollback gets.
+		st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
 		return st, Result{}, err
 	}
 	e.log().Warn("rolling back", "target", w.Ref().String(), "rollout", lock.RolloutID, "reason", reason)
