@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -106,5 +108,44 @@ func TestRollbackOfPodsWithDifferentBeforeImages(t *testing.T) {
 		if st := stateOf(t, &p); st == nil || st.Stage != inplace.StageRolledBack {
 			t.Errorf("pod %s: state %+v, want RolledBack", p.Name, st)
 		}
+	}
+}
+
+// TestRollbackFindsPodsTheirControllerReleased: a Deployment pod the rollout updated and whose
+// label was then edited away is released by its ReplicaSet; rollback still puts it back.
+func TestRollbackFindsPodsTheirControllerReleased(t *testing.T) {
+	ns := env.Namespace(t)
+	labels := map[string]string{"app": "api"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+	}
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeployment(t, ns, "api", 2)
+	before := identities(t, ns, "app=api")
+	if r := runCLI(t, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2); r.Code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	waitDeployment(t, ns, "api", 2)
+	var released string
+	for name := range before {
+		released = name
+		break
+	}
+	if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), released, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"app":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPod(t, ns, released, 30*time.Second, "released by its ReplicaSet", func(p *corev1.Pod) bool { return metav1.GetControllerOf(p) == nil })
+	waitDeployment(t, ns, "api", 2) // a replacement, from the ReplicaSet's template
+
+	if r := runCLI(t, "rollback", "-n", ns, "--target", "deployment/api"); r.Code != 0 {
+		t.Fatalf("rollback: %s", r)
+	}
+	after := identities(t, ns, "")
+	if a, b := after[released], before[released]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
+		t.Errorf("released pod %s: UID %s->%s imageID %s->%s; want the same pod back on its first digest", released, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
 	}
 }
