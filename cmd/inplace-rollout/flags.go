@@ -112,6 +112,7 @@ type rolloutFlags struct {
 	soak           time.Duration
 	timeout        time.Duration
 	allowUnready   bool
+	allowOwned     bool
 	includeInit    bool
 	supersede      bool
 	resultsDir     string
@@ -130,6 +131,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.soak, "soak", 0, "after each batch, wait this long before its analysis and the next batch; a pod of the batch that crashes or restarts meanwhile fails the rollout")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "progress deadline, above 0: a pod that makes no progress for this long fails, and so does a batch whose next pods cannot start for this long")
 	cmd.Flags().BoolVar(&f.allowUnready, "allow-unready", false, "start even if some pods are not Ready")
+	cmd.Flags().BoolVar(&f.allowOwned, "allow-owned", false, "with --target pods, update pods a controller owns too (it may recreate them from its own template, on the old images)")
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
 	cmd.Flags().StringVar(&f.analysisFile, "analysis", "", "analysis config (YAML or JSON): gate every batch on Prometheus golden signals")
@@ -151,7 +153,7 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 		return spec, err
 	}
 	spec.GracePeriod, spec.Soak, spec.Timeout = f.grace, f.soak, f.timeout
-	spec.AllowUnready, spec.Supersede = f.allowUnready, f.supersede
+	spec.AllowUnready, spec.AllowOwned, spec.Supersede = f.allowUnready, f.allowOwned, f.supersede
 	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
 	spec.PrometheusURL, spec.OnInconclusive = f.prometheusURL, f.onInconclusive
 	if f.analysisFile != "" {

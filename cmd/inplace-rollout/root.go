@@ -13,6 +13,11 @@ const (
 	exitBadInput           = 2
 	exitRollbackIncomplete = 3
 	exitPaused             = 4
+	// exitSuperseded: another run of the same holder replaced this one's rollout and carries
+	// its pods on.
+	exitSuperseded = 5
+	// exitAPIUnavailable: the API server kept failing; the rollout is left resumable.
+	exitAPIUnavailable = 6
 )
 
 // exitError carries the exit code a command ends with.
@@ -44,9 +49,11 @@ and volumes. Pods are updated in batches; every batch can be gated on Prometheus
 golden signals, and a failed batch puts every touched pod back on the exact image
 it ran before.
 
-Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input (nothing changed),
-3 rollback incomplete (a person must look), 4 paused by an inconclusive analysis
-(resume or roll back), 130 stopped by Ctrl-C (run again to resume).`,
+Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input or a request the API
+server refused (nothing changed), 3 a person must look (rollback incomplete, or a pod's
+state annotation unreadable), 4 paused by an inconclusive analysis (resume or roll
+back), 5 superseded by another run (which carries the pods on), 6 the API server kept
+failing (run again to resume), 130 stopped by Ctrl-C (run again to resume).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

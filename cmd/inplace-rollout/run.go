@@ -135,11 +135,28 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 	ctx := context.Background()
 	for {
 		next, res, err := engine.Reconcile(ctx, spec, st)
-		var invalid *rollout.InvalidError
+		var (
+			invalid    *rollout.InvalidError
+			permanent  *rollout.PermanentError
+			blocked    *rollout.BlockedError
+			superseded *rollout.SupersededError
+		)
 		switch {
 		case errors.As(err, &invalid):
 			bar.clear()
 			return &exitError{code: exitBadInput, err: err}
+		case errors.As(err, &superseded):
+			bar.clear()
+			return &exitError{code: exitSuperseded, err: err}
+		case errors.As(err, &blocked):
+			bar.clear()
+			return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("%s: stopped, a person must look: %w", spec.Target, err)}
+		case errors.As(err, &permanent) && (permanent.RollingBack || st.Phase == rollout.PhaseRollingBack):
+			bar.clear()
+			return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: the API server refused a request, and retrying will not change that: %w; fix the cause, then run `inplace-rollout rollback` again", err)}
+		case errors.As(err, &permanent):
+			bar.clear()
+			return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w", err)}
 		case err != nil:
 			if errorsFrom.IsZero() {
 				errorsFrom = time.Now()
@@ -147,7 +164,10 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 			log.Warn("retrying", "target", spec.Target.String(), "err", err)
 			if time.Since(errorsFrom) > 2*time.Minute {
 				bar.clear()
-				return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("giving up after 2m of errors; the rollout is resumable: %w", err)}
+				if st.Phase == rollout.PhaseRollingBack || next.Phase == rollout.PhaseRollingBack {
+					return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: giving up after 2m of errors from the API server; run `inplace-rollout rollback` again to finish it: %w", err)}
+				}
+				return &exitError{code: exitAPIUnavailable, err: fmt.Errorf("giving up after 2m of errors from the API server; %s is left as it is and the rollout is resumable: run the same command again: %w", spec.Target, err)}
 			}
 			res.RequeueAfter = time.Second
 		default:

@@ -2,8 +2,10 @@ package inplace
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -29,7 +31,7 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	case st.Stage == StageRolledBack:
 		return Step{Stage: st.Stage, Done: true}, nil
 	case st.Stage == StageRollingBack, st.Stage == StageFailed && revertStarted(st):
-		return continueRevert(pod, st, opts, now), nil
+		return continueRevert(pod, st, opts, now)
 	case !imagesChanged(pod, st):
 		return clearState(pod, st, now), nil
 	}
@@ -38,6 +40,9 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	for i := range next.Containers {
 		c := &next.Containers[i]
 		c.RevertImage = revertImage(c, tagMoved)
+	}
+	if err := CheckRevert(pod, next, opts.RevertImages); err != nil {
+		return Step{}, err
 	}
 	next.Stage, next.StageAt, next.Reason = StageRollingBack, stageTime(now), ""
 	b := newPatch(pod).state(next)
@@ -54,35 +59,38 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 }
 
 // continueRevert takes the next step of a revert already recorded on the pod.
-func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) Step {
+func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (Step, error) {
 	if st.Stage == StageFailed {
 		// The revert failed, but the pod may have got there since (a slow pull finished, a
 		// person fixed the cause): judge it again, and stay Failed, writing nothing, until then.
 		judged := st.clone()
 		judged.Stage = StageRollingBack
 		if revertPatched(pod, st) && Refresh(pod, judged, opts, now).Done {
-			return finish(pod, judged, StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, "")
+			return finish(pod, judged, StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, ""), nil
 		}
-		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}
+		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}, nil
 	}
 	if !revertPatched(pod, st) {
 		if left := st.StageAt.Add(opts.GracePeriod).Sub(now); left > 0 {
-			return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second)))
+			return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second))), nil
+		}
+		if err := CheckRevert(pod, st, opts.RevertImages); err != nil {
+			return Step{}, err
 		}
 		b := newPatch(pod).state(st)
 		revertPatch(b, st)
 		s := b.step(StageRollingBack, "")
 		s.RequeueAfter = pollInterval
-		return s
+		return s, nil
 	}
 	p := Refresh(pod, st, opts, now)
 	switch {
 	case p.Failed:
-		return fail(pod, st, now, "rollback failed: "+p.Reason, true)
+		return fail(pod, st, now, "rollback failed: "+p.Reason, true), nil
 	case p.Done:
-		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, "")
+		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, ""), nil
 	default:
-		return wait(st, p.RequeueAfter, p.Reason)
+		return wait(st, p.RequeueAfter, p.Reason), nil
 	}
 }
 
@@ -171,4 +179,63 @@ func gateTrue(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// RevertImageError is a revert refused because the pod's state names an image the rollout did
+// not record as one its pods ran before: the state was edited by hand, or belongs elsewhere.
+type RevertImageError struct {
+	Namespace, Pod, Container, Image string
+	// Allowed are the images the rollout recorded for the container.
+	Allowed []string
+}
+
+func (e *RevertImageError) Error() string {
+	allowed := "none"
+	if len(e.Allowed) > 0 {
+		allowed = strings.Join(e.Allowed, ", ")
+	}
+	return fmt.Sprintf("pod %s/%s: container %q would go back to %s, not an image the rollout recorded for it (%s); its %s annotation was edited: restore it, or put the pod's images back by hand and remove the annotation, then run rollback again",
+		e.Namespace, e.Pod, e.Container, e.Image, allowed, StateAnnotation)
+}
+
+// CheckRevert checks that each container of st goes back to an image allowed lists for it: one
+// of them however spelled, or its repository pinned to the container's recorded BeforeImageID
+// digest (what revertImage makes of a moved tag). Nil allowed checks nothing.
+func CheckRevert(pod *corev1.Pod, st *State, allowed map[string][]string) error {
+	if allowed == nil {
+		return nil
+	}
+	for _, c := range st.Containers {
+		imgs := []string{c.BeforeImage}
+		if c.RevertImage != "" {
+			imgs = append(imgs, c.RevertImage)
+		}
+		for _, img := range imgs {
+			if !revertAllowed(img, c.BeforeImageID, allowed[c.Name]) {
+				return &RevertImageError{Namespace: pod.Namespace, Pod: pod.Name, Container: c.Name, Image: img, Allowed: allowed[c.Name]}
+			}
+		}
+	}
+	return nil
+}
+
+func revertAllowed(img, beforeImageID string, allowed []string) bool {
+	digest := digestOf(img)
+	for _, a := range allowed {
+		if SameImage(a, img) {
+			return true
+		}
+		if digest != "" && digest == digestOf(beforeImageID) && sameRepository(a, img) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameRepository reports whether two references name the same repository, whatever their tags
+// or digests.
+func sameRepository(a, b string) bool {
+	na, errA := reference.ParseNormalizedNamed(a)
+	nb, errB := reference.ParseNormalizedNamed(b)
+	return errA == nil && errB == nil && na.Name() == nb.Name()
 }

@@ -90,7 +90,8 @@ type LabelChange struct {
 	After  string `json:"after"`
 }
 
-// ReadState returns the pod's state, or nil when it has none.
+// ReadState returns the pod's state, or nil when it has none. An annotation that does not
+// decode is a *StateError.
 func ReadState(pod *corev1.Pod) (*State, error) {
 	raw, ok := pod.Annotations[StateAnnotation]
 	if !ok || raw == "" {
@@ -98,10 +99,23 @@ func ReadState(pod *corev1.Pod) (*State, error) {
 	}
 	var s State
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		return nil, fmt.Errorf("pod %s/%s: annotation %s is not valid JSON: %w", pod.Namespace, pod.Name, StateAnnotation, err)
+		return nil, &StateError{Namespace: pod.Namespace, Pod: pod.Name, Err: err}
 	}
 	return &s, nil
 }
+
+// StateError is a pod's state annotation that cannot be read: someone edited it by hand. No
+// retry fixes it, so callers stop and say which pod.
+type StateError struct {
+	Namespace, Pod string
+	Err            error
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("pod %s/%s: annotation %s is not valid JSON: %v", e.Namespace, e.Pod, StateAnnotation, e.Err)
+}
+
+func (e *StateError) Unwrap() error { return e.Err }
 
 func (s *State) encode() string {
 	data, err := json.Marshal(s)

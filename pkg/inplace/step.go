@@ -18,6 +18,9 @@ type Options struct {
 	Soak time.Duration
 	// ProgressDeadline fails an update or revert that makes no progress for this long [10m].
 	ProgressDeadline time.Duration
+	// RevertImages, when set, are the images a revert may put back, by container (see
+	// CheckRevert): a state edited to name any other image is refused instead of followed.
+	RevertImages map[string][]string
 }
 
 // DefaultProgressDeadline applies when Options.ProgressDeadline is zero.

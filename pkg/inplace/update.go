@@ -31,7 +31,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 		// A superseded update whose images are already patched finishes first, so the pod is
 		// judged against one target at a time and restarts at most once more.
 		if st.Stage == StageRollingBack {
-			return continueRevert(pod, st, opts, now), nil
+			return continueRevert(pod, st, opts, now)
 		}
 		return continueUpdate(pod, st, opts, now), nil
 	}

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
@@ -47,8 +50,15 @@ const (
 
 // Reconcile observes the workload and its pods, takes one bounded step (one workload write, or
 // one write for each of at most max-unavailable pods) and returns the new status. Errors of
-// type *InvalidError are bad input, with nothing written; other errors are worth a retry.
+// type *InvalidError are bad input, with nothing written; *PermanentError an API error no retry
+// fixes; *BlockedError something only a person can fix; *SupersededError says that prev's
+// rollout was replaced. Other errors are worth a retry.
 func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status, Result, error) {
+	st, res, err := e.reconcile(ctx, spec, prev)
+	return st, res, classify(err, st)
+}
+
+func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status, Result, error) {
 	if err := spec.Validate(); err != nil {
 		return prev, Result{}, err
 	}
@@ -57,6 +67,9 @@ func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 		return prev, Result{}, asInvalid(err)
 	}
 	lock := w.Lock()
+	if !spec.Rollback && prev.RolloutID != "" && lock != nil && lock.RolloutID != prev.RolloutID && slices.Contains(lock.Superseded, prev.RolloutID) {
+		return prev, Result{}, &SupersededError{RolloutID: prev.RolloutID, By: lock.RolloutID}
+	}
 	if spec.Rollback {
 		return e.reconcileRollback(ctx, spec, w, lock)
 	}
@@ -113,15 +126,12 @@ func (e *Engine) updater(spec Spec) *inplace.Updater {
 }
 
 // start checks that the rollout can begin and writes the lock with the freeze, or reports that
-// a rollout with this spec already finished.
+// a rollout with this spec already succeeded.
 func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
-	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash {
-		switch lock.Phase {
-		case workload.LockSucceeded:
-			return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
-		case workload.LockRolledBack:
-			return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s to these images was rolled back: %s; change the images to start another", lock.RolloutID, lock.Reason))
-		}
+	// A rollout to these images that was rolled back is no reason to refuse: running again
+	// starts a new one, from what the pods run now.
+	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded {
+		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	}
 	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
 		var nr *workload.NotReadyError
@@ -129,6 +139,16 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 			return Status{Phase: PhaseProgressing, Message: nr.Msg}, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: nr.Msg}, nil
 		}
 		return Status{}, Result{}, asInvalid(err)
+	}
+	if err := workload.CheckOwned(w, spec.AllowOwned); err != nil {
+		return Status{}, Result{}, asInvalid(err)
+	}
+	if err := checkStates(w); err != nil {
+		return Status{}, Result{}, err
+	}
+	before, err := beforeImages(w, spec.Images, nil)
+	if err != nil {
+		return Status{}, Result{}, err
 	}
 	if spec.Analysis != nil {
 		// Check that the analysis can query Prometheus before anything changes.
@@ -163,12 +183,17 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		return Status{Phase: PhaseSucceeded, Total: len(pods), Updated: len(pods), Message: msg}, Result{Phase: PhaseSucceeded, Message: msg}, nil
 	}
 	next := &workload.Lock{
-		Holder:    spec.Holder,
-		RolloutID: rolloutID(hash, e.now()),
-		SpecHash:  hash,
-		Images:    spec.Images,
-		Phase:     workload.LockProgressing,
-		StartedAt: e.now().UTC().Truncate(time.Second),
+		Holder:       spec.Holder,
+		RolloutID:    rolloutID(hash, e.now()),
+		SpecHash:     hash,
+		Images:       spec.Images,
+		BeforeImages: before,
+		Phase:        workload.LockProgressing,
+		StartedAt:    e.now().UTC().Truncate(time.Second),
+	}
+	if lock != nil && next.RolloutID == lock.RolloutID {
+		// Started again within the second the last one did: the pods must tell them apart.
+		next.RolloutID = rolloutID(hash, lock.StartedAt.Add(time.Second))
 	}
 	if err := w.Start(ctx, next); err != nil {
 		return Status{}, Result{}, err
@@ -196,7 +221,18 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	if err := workload.CheckImages(w, spec.Images, spec.IncludeInit); err != nil {
 		return Status{}, Result{}, asInvalid(err)
 	}
+	if err := checkStates(w); err != nil {
+		return Status{}, Result{}, err
+	}
 	next := *lock
+	// Containers the earlier rollouts left alone get their before images recorded now.
+	if lock.BeforeImages != nil {
+		before, err := beforeImages(w, spec.Images, lock.BeforeImages)
+		if err != nil {
+			return Status{}, Result{}, err
+		}
+		next.BeforeImages = before
+	}
 	next.Superseded = append(slices.Clone(lock.Superseded), lock.RolloutID)
 	next.RolloutID = rolloutID(hash, e.now())
 	next.SpecHash = hash
@@ -239,4 +275,118 @@ func firstN(s []string, n int) []string {
 		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
 	}
 	return s
+}
+
+// checkStates reads every pod's state before the first write: one that cannot be read would
+// stop the rollout later, with the workload already frozen.
+func checkStates(w workload.Workload) error {
+	for _, p := range w.Pods() {
+		if _, err := inplace.ReadState(p); err != nil {
+			return invalid("%v; restore it or remove it, then run again. Nothing was changed", err)
+		}
+	}
+	return nil
+}
+
+// maxBeforeImages bounds the distinct images per container a lock records as run before the
+// rollout, so the lock stays small whatever the number of pods.
+const maxBeforeImages = 16
+
+// beforeImages returns known with, for each container of images it lacks, the distinct images
+// the workload's template and pods run: the images a revert may go back to. More than
+// maxBeforeImages for one container is refused, as the lock could not record them.
+func beforeImages(w workload.Workload, images map[string]string, known map[string][]string) (map[string][]string, error) {
+	out := make(map[string][]string, len(images))
+	for name, imgs := range known {
+		out[name] = slices.Clone(imgs)
+	}
+	add := func(spec corev1.PodSpec, who string) error {
+		for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+			for _, c := range list {
+				if _, ok := images[c.Name]; !ok || known[c.Name] != nil || slices.Contains(out[c.Name], c.Image) {
+					continue
+				}
+				if len(out[c.Name]) >= maxBeforeImages {
+					return invalid("%s: container %q runs more than %d different images across its pods (%s is one more); roll them out in smaller groups, with a narrower selector",
+						w.Ref(), c.Name, maxBeforeImages, who)
+				}
+				out[c.Name] = append(out[c.Name], c.Image)
+			}
+		}
+		return nil
+	}
+	if tmpl := w.Template(); tmpl != nil {
+		if err := add(tmpl.Spec, "the template"); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range w.Pods() {
+		if err := add(p.Spec, "pod "+p.Name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// SupersededError says that the rollout a caller was driving was replaced by another of the
+// same holder, which carries its pods on.
+type SupersededError struct {
+	// RolloutID is the caller's rollout; By the one that replaced it.
+	RolloutID, By string
+}
+
+func (e *SupersededError) Error() string {
+	return fmt.Sprintf("rollout %s was superseded by rollout %s; this command's pods are carried on by it", e.RolloutID, e.By)
+}
+
+// BlockedError is something on the cluster only a person can fix (a pod's state annotation
+// edited into something unreadable): this step wrote nothing, and the same call goes on once it
+// is fixed.
+type BlockedError struct{ Msg string }
+
+func (e *BlockedError) Error() string { return e.Msg }
+
+// PermanentError is an API error no retry fixes (bad request, forbidden, not found, invalid):
+// the caller stops and shows it.
+type PermanentError struct {
+	Err error
+	// RollingBack says a rollback was in progress, and is left incomplete.
+	RollingBack bool
+}
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// classify gives an error from a step the type that tells the caller whether to retry.
+func classify(err error, st Status) error {
+	var (
+		inv *InvalidError
+		sup *SupersededError
+		blk *BlockedError
+		se  *inplace.StateError
+	)
+	switch {
+	case err == nil, errors.As(err, &inv), errors.As(err, &sup), errors.As(err, &blk):
+		return err
+	case errors.As(err, &se):
+		return &BlockedError{fmt.Sprintf("%v; restore it or remove it (if the pod was updated, put its images back by hand first), then run the same command again to go on, or roll back", err)}
+	case permanentAPIError(err):
+		return &PermanentError{Err: err, RollingBack: st.Phase == PhaseRollingBack}
+	}
+	return err
+}
+
+// permanentAPIError reports whether err carries an API status that no retry changes. Conflicts,
+// timeouts, throttling, 5xx and connection errors are not.
+func permanentAPIError(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	switch status.Status().Code {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed,
+		http.StatusNotAcceptable, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }

@@ -2,12 +2,15 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -18,6 +21,8 @@ func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *w
 	next := *lock
 	next.Phase, next.Reason, next.ReasonCode = workload.LockRollingBack, reason, string(code)
 	if err := w.SetLock(ctx, &next); err != nil {
+		// The rollout failed and its rollback could not begin: as incomplete as a rollback gets.
+		st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
 		return st, Result{}, err
 	}
 	e.log().Warn("rolling back", "target", w.Ref().String(), "rollout", lock.RolloutID, "reason", code, "message", reason)
@@ -58,13 +63,28 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
 	var todo, failed []podState
 	var strays []*corev1.Pod
+	// stuck are pods a person must look at; skipped, pods left alone that the rollout did not touch.
+	var stuck, skipped []string
 	adoption := inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}
-	for _, p := range w.Pods() {
+	before := lockBeforeImages(lock)
+	pods, err := e.rollbackPods(ctx, w, ours)
+	if err != nil {
+		return st, Result{}, err
+	}
+	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue // going away; the controller replaces it from the template Restore puts back
 		}
 		s, err := inplace.ReadState(p)
-		if err != nil {
+		var unreadable *inplace.StateError
+		switch {
+		case errors.As(err, &unreadable) && untouched(w, lock, before, p):
+			skipped = append(skipped, p.Name)
+			continue
+		case errors.As(err, &unreadable):
+			stuck = append(stuck, fmt.Sprintf("%v; restore it or remove it and put the pod's images back by hand, then run rollback again", err))
+			continue
+		case err != nil:
 			return st, Result{}, err
 		}
 		if s == nil || !slices.Contains(ours, s.RolloutID) {
@@ -90,10 +110,24 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		case s.Stage == inplace.StageFailed && revertFailed(s):
 			failed = append(failed, podState{p, s})
 		default:
+			// A state edited to name another image is not followed: the pod stays for a person.
+			if err := inplace.CheckRevert(p, s, revertImages(w, lock, before)); err != nil {
+				stuck = append(stuck, err.Error())
+				continue
+			}
 			todo = append(todo, podState{p, s})
 		}
 	}
+	var notes string
+	if len(skipped) > 0 {
+		notes = fmt.Sprintf("; skipped %s: state annotation %s unreadable, and not touched by the rollout (it runs the previous images)",
+			strings.Join(firstN(skipped, 5), ", "), inplace.StateAnnotation)
+	}
+	if len(stuck) > 0 && len(todo) > 0 {
+		notes += fmt.Sprintf("; %d pods need a person: %s", len(stuck), strings.Join(firstN(stuck, 3), "; "))
+	}
 	u := e.updater(spec)
+	u.Options.RevertImages = revertImages(w, lock, before)
 	if len(strays) > 0 {
 		// Pods the controller created from the new template while the rollout held the
 		// workload: recorded as updated from the previous images, they go back with the rest.
@@ -106,7 +140,6 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 	}
 	// A failed revert is looked at again: the pod may have got back since (a slow pull
 	// finished, a person fixed the cause), and then the rollback goes on.
-	var stuck []string
 	for _, ps := range failed {
 		res, err := u.RevertPod(ctx, ps.pod)
 		if err != nil {
@@ -130,7 +163,7 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 	})
 	if len(todo) == 0 {
 		if len(stuck) > 0 {
-			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(stuck, "; ")
+			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(firstN(stuck, 5), "; ")+notes
 			return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
 		}
 		foreign := workload.ForeignImages(w, lock)
@@ -143,10 +176,10 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 			return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, nil
 		}
 		st.Phase = PhaseRolledBack
-		st.Message = fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", st.RolledBack, w.Ref(), mustJSON(lock.PreviousImages), lock.Reason)
+		st.Message = fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", st.RolledBack, w.Ref(), mustJSON(lock.PreviousImages), lock.Reason) + notes
 		if foreign != nil && !spec.RestoreTemplate {
 			st.Message = fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (roll back with --restore-template to put %s back in the template instead): %s",
-				st.RolledBack, mustJSON(lock.PreviousImages), mustJSON(foreign), w.Ref(), mustJSON(lock.PreviousImages), lock.Reason)
+				st.RolledBack, mustJSON(lock.PreviousImages), mustJSON(foreign), w.Ref(), mustJSON(lock.PreviousImages), lock.Reason) + notes
 		}
 		e.log().Info("rolled back", "target", w.Ref().String(), "rollout", lock.RolloutID, "pods", st.RolledBack)
 		return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
@@ -165,7 +198,7 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
 	st.Updating = min(len(todo), maxUnavailable)
-	st.Message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s", st.RolledBack, len(todo), lock.Reason)
+	st.Message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", st.RolledBack, len(todo), lock.Reason, notes)
 	return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
 }
 
@@ -190,4 +223,84 @@ func rollbackRequested(lock *workload.Lock, spec Spec) string {
 		what = "the template goes back to " + mustJSON(lock.PreviousImages)
 	}
 	return fmt.Sprintf("rollback requested after %s; %s", lock.Reason, what)
+}
+
+// rollbackPods are the workload's pods and, from the rest of the namespace, the pods whose state
+// names one of the rollouts but that left the workload since: a label edited away from the
+// selector, or a pod its controller released. The lock keeps no pod list, so the namespace is
+// searched; pods another controller owns are left to it.
+func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []string) ([]*corev1.Pod, error) {
+	pods := w.Pods()
+	seen := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		seen[p.UID] = true
+	}
+	ns := w.Ref().Namespace
+	list, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the pods of namespace %s for the rollback: %w", ns, err)
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if seen[p.UID] || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		if w.Ref().Kind != workload.Pods && metav1.GetControllerOf(p) != nil {
+			continue
+		}
+		if s, err := inplace.ReadState(p); err == nil && s != nil && slices.Contains(ours, s.RolloutID) {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// lockBeforeImages are the images, by container, the lock records as run before the rollout:
+// its BeforeImages and PreviousImages.
+func lockBeforeImages(lock *workload.Lock) map[string][]string {
+	out := make(map[string][]string, len(lock.PreviousImages))
+	for name, imgs := range lock.BeforeImages {
+		out[name] = slices.Clone(imgs)
+	}
+	for name, img := range lock.PreviousImages {
+		if !slices.ContainsFunc(out[name], func(s string) bool { return inplace.SameImage(s, img) }) {
+			out[name] = append(out[name], img)
+		}
+	}
+	return out
+}
+
+// revertImages are the images a revert may put back, or nil to check none: a lock written
+// before BeforeImages existed recorded one image per container, from the first pod for
+// label-selected pods, which may have run others.
+func revertImages(w workload.Workload, lock *workload.Lock, before map[string][]string) map[string][]string {
+	if lock.BeforeImages == nil && w.Ref().Kind == workload.Pods {
+		return nil
+	}
+	return before
+}
+
+// untouched reports whether a pod, judged without its state, is one the rollout did not change:
+// its spec runs recorded before images, and it does not carry the new revision's labels.
+func untouched(w workload.Workload, lock *workload.Lock, before map[string][]string, p *corev1.Pod) bool {
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			if _, ok := lock.Images[c.Name]; ok && !slices.ContainsFunc(before[c.Name], func(s string) bool { return inplace.SameImage(s, c.Image) }) {
+				return false
+			}
+		}
+	}
+	labels, ok, err := w.RevisionLabels(lock.Images)
+	switch {
+	case err != nil:
+		return false // cannot tell: a person looks rather than the pod be passed over
+	case !ok || len(labels) == 0:
+		return true
+	}
+	for k, v := range labels {
+		if p.Labels[k] != v {
+			return true
+		}
+	}
+	return false
 }

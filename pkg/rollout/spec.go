@@ -13,6 +13,7 @@ import (
 
 	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
@@ -47,6 +48,9 @@ type Spec struct {
 	Timeout time.Duration
 	// AllowUnready starts even when pods are not Ready.
 	AllowUnready bool
+	// AllowOwned lets label-selected pods (target Pods) include pods a controller owns, which
+	// it may recreate from its own, old template.
+	AllowOwned bool
 	// Holder names who runs the rollout: cli, argo:NS/NAME, tekton:NS/NAME.
 	Holder string
 	// Supersede replaces a rollout of the same holder to other images that is in flight.
@@ -97,9 +101,14 @@ func (s Spec) Validate() error {
 		}
 	} else if s.Target.Name == "" {
 		return invalid("target %s needs a name", s.Target.Kind)
+	} else if errs := validation.IsDNS1123Subdomain(s.Target.Name); len(errs) > 0 {
+		return invalid("target %s %q is not a valid name: %s", s.Target.Kind, s.Target.Name, strings.Join(errs, "; "))
 	}
 	if s.Target.Namespace == "" {
 		return invalid("no namespace")
+	}
+	if errs := validation.IsDNS1123Label(s.Target.Namespace); len(errs) > 0 {
+		return invalid("namespace %q is not a valid name: %s", s.Target.Namespace, strings.Join(errs, "; "))
 	}
 	if _, err := resolveMaxUnavailable(s.MaxUnavailable, 100); err != nil {
 		return err

@@ -143,3 +143,20 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+func TestValidateRefusesNamesTheAPICannotHold(t *testing.T) {
+	for _, tt := range []struct {
+		target workload.Ref
+		want   string
+	}{
+		{workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web/extra"}, `target StatefulSet "web/extra" is not a valid name`},
+		{workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "Web"}, `target StatefulSet "Web" is not a valid name`},
+		{workload.Ref{Kind: workload.StatefulSet, Namespace: "a/b", Name: "web"}, `namespace "a/b" is not a valid name`},
+		{workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web.v2"}, ""},
+	} {
+		err := Spec{Target: tt.target, Images: map[string]string{"app": "reg/app:v2"}}.Validate()
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%+v: error %v, want %q", tt.target, err, tt.want)
+		}
+	}
+}

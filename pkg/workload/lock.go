@@ -39,6 +39,10 @@ type Lock struct {
 	// PreviousImages are the template images before the first of the rollouts chained by
 	// superseding, by container.
 	PreviousImages map[string]string `json:"previousImages"`
+	// BeforeImages are the distinct images, by container, that the template and the pods ran
+	// when the rollout started (a few per container, bounded): the only images a revert may put
+	// back. Locks written before this field have none; PreviousImages then stands for them.
+	BeforeImages map[string][]string `json:"beforeImages,omitempty"`
 	// PreviousStrategy is the workload's update strategy before the rollout (StatefulSet and
 	// DaemonSet: spec.updateStrategy; Deployment: {"paused": bool}).
 	PreviousStrategy json.RawMessage `json:"previousStrategy,omitempty"`

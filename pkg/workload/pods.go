@@ -69,7 +69,30 @@ func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
 	if len(p.pods) == 0 {
 		return &InvalidError{fmt.Sprintf("no pods match %s", p.ref)}
 	}
+	for _, pod := range p.pods {
+		// Found here, before the lock is written, rather than when the pod's turn comes.
+		if rp := pod.Spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
+			return &InvalidError{fmt.Sprintf("pod %s/%s: its restartPolicy is %s; only Always restarts a container on an image change, so it cannot be updated in place: leave it out of the selector",
+				pod.Namespace, pod.Name, rp)}
+		}
+	}
 	return CheckImages(p, images, includeInit)
+}
+
+// CheckOwned refuses label-selected pods (target Pods) that a controller owns, unless allowed:
+// the controller recreates such a pod from its own template, on the old images, and a
+// StatefulSet, DaemonSet or Deployment is better targeted itself. Other kinds pass.
+func CheckOwned(w Workload, allow bool) error {
+	if w.Ref().Kind != Pods || allow {
+		return nil
+	}
+	for _, pod := range w.Pods() {
+		if ref := metav1.GetControllerOf(pod); ref != nil {
+			return &InvalidError{fmt.Sprintf("pod %s/%s is controlled by %s/%s, which would recreate it from its own template on the old images; target the owning workload instead (its StatefulSet, DaemonSet or Deployment), or pass --allow-owned to update such pods anyway",
+				pod.Namespace, pod.Name, ref.Kind, ref.Name)}
+		}
+	}
+	return nil
 }
 
 func (p *podSet) Start(ctx context.Context, lock *Lock) error {

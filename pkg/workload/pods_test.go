@@ -2,6 +2,8 @@ package workload
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -85,5 +87,51 @@ func TestImagesCompareHoweverSpelled(t *testing.T) {
 		if got := TemplateHasImages(tmpl, images); got != tt.want {
 			t.Errorf("TemplateHasImages(%s) = %v, want %v", tt.target, got, tt.want)
 		}
+	}
+}
+
+func TestLabelSelectedPodsThatCannotBeUpdatedAreRefused(t *testing.T) {
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api-5d8f", UID: "rs-uid", Controller: ptr.To(true)}}
+	tests := []struct {
+		name       string
+		policy     corev1.RestartPolicy
+		owners     []metav1.OwnerReference
+		allowOwned bool
+		want       string
+	}{
+		{"always", corev1.RestartPolicyAlways, nil, false, ""},
+		{"default policy", "", nil, false, ""},
+		{"never", corev1.RestartPolicyNever, nil, false, "pod ns/p: its restartPolicy is Never"},
+		{"on failure", corev1.RestartPolicyOnFailure, nil, false, "pod ns/p: its restartPolicy is OnFailure"},
+		{"owned", corev1.RestartPolicyAlways, owner, false, "pod ns/p is controlled by ReplicaSet/api-5d8f"},
+		{"owned, allowed", corev1.RestartPolicyAlways, owner, true, ""},
+		{"owned, not as controller", corev1.RestartPolicyAlways, []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "c-uid"}}, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"app": "web"}, OwnerReferences: tt.owners},
+				Spec:       corev1.PodSpec{RestartPolicy: tt.policy, Containers: []corev1.Container{{Name: "app", Image: "reg/app:v1"}}},
+				Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+			}
+			w, err := Load(context.Background(), fake.NewClientset(pod), Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = w.CheckStart(map[string]string{"app": "reg/app:v2"}, false)
+			if err == nil {
+				err = CheckOwned(w, tt.allowOwned)
+			}
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error %v, want one saying %q", err, tt.want)
+			}
+			var invalid *InvalidError
+			if err != nil && !errors.As(err, &invalid) {
+				t.Errorf("error %T, want *InvalidError (bad input, nothing written)", err)
+			}
+		})
 	}
 }

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// lockConfigMaps lists the names of the pod-selector lock ConfigMaps in the namespace.
-func lockConfigMaps(t *testing.T, ns string) []string {
+// podLockConfigMaps lists the names of the pod-selector lock ConfigMaps in the namespace.
+func podLockConfigMaps(t *testing.T, ns string) []string {
 	t.Helper()
 	list, err := env.Client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -46,7 +46,7 @@ func TestPodLocksDoNotPileUp(t *testing.T) {
 	}
 	has := func(when string, selectors ...string) {
 		t.Helper()
-		got := lockConfigMaps(t, ns)
+		got := podLockConfigMaps(t, ns)
 		if len(got) != len(selectors) {
 			t.Fatalf("%s: lock ConfigMaps %q, want those of %q", when, got, selectors)
 		}
