@@ -50,6 +50,6 @@ Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input (nothing changed)
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newGateControllerCommand(), newVersionCommand())
 	return root
 }
