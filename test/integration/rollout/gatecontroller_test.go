@@ -3,6 +3,9 @@ package rollout_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,7 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/gate"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -109,4 +115,49 @@ func TestGateControllerMakesGatedPodsReady(t *testing.T) {
 	if c := gateCondition(p); c != nil || cluster.PodReady(p) {
 		t.Errorf("pod drained (stage Draining): gate condition %+v, Ready %v; want no condition written and not Ready", c, cluster.PodReady(p))
 	}
+}
+
+// TestGateControllerNeedsOnlyItsClusterRole applies the shipped RBAC (config/gate-controller)
+// and runs the controller as its ServiceAccount: the least-privilege ClusterRole must be enough
+// to watch pods and set the gate.
+func TestGateControllerNeedsOnlyItsClusterRole(t *testing.T) {
+	ns := env.Namespace(t)
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := cluster.DefaultBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "config", "gate-controller")
+	apply := exec.Command(filepath.Join(bin, "kubectl"), "apply", "-n", "inplace-rollout-system",
+		"-f", filepath.Join(dir, "namespace.yaml"), "-f", filepath.Join(dir, "rbac.yaml"))
+	apply.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("applying the gate controller's RBAC: %v\n%s", err, out)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:inplace-rollout-system:inplace-rollout-gate-controller"}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cluster-wide, as deployed: the ClusterRole must allow listing pods in every namespace.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gate.Run(ctx, client, gate.Options{Selector: "app=rbac"}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gate controller: %v", err)
+		}
+	})
+
+	tmpl := gatedTemplate(map[string]string{"app": "rbac"})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gated", Namespace: ns, Labels: tmpl.Labels}, Spec: *tmpl.Spec.DeepCopy()}
+	if _, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForPod(t, ns, "gated", 30*time.Second, "Ready, its gate set by the controller running as its ServiceAccount", cluster.PodReady)
 }
