@@ -1,11 +1,13 @@
 package rollout_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/gate"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
@@ -160,4 +163,36 @@ func TestGateControllerNeedsOnlyItsClusterRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.WaitForPod(t, ns, "gated", 30*time.Second, "Ready, its gate set by the controller running as its ServiceAccount", cluster.PodReady)
+}
+
+// TestGateControllerCommand runs `inplace-rollout gate-controller` as a process, limited to one
+// namespace and selector: it sets the gate on a matching pod and logs the pod it wrote, leaves a
+// pod outside its selector alone, and exits 0 on SIGTERM.
+func TestGateControllerCommand(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	var stderr bytes.Buffer
+	cmd := clitest.Start(t, env, cli, &stderr, "gate-controller", "--namespace", ns, "--selector", "app=mine")
+	for _, app := range []string{"other", "mine"} {
+		tmpl := gatedTemplate(map[string]string{"app": app})
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns, Labels: tmpl.Labels}, Spec: *tmpl.Spec.DeepCopy()}
+		if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.WaitForPod(t, ns, "mine", 30*time.Second, "Ready, its gate set by the gate-controller command", cluster.PodReady)
+	other := env.WaitForPod(t, ns, "other", 30*time.Second, "running, not Ready only for its readiness gate", onlyGateMissing)
+	if c := gateCondition(other); c != nil {
+		t.Errorf("pod other (outside --selector): gate condition %+v, want none", c)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gate-controller after SIGTERM: %v, want exit 0\n%s", err, stderr.String())
+	}
+	log := stderr.String()
+	if !contains(log, "readiness gate set") || !contains(log, "pod="+ns+"/mine") || contains(log, "pod="+ns+"/other") {
+		t.Errorf("gate-controller log:\n%s\nwant one line naming pod %s/mine and none naming %s/other", log, ns, ns)
+	}
 }
