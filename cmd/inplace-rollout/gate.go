@@ -35,7 +35,7 @@ OrderedReady StatefulSet never gets past pod 0. Once the condition exists the
 rollout engine owns it (it drains a pod by setting it False); this controller
 never changes a condition that is already there.
 
-Exit codes: 0 stopped by SIGTERM or Ctrl-C, 1 cannot watch pods, 2 bad input.`,
+Exit codes: 0 stopped by SIGTERM or Ctrl-C, 1 not allowed to list pods, 2 bad input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGateController(cmd, kubeconfig, namespace, selector, healthAddr)

@@ -84,9 +84,17 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 // Synced reports whether the controller has listed the pods and is handling them.
 func (c *Controller) Synced() bool { return c.synced.Load() }
 
-// Run watches pods and sets the gate until ctx ends. It returns an error only when the pod
-// cache cannot be filled (no access to list or watch pods).
+// Run watches pods and sets the gate until ctx ends. It returns an error at once when it may
+// not list pods; later trouble with the apiserver is retried.
 func (c *Controller) Run(ctx context.Context) error {
+	// The informer would retry a refused list forever, quietly; a missing permission is better
+	// said once, up front.
+	if _, err := c.client.CoreV1().Pods(c.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: c.opts.Selector, Limit: 1}); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("listing pods in %s (the controller needs get, list and watch on pods, and patch on pods/status): %w", nsName(c.opts.Namespace), err)
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(c.client, c.opts.Resync,
 		informers.WithNamespace(c.opts.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = c.opts.Selector }))
@@ -113,10 +121,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer factory.Shutdown()
 	c.log.Info("gate controller starting", "namespace", nsName(c.opts.Namespace), "selector", c.opts.Selector, "condition", string(inplace.ReadinessGate))
 	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("listing pods in %s: the cache never synced; check that the controller may list and watch pods", nsName(c.opts.Namespace))
+		return nil // ctx ended before the pods were listed
 	}
 	c.synced.Store(true)
 	c.log.Info("gate controller watching pods")

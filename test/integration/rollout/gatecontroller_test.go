@@ -140,12 +140,21 @@ func TestGateControllerNeedsOnlyItsClusterRole(t *testing.T) {
 	if out, err := apply.CombinedOutput(); err != nil {
 		t.Fatalf("applying the gate controller's RBAC: %v\n%s", err, out)
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:inplace-rollout-system:inplace-rollout-gate-controller"}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
+	as := func(user string) kubernetes.Interface {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client
 	}
+	// Without the role, the controller says what it lacks and stops, instead of waiting forever.
+	err = gate.Run(context.Background(), as("system:serviceaccount:"+ns+":nobody"), gate.Options{})
+	if err == nil || !apierrors.IsForbidden(err) || !contains(err.Error(), "needs get, list and watch on pods") {
+		t.Fatalf("gate controller without permissions: %v; want a Forbidden error naming the permissions it needs", err)
+	}
+	client := as("system:serviceaccount:inplace-rollout-system:inplace-rollout-gate-controller")
 	// Cluster-wide, as deployed: the ClusterRole must allow listing pods in every namespace.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
