@@ -47,8 +47,8 @@ bench: tools
 demo: cluster-up build
 	hack/demo.sh
 
-## cluster-up: start the local control plane in the background (.dev/env, .dev/kubeconfig)
-cluster-up: tools
+## cluster-up: start the local control plane and the readiness gate controller in the background (.dev/env, .dev/kubeconfig)
+cluster-up: tools build
 	$(GO) build -o $(BIN)/localcluster ./test/integration/cmd/localcluster
 	hack/cluster-up.sh
 

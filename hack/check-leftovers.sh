@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails if a process the tests or the local control plane start is still running: a binary from
 # the hack/tools cache (etcd, kube-apiserver, ...), or the localcluster or kubeletsim command
-# (built into .dev/bin by `make cluster-up`, or by go build / go run under that name).
+# (built into .dev/bin by `make cluster-up`, or by go build / go run under that name), or the
+# readiness gate controller `make cluster-up` starts from .dev/bin/inplace-rollout.
 # A cluster started on purpose with `make cluster-up` is ignored: its PIDs are in .dev/*.pid.
 # Only processes working in this clone count (tests run in their package directory, cluster-up
 # in the root), so another clone's cluster or test run on the same machine is not reported.
@@ -21,7 +22,7 @@ for p in /proc/[0-9]*; do
   cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
   case "$cwd/" in "$root"/*) ;; *) continue ;; esac
   case "$exe" in
-    "$cache"* | */localcluster | */kubeletsim) ;;
+    "$cache"* | */localcluster | */kubeletsim | "$root/.dev/bin/inplace-rollout") ;;
     *) continue ;;
   esac
   case "$keep" in *" $pid "*) continue ;; esac

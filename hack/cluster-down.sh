@@ -37,7 +37,9 @@ stop() { # pidfile
   rm -f "$f"
 }
 
-# The supervisor first: it stops its children in order; then anything it left behind.
+# The gate controller first, while the apiserver still answers; then the supervisor: it stops its
+# children in order; then anything it left behind.
+[ -f "$dev/gate-controller.pid" ] && stop "$dev/gate-controller.pid"
 [ -f "$dev/localcluster.pid" ] && stop "$dev/localcluster.pid"
 for f in "$dev"/*.pid; do
   [ -e "$f" ] && stop "$f"

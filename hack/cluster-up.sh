@@ -4,7 +4,35 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dev=.dev
 
+# start_gate_controller starts the readiness gate controller (inplace-rollout gate-controller),
+# which pods whose template declares the inplace-rollout.io/ready gate need to become Ready, and
+# waits until it has listed the pods.
+start_gate_controller() {
+  if [ -f "$dev/gate-controller.pid" ] && kill -0 "$(cat "$dev/gate-controller.pid")" 2>/dev/null; then
+    return 0
+  fi
+  # exec, so that $! is the controller itself and not a wrapper shell.
+  (exec "$dev/bin/inplace-rollout" gate-controller --kubeconfig "$dev/kubeconfig" >"$dev/gate-controller.log" 2>&1) &
+  local gpid=$!
+  echo "$gpid" >"$dev/gate-controller.pid"
+  for _ in $(seq 1 120); do
+    if grep -q "gate controller watching pods" "$dev/gate-controller.log" 2>/dev/null; then
+      echo "readiness gate controller up (pid $gpid); log in $dev/gate-controller.log"
+      return 0
+    fi
+    if ! kill -0 "$gpid" 2>/dev/null; then
+      echo "readiness gate controller failed to start; last lines of $dev/gate-controller.log:" >&2
+      tail -n 30 "$dev/gate-controller.log" >&2
+      return 1
+    fi
+    sleep 0.25
+  done
+  echo "readiness gate controller not watching pods after 30s; see $dev/gate-controller.log" >&2
+  return 1
+}
+
 if [ -f "$dev/localcluster.pid" ] && kill -0 "$(cat "$dev/localcluster.pid")" 2>/dev/null && [ -f "$dev/env" ]; then
+  start_gate_controller
   echo "local control plane already running (pid $(cat "$dev/localcluster.pid")); . $dev/env to use it"
   exit 0
 fi
@@ -16,6 +44,10 @@ hack/cluster-down.sh >/dev/null || true
 pid=$!
 for _ in $(seq 1 240); do
   if [ -f "$dev/env" ]; then
+    if ! start_gate_controller; then
+      hack/cluster-down.sh
+      exit 1
+    fi
     echo "local control plane up (pid $pid); . $dev/env to use it, make cluster-down to stop it"
     exit 0
   fi

@@ -66,7 +66,9 @@ type Cluster struct {
 	pickPorts func(n int) ([]int, error)
 }
 
-// kubeControllers are the controllers the tests rely on; the others only slow the start.
+// kubeControllers are the controllers the tests rely on; the others only slow the start. The
+// endpoints and endpointslice controllers show a pod drained through the readiness gate
+// leaving its Service.
 var kubeControllers = []string{
 	"statefulset-controller",
 	"daemonset-controller",
@@ -75,6 +77,8 @@ var kubeControllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
 	"serviceaccount-controller",
+	"endpoints-controller",
+	"endpointslice-controller",
 }
 
 // Start boots etcd, kube-apiserver, kube-controller-manager, the kubelet simulator and, when

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/gate"
 )
 
 // RunTests starts one control plane for a test package, stores it in *into, runs the tests
@@ -139,4 +141,22 @@ func describeStatus(pod *corev1.Pod) string {
 		fmt.Fprintf(&b, " [%s %s image=%s imageID=%s restarts=%d ready=%v]", cs.Name, state, cs.Image, cs.ImageID, cs.RestartCount, cs.Ready)
 	}
 	return b.String()
+}
+
+// StartGateController runs the readiness gate controller (pkg/gate) in this process for one
+// namespace until the test ends, for tests whose pod templates declare the
+// inplace-rollout.io/ready gate. Tests that do not call it see pods with the gate stay not Ready.
+func (c *Cluster) StartGateController(t testing.TB, namespace string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- gate.Run(ctx, c.Client, gate.Options{Namespace: namespace, Logger: c.log.With("component", "gate-controller")})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gate controller: %v", err)
+		}
+	})
 }
