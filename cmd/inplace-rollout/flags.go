@@ -119,6 +119,8 @@ type rolloutFlags struct {
 	analysisFile   string
 	prometheusURL  string
 	onInconclusive string
+	// file is -f: an InPlaceRollout spec file the other flags override.
+	file string
 
 	// restoreTemplate is rollback's --restore-template.
 	restoreTemplate bool
@@ -126,6 +128,7 @@ type rolloutFlags struct {
 
 func (f *rolloutFlags) register(cmd *cobra.Command) {
 	f.registerPlan(cmd)
+	cmd.Flags().StringVarP(&f.file, "filename", "f", "", "the rollout as an InPlaceRollout file (apiVersion inplace-rollout.io/v1alpha1, YAML or JSON); flags given override its fields")
 	cmd.Flags().StringVar(&f.maxUnavailable, "max-unavailable", "1", "pods that may be down at once, count or percentage above 0: the pods being updated and any other pod not Ready (being deleted, recreated), except pods already not Ready before the rollout")
 	cmd.Flags().DurationVar(&f.grace, "grace", 0, "wait between draining a pod (readiness gate inplace-rollout.io/ready False) and restarting it")
 	cmd.Flags().DurationVar(&f.soak, "soak", 0, "after each batch, wait this long before its analysis and the next batch; a pod of the batch that crashes or restarts meanwhile fails the rollout")
@@ -182,16 +185,11 @@ func (f *rolloutFlags) podsSpec(ref workload.Ref) (rollout.Spec, error) {
 		Holder:         "cli",
 		MaxUnavailable: intstr.FromInt32(1),
 	}
-	for _, kv := range f.images {
-		name, img, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || img == "" {
-			return spec, badInput("--image %q: use CONTAINER=IMAGE", kv)
-		}
-		if _, dup := spec.Images[name]; dup {
-			return spec, badInput("--image: container %q given twice", name)
-		}
-		spec.Images[name] = img
+	images, err := parseImages(f.images)
+	if err != nil {
+		return spec, err
 	}
+	spec.Images = images
 	batches, err := rollout.ParseBatches(f.batches)
 	if err != nil {
 		return spec, badInput("--batches: %v", err)

@@ -58,11 +58,7 @@ func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 	var rf rolloutFlags
 	cmd.Args = cobra.NoArgs
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		client, ref, err := cf.resolve()
-		if err != nil {
-			return err
-		}
-		spec, err := rf.spec(ref)
+		spec, client, err := rf.resolve(cmd, &cf)
 		if err != nil {
 			return err
 		}
@@ -287,4 +283,26 @@ func (b *progressBar) clear() {
 	if b.on {
 		fmt.Fprint(b.w, "\r\033[K")
 	}
+}
+
+// resolve builds the client and the spec: from the flags, or from the -f file with the flags
+// given over it.
+func (f *rolloutFlags) resolve(cmd *cobra.Command, cf *clusterFlags) (rollout.Spec, kubernetes.Interface, error) {
+	if f.file == "" {
+		client, ref, err := cf.resolve()
+		if err != nil {
+			return rollout.Spec{}, nil, err
+		}
+		spec, err := f.spec(ref)
+		return spec, client, err
+	}
+	if cf.output != "text" && cf.output != "json" {
+		return rollout.Spec{}, nil, badInput("--output %q: use text or json", cf.output)
+	}
+	client, ns, err := cf.client()
+	if err != nil {
+		return rollout.Spec{}, nil, err
+	}
+	spec, err := f.fileSpec(cmd, cf, ns)
+	return spec, client, err
 }
