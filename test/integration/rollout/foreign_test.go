@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -174,15 +173,7 @@ func startWithOutput(t *testing.T, stdout, stderr *bytes.Buffer, args ...string)
 // template, which the unpaused Deployment then rolls out its own way.
 func TestDeploymentTemplateChangedMidRolloutIsKept(t *testing.T) {
 	ns := env.Namespace(t)
-	labels := map[string]string{"app": "api"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
-		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
-	}
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitDeployment(t, ns, "api", 2)
+	createDeployment(t, ns, "api", 2)
 	var stdout, stderr bytes.Buffer
 	cmd := startWithOutput(t, &stdout, &stderr, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2,
 		"--batches", "1,100%", "--soak", "5s", "--timeout", "10s", "-o", "json")

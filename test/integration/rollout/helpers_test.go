@@ -1,12 +1,15 @@
 package rollout_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -33,6 +36,21 @@ func template(labels map[string]string) corev1.PodTemplateSpec { return clitest.
 func createStatefulSet(t *testing.T, ns, name string, replicas int32) *appsv1.StatefulSet {
 	t.Helper()
 	return clitest.CreateStatefulSet(t, env, ns, name, replicas)
+}
+
+// createDeployment creates a Deployment of template pods labelled app=NAME and waits until
+// every replica is available.
+func createDeployment(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+	}
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDeployment(t, ns, name, replicas)
 }
 
 func waitStatefulSet(t *testing.T, ns, name, what string, cond func(*appsv1.StatefulSet) bool) *appsv1.StatefulSet {

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -115,15 +113,7 @@ func TestRollbackOfPodsWithDifferentBeforeImages(t *testing.T) {
 // label was then edited away is released by its ReplicaSet; rollback still puts it back.
 func TestRollbackFindsPodsTheirControllerReleased(t *testing.T) {
 	ns := env.Namespace(t)
-	labels := map[string]string{"app": "api"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
-		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
-	}
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitDeployment(t, ns, "api", 2)
+	createDeployment(t, ns, "api", 2)
 	before := identities(t, ns, "app=api")
 	if r := runCLI(t, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2); r.Code != 0 {
 		t.Fatalf("run: %s", r)

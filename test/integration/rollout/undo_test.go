@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -104,15 +103,7 @@ func TestLabelSelectedPods(t *testing.T) {
 // place and the Deployment keeps its one ReplicaSet.
 func TestDeploymentRollbackAfterSuccess(t *testing.T) {
 	ns := env.Namespace(t)
-	labels := map[string]string{"app": "api"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
-		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
-	}
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitDeployment(t, ns, "api", 3)
+	createDeployment(t, ns, "api", 3)
 	before := identities(t, ns, "app=api")
 	if r := runCLI(t, "run", "-n", ns, "--target", "deployment/api", "--image", "app="+appV2); r.Code != 0 {
 		t.Fatalf("run: %s", r)

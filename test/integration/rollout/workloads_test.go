@@ -197,15 +197,7 @@ func waitDaemonSet(t *testing.T, ns, name string, cond func(*appsv1.DaemonSet) b
 
 func TestDeploymentRollout(t *testing.T) {
 	ns := env.Namespace(t)
-	labels := map[string]string{"app": "api"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
-		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
-	}
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitDeployment(t, ns, "api", 4)
+	createDeployment(t, ns, "api", 4)
 	before := identities(t, ns, "app=api")
 
 	most := watchUpdating(t, ns, "app=api")
