@@ -12,6 +12,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -184,6 +185,7 @@ func (f *rolloutFlags) podsSpec(ref workload.Ref) (rollout.Spec, error) {
 		IncludeInit:    f.includeInit,
 		Holder:         "cli",
 		MaxUnavailable: intstr.FromInt32(1),
+		Timeout:        inplace.DefaultProgressDeadline,
 	}
 	images, err := parseImages(f.images)
 	if err != nil {

@@ -154,7 +154,7 @@ func TestValidateRefusesNamesTheAPICannotHold(t *testing.T) {
 		{workload.Ref{Kind: workload.StatefulSet, Namespace: "a/b", Name: "web"}, `namespace "a/b" is not a valid name`},
 		{workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web.v2"}, ""},
 	} {
-		err := Spec{Target: tt.target, Images: map[string]string{"app": "reg/app:v2"}}.Validate()
+		err := Spec{Target: tt.target, Images: map[string]string{"app": "reg/app:v2"}, MaxUnavailable: intstr.FromInt32(1), Timeout: time.Minute}.Validate()
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%+v: error %v, want %q", tt.target, err, tt.want)
 		}

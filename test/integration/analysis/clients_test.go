@@ -83,7 +83,7 @@ func TestOneEngineQueriesEachRolloutsOwnPrometheus(t *testing.T) {
 			Target:  workload.Ref{Kind: workload.StatefulSet, Namespace: r.ns, Name: "web"},
 			Images:  map[string]string{"app": clitest.AppV2},
 			Batches: []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")},
-			Holder:  "test", Analysis: cfg, MaxUnavailable: intstr.FromInt32(2),
+			Holder:  "test", Analysis: cfg, MaxUnavailable: intstr.FromInt32(2), Timeout: 5 * time.Minute,
 		}
 		wg.Add(1)
 		go func() {
