@@ -2,7 +2,8 @@ package rollout
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,9 +56,9 @@ func digestReported(p *corev1.Pod, container string) string {
 // sha256:1a2b... (3 pods)`, containers in name order.
 func (t tagDigests) describe(images map[string]string) string {
 	var parts []string
-	for _, name := range sortedKeys(t) {
+	for _, name := range slices.Sorted(maps.Keys(t)) {
 		var ds []string
-		for _, d := range sortedKeys(t[name]) {
+		for _, d := range slices.Sorted(maps.Keys(t[name])) {
 			ds = append(ds, fmt.Sprintf("%s (%d pods)", d, t[name][d]))
 		}
 		parts = append(parts, fmt.Sprintf("%s=%s as %s", name, images[name], strings.Join(ds, " and ")))
@@ -69,7 +70,7 @@ func (t tagDigests) describe(images map[string]string) string {
 // the tag was pushed again between two pulls, so the pods run different content under one name.
 func (t tagDigests) split() []string {
 	var names []string
-	for _, name := range sortedKeys(t) {
+	for _, name := range slices.Sorted(maps.Keys(t)) {
 		if len(t[name]) > 1 {
 			names = append(names, name)
 		}
@@ -91,13 +92,4 @@ func alreadyThere(what string, pods []*corev1.Pod, images map[string]string) str
 		msg += fmt.Sprintf(". Warning: the pods run different content under one tag for container %s", strings.Join(split, ", "))
 	}
 	return msg
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

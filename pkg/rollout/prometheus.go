@@ -6,7 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,12 +59,7 @@ func (e *Engine) querier(ctx context.Context, spec Spec) (analysis.Querier, erro
 func (e *Engine) credentials(ctx context.Context, namespace string, p analysis.Prometheus) (analysis.Credentials, error) {
 	var creds analysis.Credentials
 	refs := p.SecretRefs()
-	paths := make([]string, 0, len(refs))
-	for path := range refs {
-		paths = append(paths, path)
-	}
-	sort.Strings(paths)
-	for _, path := range paths {
+	for _, path := range slices.Sorted(maps.Keys(refs)) {
 		ref := refs[path]
 		secret, err := e.Client.CoreV1().Secrets(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		switch {

@@ -8,8 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -97,7 +98,7 @@ func (d *decoder) check(v any, t reflect.Type, path string) error {
 	switch val := v.(type) {
 	case map[string]any:
 		if t.Kind() == reflect.Map {
-			for _, k := range sortedKeys(val) {
+			for _, k := range slices.Sorted(maps.Keys(val)) {
 				if err := d.check(val[k], t.Elem(), join(path, k)); err != nil {
 					return err
 				}
@@ -108,10 +109,10 @@ func (d *decoder) check(v any, t reflect.Type, path string) error {
 			return nil // the decoder reports the type mismatch
 		}
 		fields := jsonFields(t)
-		for _, k := range sortedKeys(val) {
+		for _, k := range slices.Sorted(maps.Keys(val)) {
 			ft, ok := fields[k]
 			if !ok {
-				return fmt.Errorf("unknown field %q (known fields here: %s)", join(path, k), strings.Join(sortedKeys(fields), ", "))
+				return fmt.Errorf("unknown field %q (known fields here: %s)", join(path, k), strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 			}
 			if err := d.check(val[k], ft, join(path, k)); err != nil {
 				return err
@@ -158,13 +159,4 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
