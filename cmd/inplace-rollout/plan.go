@@ -103,17 +103,10 @@ func newPlanCommand() *cobra.Command {
 // currentImages are the images the named containers run now: the template's, or for
 // label-selected pods each distinct image with how many pods run it.
 func currentImages(w workload.Workload, names map[string]string) map[string]string {
-	out := map[string]string{}
 	if tmpl := w.Template(); tmpl != nil {
-		for _, list := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
-			for _, c := range list {
-				if _, ok := names[c.Name]; ok {
-					out[c.Name] = c.Image
-				}
-			}
-		}
-		return out
+		return workload.TemplateImages(tmpl, names)
 	}
+	out := map[string]string{}
 	counts := map[string]map[string]int{}
 	for _, p := range w.Pods() {
 		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {

@@ -59,8 +59,8 @@ func templatePatch(tmpl *corev1.PodTemplateSpec, images map[string]string) map[s
 	return map[string]any{"spec": spec}
 }
 
-// templateImages returns the template's images for the named containers.
-func templateImages(tmpl *corev1.PodTemplateSpec, names map[string]string) map[string]string {
+// TemplateImages returns the template's images for the named containers.
+func TemplateImages(tmpl *corev1.PodTemplateSpec, names map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, list := range [][]corev1.Container{tmpl.Spec.InitContainers, tmpl.Spec.Containers} {
 		for _, c := range list {
@@ -75,7 +75,7 @@ func templateImages(tmpl *corev1.PodTemplateSpec, names map[string]string) map[s
 // TemplateHasImages reports whether the template's containers named in images run them, however
 // each reference is spelled.
 func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) bool {
-	for name, img := range templateImages(tmpl, images) {
+	for name, img := range TemplateImages(tmpl, images) {
 		if !inplace.SameImage(images[name], img) {
 			return false
 		}
@@ -96,7 +96,7 @@ func ForeignImages(w Workload, lock *Lock) map[string]string {
 	if _, ok := w.(*deployment); ok && TemplateHasImages(tmpl, lock.PreviousImages) {
 		return nil
 	}
-	return templateImages(tmpl, lock.Images)
+	return TemplateImages(tmpl, lock.Images)
 }
 
 // RunsImages reports whether the pod spec runs these images, however each reference is spelled.

@@ -123,7 +123,7 @@ func (d *deployment) patch(ctx context.Context, p objectPatch) error {
 // recreate every pod. The template changes only at the end.
 func (d *deployment) Start(ctx context.Context, lock *Lock) error {
 	if lock.PreviousImages == nil {
-		lock.PreviousImages = templateImages(d.Template(), lock.Images)
+		lock.PreviousImages = TemplateImages(d.Template(), lock.Images)
 		lock.PreviousStrategy = strategyJSON(deploymentStrategy{Paused: d.dep.Spec.Paused})
 	}
 	return d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{"paused": true}})

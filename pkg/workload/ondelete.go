@@ -37,7 +37,7 @@ func (o *onDelete) patch(ctx context.Context, p objectPatch) error {
 // recreates a deleted pod from the new template.
 func (o *onDelete) Start(ctx context.Context, lock *Lock) error {
 	if lock.PreviousImages == nil {
-		lock.PreviousImages = templateImages(o.template, lock.Images)
+		lock.PreviousImages = TemplateImages(o.template, lock.Images)
 		lock.PreviousStrategy = strategyJSON(o.strategy)
 	}
 	return o.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
