@@ -23,11 +23,22 @@ const (
 	// TemplateChanged) the rollout stopped on someone else's change to the template and waits
 	// for a decision, with nothing rolled back.
 	PhaseFailed Phase = "Failed"
+	// PhaseHolding: the rollout reached its hold point (Spec.UpTo): that many pods run the new
+	// images and their batch passed analysis. The workload stays held; a call with a higher
+	// UpTo and the same images goes on, a rollback undoes.
+	PhaseHolding Phase = "Holding"
 )
 
 // Terminal reports whether the rollout needs no more reconciling.
 func (p Phase) Terminal() bool {
 	return p == PhaseSucceeded || p == PhaseRolledBack || p == PhaseFailed
+}
+
+// Settled reports whether the rollout stays where it is until someone asks for more: it ended,
+// it is paused on an inconclusive analysis, or it holds at its hold point. A driver's loop stops
+// there.
+func (p Phase) Settled() bool {
+	return p.Terminal() || p == PhasePaused || p == PhaseHolding
 }
 
 // Reason says, as a code, why a rollout is where it is; Status.Message says it in words.
