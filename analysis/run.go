@@ -32,7 +32,9 @@ type Counts struct {
 // restarted driver continues the same analysis.
 type Run struct {
 	// Batch is the batch measured, counting from 1 as every message and status does.
-	Batch     int                `json:"batch"`
+	Batch int `json:"batch"`
+	// Pods is the updated pod count the batch ends at: what the run's verdict accepts.
+	Pods      int                `json:"pods,omitempty"`
 	StartedAt time.Time          `json:"startedAt"`
 	NextAt    time.Time          `json:"nextAt"`
 	Counts    map[string]*Counts `json:"counts,omitempty"`

@@ -14,14 +14,16 @@ import (
 // analyze takes the next step of a completed batch's analysis: start it, take the measurement
 // that is due, or act on its verdict. The analysis state is written to the lock with each
 // measurement, so a restarted driver continues it.
-func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, batch int, st Status, updated, stable []string) (Status, Result, error) {
+// batch is the 0-based batch analysed and pods the updated pod count it ends at.
+func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, batch, pods int, st Status, updated, stable []string) (Status, Result, error) {
 	run, err := decodeRun(lock)
 	if err != nil {
 		return st, Result{}, err
 	}
 	next := *lock
-	if run == nil || run.Batch != batch+1 || run.Done() {
+	if run == nil || run.Pods != pods || run.Done() {
 		run = analysis.NewRun(spec.Analysis, batch+1, e.now())
+		run.Pods = pods
 		next.Analysis = encodeRun(run)
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
@@ -63,7 +65,7 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
 	case analysis.Pass:
 		st.Phase = PhaseProgressing
-		next.AnalyzedBatches, next.ProgressAt = batch+1, e.now().UTC().Truncate(time.Millisecond)
+		next.AcceptedPods, next.ProgressAt = pods, e.now().UTC().Truncate(time.Millisecond)
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
@@ -103,13 +105,17 @@ func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, loc
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
 	if run != nil {
-		next.AnalyzedBatches = run.Batch
+		next.AcceptedPods = run.Pods
 	}
 	if err := w.SetLock(ctx, &next); err != nil {
 		return st, Result{}, err
 	}
-	e.log().Info("resumed: batch accepted after an inconclusive analysis", "target", w.Ref().String(), "batch", next.AnalyzedBatches)
-	st.Phase, st.Message = PhaseProgressing, fmt.Sprintf("batch %d accepted; resuming", next.AnalyzedBatches)
+	batch := 0
+	if run != nil {
+		batch = run.Batch
+	}
+	e.log().Info("resumed: batch accepted after an inconclusive analysis", "target", w.Ref().String(), "batch", batch, "acceptedPods", next.AcceptedPods)
+	st.Phase, st.Message = PhaseProgressing, fmt.Sprintf("batch %d accepted; resuming", batch)
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
 }
 

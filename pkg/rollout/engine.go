@@ -214,7 +214,11 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 		return Status{}, Result{}, invalid("%s has rollout %s in progress to other images (%s); pass --supersede to replace it, or roll it back first",
 			w.Ref(), lock.RolloutID, mustJSON(lock.Images))
 	}
-	if lock.Phase != workload.LockProgressing && lock.Phase != workload.LockPaused {
+	switch lock.Phase {
+	case workload.LockProgressing, workload.LockPaused, workload.LockHolding:
+	case workload.LockHalted:
+		return Status{}, Result{}, invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", w.Ref(), lock.RolloutID, lock.Reason)
+	default:
 		return Status{}, Result{}, invalid("%s: rollout %s is %s; wait for it to finish before starting another", w.Ref(), lock.RolloutID, lock.Phase)
 	}
 	// The pods are mid-rollout, so only the images are checked, not the controller's state.
@@ -239,7 +243,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	next.Images = spec.Images
 	next.StartedAt = e.now().UTC().Truncate(time.Second)
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
-	next.AnalyzedBatches, next.Analysis = 0, nil
+	next.AcceptedPods, next.HeldAt, next.Analysis = 0, 0, nil
 	if err := w.Retarget(ctx, &next); err != nil {
 		return Status{}, Result{}, err
 	}

@@ -14,9 +14,10 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-// progress advances the batches: it steps the pods in flight, starts pods of the current batch
-// while no more than max-unavailable pods are down, and finalizes the workload once every pod is
-// updated. A template someone else changed halts the rollout instead (see halt).
+// progress advances the batches: it observes the pods (observe), decides the next step
+// (decideProgress) and takes it: roll back, soak, analyse, hold, finalize, or step the pods of
+// the current batch while no more than max-unavailable pods are down. A template someone else
+// changed halts the rollout instead (see halt).
 func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	total := w.Replicas()
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: total}
@@ -26,15 +27,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	if lock.Phase == workload.LockHalted {
 		// The template has the rollout's images again: someone put them back, and the rollout
 		// goes on, its deadline counted from now.
-		next := *lock
-		next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
-		next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
-		if err := w.SetLock(ctx, &next); err != nil {
-			return st, Result{}, err
-		}
-		e.log().Info("resumed: the template has the rollout's images again", "target", w.Ref().String(), "rollout", lock.RolloutID)
-		st.Message = "the template has the rollout's images again; resuming"
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+		return e.moveOn(ctx, w, lock, st, "the template has the rollout's images again; resuming")
 	}
 	labels, ok, err := w.RevisionLabels(lock.Images)
 	if err != nil {
@@ -47,158 +40,34 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 	}
 	target := inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
-
-	var inflight, pending, arriving []*corev1.Pod
-	var failed, updated, unhealthy, down []string
-	var ours []*inplace.State
-	var soaking []podState // pods this rollout updated, watched through the batch's soak
-	var deleting []string
-	var batchDone time.Time // when the last pod counted as updated became so
-	deadlineOnly := true    // every failed pod failed its progress deadline
-	pods := w.Pods()
-	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
-			deleting = append(deleting, p.Name) // the controller recreates it; the new pod is judged then
-			down = append(down, p.Name)
-			continue
-		}
-		s, err := inplace.ReadState(p)
-		if err != nil {
-			return st, Result{}, err
-		}
-		if s != nil && s.RolloutID == lock.RolloutID {
-			ours = append(ours, s)
-		}
-		switch {
-		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageUpdated:
-			updated = append(updated, p.Name)
-			soaking = append(soaking, podState{p, s})
-			batchDone = latest(batchDone, s.StageAt)
-			switch {
-			case podReady(p):
-			case failingBefore(s):
-				// Failing as before its update: reported, and not the rollout's doing.
-				unhealthy = append(unhealthy, p.Name)
-			default:
-				down = append(down, p.Name)
-			}
-		case s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageFailed:
-			failed = append(failed, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
-			deadlineOnly = deadlineOnly && strings.HasPrefix(s.Reason, "ProgressDeadlineExceeded")
-		case s != nil && s.RolloutID == lock.RolloutID:
-			inflight = append(inflight, p)
-			down = append(down, p.Name)
-		case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID):
-			// A superseded update still on this pod: one already patched finishes before the
-			// new one starts; one that never got to the images is taken over or cleared (a
-			// drained pod gets its readiness gate back).
-			inflight = append(inflight, p)
-			down = append(down, p.Name)
-		case w.Counted(p, lock.Images, labels) && podReady(p):
-			updated = append(updated, p.Name)
-			batchDone = latest(batchDone, readySince(p))
-		case w.Counted(p, lock.Images, labels):
-			// Created from the new template (a pod deleted or added meanwhile): it counts once
-			// it is Ready, and until then it is down.
-			arriving = append(arriving, p)
-			down = append(down, p.Name)
-		default:
-			pending = append(pending, p)
-			if !podReady(p) && !unreadySince(p, lock.StartedAt) {
-				down = append(down, p.Name)
-			}
-		}
-	}
-	st.Updated, st.Unhealthy = len(updated), len(unhealthy)
-	if len(failed) > 0 {
-		code := ReasonPodFailed
-		if deadlineOnly {
-			code = ReasonDeadlineExceeded
-		}
-		return e.beginRollback(ctx, w, lock, code, strings.Join(firstN(failed, 3), "; "), st)
-	}
-
-	batches, err := batchCounts(spec.Batches, total)
+	c, err := observe(w, lock, labels)
 	if err != nil {
 		return st, Result{}, err
 	}
-	st.Batches = len(batches)
-	batch := len(batches) - 1
-	for i, n := range batches {
-		if st.Updated < n {
-			batch = i
-			break
-		}
-	}
-	if i := slices.Index(batches, st.Updated); i >= 0 && spec.Soak > 0 && len(inflight) == 0 && !batchDone.IsZero() {
-		// The batch is complete since its last pod counted as updated: the last of the pods
-		// this rollout updated, or of those the controller created from the new template (a
-		// scale-up can complete a batch); its soak runs in full from then.
-		if left := batchDone.Add(spec.Soak).Sub(e.now()); left > 0 {
-			st.Batch = i + 1
-			return e.soak(ctx, w, lock, soaking, left, st)
-		}
-	}
-	if spec.Analysis != nil {
-		// A complete batch is analysed before any pod of the next one starts.
-		a := lock.AnalyzedBatches
-		if a < len(batches) && st.Updated >= batches[a] && len(inflight) == 0 {
-			st.Batch = a + 1
-			return e.analyze(ctx, spec, w, lock, a, st, updated, podNames(pending))
-		}
-		batch = min(batch, a)
-	}
-	st.Batch = batch + 1
-
-	if st.Updated >= total && len(inflight) == 0 && len(pending) == 0 && len(arriving) == 0 && (spec.Analysis == nil || lock.AnalyzedBatches >= len(batches)) {
-		done, err := w.Finalize(ctx, lock)
-		if err != nil {
-			return st, Result{}, err
-		}
-		if !done {
-			st.Message = "finalizing " + w.Ref().String()
-			return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
-		}
-		st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new images", st.Updated, total, w.Ref())
-		if len(unhealthy) > 0 {
-			st.Message += fmt.Sprintf("; %s", unhealthyNote(unhealthy))
-		}
-		e.log().Info("rollout succeeded", "target", w.Ref().String(), "rollout", lock.RolloutID, "updated", st.Updated, "unhealthy", st.Unhealthy)
-		return st, Result{Phase: PhaseSucceeded, Message: st.Message}, nil
-	}
-
-	u := e.updater(spec)
-	maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, total)
+	d, err := decideProgress(c, spec, lock, total, e.now())
 	if err != nil {
 		return st, Result{}, err
 	}
-	end := batches[batch]
-	if batch == len(batches)-1 {
-		// The last batch is every pod, however many there are now: after a scale-down the
-		// controller may keep an extra one for a while, and it must not be left behind.
-		end = max(end, st.Updated+len(inflight)+len(arriving)+len(pending))
+	st.Updated, st.Unhealthy = len(c.updated), len(c.unhealthy)
+	st.Batch, st.Batches = d.batch+1, len(d.counts)
+	switch d.action {
+	case actRollBack:
+		return e.beginRollback(ctx, w, lock, d.code, d.reason, st)
+	case actSoak:
+		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; soaking, %s left", st.Batch, st.Batches, st.Updated, st.Total, d.soakLeft.Round(time.Second))
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: min(d.soakLeft, idleRequeue), Message: st.Message}, nil
+	case actAnalyze:
+		return e.analyze(ctx, spec, w, lock, d.batch, d.counts[d.batch], st, c.updated, podNames(c.pending))
+	case actHold:
+		return e.hold(ctx, w, lock, c, d.upTo, st)
+	case actMoveOn:
+		return e.moveOn(ctx, w, lock, st, fmt.Sprintf("going on past the hold point at %d pods", lock.HeldAt))
+	case actFinalize:
+		return e.finalize(ctx, w, lock, c, st)
 	}
-	// Pods the workload should have but does not (deleted, not yet recreated) are down too.
-	missing := max(total-len(pods), 0)
-	budget := maxUnavailable - len(down) - missing
-	room := end - st.Updated - len(inflight) - len(arriving)
-	work := slices.Clone(inflight)
-	for _, p := range pending {
-		if room <= 0 {
-			break
-		}
-		if !podReady(p) && unreadySince(p, lock.StartedAt) {
-			// Already down before the rollout started: updating it takes nothing more away.
-			work, room = append(work, p), room-1
-			continue
-		}
-		if budget <= 0 {
-			break // in order: a later pod does not overtake one that waits
-		}
-		work, room, budget = append(work, p), room-1, budget-1
-	}
-	requeue, wrote, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) {
-		res, err := u.UpdatePod(ctx, p, target)
+
+	requeue, wrote, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {
+		res, err := e.updater(spec).UpdatePod(ctx, p, target)
 		var ie *inplace.IneligibleError
 		if errors.As(err, &ie) && ie.Wait {
 			return res, nil
@@ -208,31 +77,325 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	if err != nil {
 		return e.stepFailed(ctx, w, lock, failedPod, err, st)
 	}
-	// Pods in flight have their own deadline; this one catches a batch whose next pods could
-	// not start (unscheduled, not Running, no imageID, others down) or, created from the new
-	// template, do not become Ready, for as long.
-	waiting := append(slices.Clone(arriving), pending...)
-	if wrote == 0 && len(inflight) == 0 && len(waiting) > 0 &&
-		e.now().Sub(latest(latest(lastProgress(lock, ours, spec.Soak), batchDone.Add(spec.Soak)), lastChange(waiting))) >= spec.progressDeadline() {
+	if wrote == 0 && batchStalled(c, lock, spec, e.now()) {
 		return e.beginRollback(ctx, w, lock, ReasonDeadlineExceeded, fmt.Sprintf("ProgressDeadlineExceeded: batch %d/%d made no progress within %s: %s",
-			st.Batch, st.Batches, spec.progressDeadline(), whyWaiting(arriving, pending, down, missing, maxUnavailable, target)), st)
+			st.Batch, st.Batches, spec.progressDeadline(), whyWaiting(c.arriving, c.pending, c.down, c.missing, d.maxUnavailable, target)), st)
 	}
-	started := len(work) - len(inflight)
-	st.Updating = len(inflight) + started
+	started := len(d.work) - len(c.inflight)
+	st.Updating = len(c.inflight) + started
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, total, st.Updating)
-	if len(unhealthy) > 0 {
-		st.Message += "; " + unhealthyNote(unhealthy)
+	if len(c.unhealthy) > 0 {
+		st.Message += "; " + unhealthyNote(c.unhealthy)
 	}
 	switch {
 	case st.Updating > 0:
-	case len(deleting) > 0:
-		st.Message += fmt.Sprintf("; waiting for the controller to replace %s, being deleted", strings.Join(firstN(deleting, 3), ", "))
-	case len(arriving) > 0:
-		st.Message += fmt.Sprintf("; waiting for %s, created from the new template, to be Ready", strings.Join(firstN(podNames(arriving), 3), ", "))
-	case len(pending) > 0 && budget <= 0:
-		st.Message += fmt.Sprintf("; waiting for %s to be Ready (max-unavailable %d)", strings.Join(firstN(down, 3), ", "), maxUnavailable)
+	case len(c.deleting) > 0:
+		st.Message += fmt.Sprintf("; waiting for the controller to replace %s, being deleted", strings.Join(firstN(c.deleting, 3), ", "))
+	case len(c.arriving) > 0:
+		st.Message += fmt.Sprintf("; waiting for %s, created from the new template, to be Ready", strings.Join(firstN(podNames(c.arriving), 3), ", "))
+	case len(c.pending) > 0 && d.budget <= 0:
+		st.Message += fmt.Sprintf("; waiting for %s to be Ready (max-unavailable %d)", strings.Join(firstN(c.down, 3), ", "), d.maxUnavailable)
 	}
 	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+// census is what progress observes of the workload's pods, each sorted by where it stands in
+// the rollout. It decides nothing.
+type census struct {
+	// inflight pods are mid-update (this rollout's, or a superseded one's); pending ones wait
+	// for theirs; arriving ones were created from the new template and are not Ready yet.
+	inflight, pending, arriving []*corev1.Pod
+	// failed describes the pods whose update failed; updated, unhealthy, down and deleting
+	// name pods.
+	failed, updated, unhealthy, down, deleting []string
+	// ours are the states this rollout wrote; soaking the pods it updated, watched through a
+	// batch's soak.
+	ours    []*inplace.State
+	soaking []podState
+	// batchDone is when the last pod counted as updated became so.
+	batchDone time.Time
+	// deadlineOnly says every failed pod failed its progress deadline.
+	deadlineOnly bool
+	// missing counts the pods the workload should have but does not (deleted, not recreated).
+	missing int
+}
+
+// observe sorts the workload's pods by where they stand in the rollout of lock.
+func observe(w workload.Workload, lock *workload.Lock, labels map[string]string) (*census, error) {
+	c := &census{deadlineOnly: true}
+	pods := w.Pods()
+	c.missing = max(w.Replicas()-len(pods), 0)
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			c.deleting = append(c.deleting, p.Name) // the controller recreates it; the new pod is judged then
+			c.down = append(c.down, p.Name)
+			continue
+		}
+		s, err := inplace.ReadState(p)
+		if err != nil {
+			return nil, err
+		}
+		ours := s != nil && s.RolloutID == lock.RolloutID
+		if ours {
+			c.ours = append(c.ours, s)
+		}
+		switch {
+		case ours && s.Stage == inplace.StageUpdated:
+			c.updated = append(c.updated, p.Name)
+			c.soaking = append(c.soaking, podState{p, s})
+			c.batchDone = latest(c.batchDone, s.StageAt)
+			switch {
+			case podReady(p):
+			case failingBefore(s):
+				// Failing as before its update: reported, and not the rollout's doing.
+				c.unhealthy = append(c.unhealthy, p.Name)
+			default:
+				c.down = append(c.down, p.Name)
+			}
+		case ours && s.Stage == inplace.StageFailed:
+			c.failed = append(c.failed, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
+			c.deadlineOnly = c.deadlineOnly && strings.HasPrefix(s.Reason, "ProgressDeadlineExceeded")
+		case ours:
+			c.inflight = append(c.inflight, p)
+			c.down = append(c.down, p.Name)
+		case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID):
+			// A superseded update still on this pod: one already patched finishes before the
+			// new one starts; one that never got to the images is taken over or cleared (a
+			// drained pod gets its readiness gate back).
+			c.inflight = append(c.inflight, p)
+			c.down = append(c.down, p.Name)
+		case w.Counted(p, lock.Images, labels) && podReady(p):
+			c.updated = append(c.updated, p.Name)
+			c.batchDone = latest(c.batchDone, readySince(p))
+		case w.Counted(p, lock.Images, labels):
+			// Created from the new template (a pod deleted or added meanwhile): it counts once
+			// it is Ready, and until then it is down.
+			c.arriving = append(c.arriving, p)
+			c.down = append(c.down, p.Name)
+		default:
+			c.pending = append(c.pending, p)
+			if !podReady(p) && !unreadySince(p, lock.StartedAt) {
+				c.down = append(c.down, p.Name)
+			}
+		}
+	}
+	return c, nil
+}
+
+// action is the next step of a progressing rollout.
+type action int
+
+const (
+	// actStep steps the pods in flight and starts pods of the current batch.
+	actStep action = iota
+	actRollBack
+	actSoak
+	actAnalyze
+	actHold
+	// actMoveOn leaves the hold point: the rollout may go further now.
+	actMoveOn
+	actFinalize
+)
+
+// decision is what decideProgress chose, with what the step needs.
+type decision struct {
+	action action
+	// counts are the batches' cumulative pod counts, the hold point among them; batch is the
+	// 0-based index of the batch in progress (actAnalyze: the batch analysed).
+	counts []int
+	batch  int
+	// code and reason say why to roll back.
+	code   Reason
+	reason string
+	// soakLeft is how long the batch still soaks.
+	soakLeft time.Duration
+	// upTo is the hold point as a pod count.
+	upTo int
+	// work are the pods to step (actStep); budget how many more pods could have gone down
+	// under maxUnavailable.
+	work                   []*corev1.Pod
+	budget, maxUnavailable int
+}
+
+// decideProgress decides the next step of a progressing rollout from what observe saw, alone:
+// why a rollout rolls back on its pods, soaks, analyses, holds, finalizes or steps is decided
+// here, in this order.
+func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now time.Time) (decision, error) {
+	var d decision
+	counts, err := batchCounts(spec.Batches, total)
+	if err != nil {
+		return d, err
+	}
+	upTo, err := resolveUpTo(spec.UpTo, total)
+	if err != nil {
+		return d, err
+	}
+	counts = withHoldPoint(counts, upTo)
+	d.counts, d.upTo = counts, upTo
+	updated := len(c.updated)
+	d.batch = len(counts) - 1
+	for i, n := range counts {
+		if updated < n {
+			d.batch = i
+			break
+		}
+	}
+	if len(c.failed) > 0 {
+		d.action, d.code, d.reason = actRollBack, ReasonPodFailed, strings.Join(firstN(c.failed, 3), "; ")
+		if c.deadlineOnly {
+			d.code = ReasonDeadlineExceeded
+		}
+		return d, nil
+	}
+	if i := slices.Index(counts, updated); i >= 0 && spec.Soak > 0 && len(c.inflight) == 0 && !c.batchDone.IsZero() {
+		// The batch is complete since its last pod counted as updated: the last of the pods
+		// this rollout updated, or of those the controller created from the new template (a
+		// scale-up can complete a batch); its soak runs in full from then.
+		if left := c.batchDone.Add(spec.Soak).Sub(now); left > 0 {
+			d.batch = i
+			for _, ps := range c.soaking {
+				if why := inplace.CheckUpdated(ps.pod, ps.state); why != "" {
+					d.action, d.code = actRollBack, ReasonPodFailed
+					d.reason = fmt.Sprintf("pod %s failed during the soak of batch %d: %s", ps.pod.Name, i+1, why)
+					return d, nil
+				}
+			}
+			d.action, d.soakLeft = actSoak, left
+			return d, nil
+		}
+	}
+	if spec.Analysis != nil {
+		// A complete batch is analysed before any pod of the next one starts. Progress is the
+		// pod count accepted, so the next analysis is of the first batch that ends above it.
+		a := len(counts)
+		for i, n := range counts {
+			if n > lock.AcceptedPods {
+				a = i
+				break
+			}
+		}
+		if a < len(counts) && updated >= counts[a] && len(c.inflight) == 0 {
+			d.action, d.batch = actAnalyze, a
+			return d, nil
+		}
+		d.batch = min(d.batch, a)
+	}
+	accepted := func(n int) bool { return spec.Analysis == nil || lock.AcceptedPods >= n }
+	if upTo < total && updated >= upTo && len(c.inflight) == 0 && accepted(upTo) {
+		d.action, d.batch = actHold, slices.Index(counts, upTo)
+		return d, nil
+	}
+	if lock.Phase == workload.LockHolding {
+		d.action = actMoveOn
+		return d, nil
+	}
+	if updated >= total && len(c.inflight) == 0 && len(c.pending) == 0 && len(c.arriving) == 0 && accepted(total) {
+		d.action = actFinalize
+		return d, nil
+	}
+
+	d.maxUnavailable, err = resolveMaxUnavailable(spec.MaxUnavailable, total)
+	if err != nil {
+		return d, err
+	}
+	end := counts[d.batch]
+	if d.batch == len(counts)-1 {
+		// The last batch is every pod, however many there are now: after a scale-down the
+		// controller may keep an extra one for a while, and it must not be left behind.
+		end = max(end, updated+len(c.inflight)+len(c.arriving)+len(c.pending))
+	}
+	d.budget = d.maxUnavailable - len(c.down) - c.missing
+	room := end - updated - len(c.inflight) - len(c.arriving)
+	d.work = slices.Clone(c.inflight)
+	for _, p := range c.pending {
+		if room <= 0 {
+			break
+		}
+		if !podReady(p) && unreadySince(p, lock.StartedAt) {
+			// Already down before the rollout started: updating it takes nothing more away.
+			d.work, room = append(d.work, p), room-1
+			continue
+		}
+		if d.budget <= 0 {
+			break // in order: a later pod does not overtake one that waits
+		}
+		d.work, room, d.budget = append(d.work, p), room-1, d.budget-1
+	}
+	return d, nil
+}
+
+// batchStalled reports whether the batch made no progress within the progress deadline: no pod
+// is in flight (those have their own deadline), and the batch's next pods could not start
+// (unscheduled, not Running, no imageID, others down) or, created from the new template, did
+// not become Ready, for as long. Decided after a step that wrote nothing.
+func batchStalled(c *census, lock *workload.Lock, spec Spec, now time.Time) bool {
+	waiting := append(slices.Clone(c.arriving), c.pending...)
+	if len(c.inflight) > 0 || len(waiting) == 0 {
+		return false
+	}
+	since := latest(latest(lastProgress(lock, c.ours, spec.Soak), c.batchDone.Add(spec.Soak)), lastChange(waiting))
+	return now.Sub(since) >= spec.progressDeadline()
+}
+
+// withHoldPoint adds the hold point to the batches' counts, so that it ends a batch: the pods up
+// to it soak and are analysed before the rollout holds there.
+func withHoldPoint(counts []int, upTo int) []int {
+	if slices.Contains(counts, upTo) {
+		return counts
+	}
+	out := slices.Clone(counts)
+	i, _ := slices.BinarySearch(out, upTo)
+	return slices.Insert(out, i, upTo)
+}
+
+// hold records that the rollout reached its hold point, once, and reports it. The workload
+// stays held.
+func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, upTo int, st Status) (Status, Result, error) {
+	if lock.Phase != workload.LockHolding || lock.HeldAt != upTo {
+		next := *lock
+		next.Phase, next.HeldAt = workload.LockHolding, upTo
+		if err := w.SetLock(ctx, &next); err != nil {
+			return st, Result{}, err
+		}
+		e.log().Info("holding", "target", w.Ref().String(), "rollout", lock.RolloutID, "updated", st.Updated, "upTo", upTo)
+	}
+	st.Phase = PhaseHolding
+	st.Message = fmt.Sprintf("holding at %d/%d pods updated; %s stays held until the rollout is asked to go further or is rolled back", st.Updated, st.Total, w.Ref())
+	if len(c.unhealthy) > 0 {
+		st.Message += "; " + unhealthyNote(c.unhealthy)
+	}
+	return st, Result{Phase: PhaseHolding, Message: st.Message}, nil
+}
+
+// moveOn puts a halted or holding rollout back to progressing, its deadline counted from now.
+func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload.Lock, st Status, msg string) (Status, Result, error) {
+	next := *lock
+	next.Phase, next.Reason, next.ReasonCode, next.HeldAt = workload.LockProgressing, "", "", 0
+	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
+	if err := w.SetLock(ctx, &next); err != nil {
+		return st, Result{}, err
+	}
+	e.log().Info("progressing again", "target", w.Ref().String(), "rollout", lock.RolloutID, "why", msg)
+	st.Message = msg
+	return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+}
+
+// finalize hands the workload back with the new images once every pod runs them.
+func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, st Status) (Status, Result, error) {
+	done, err := w.Finalize(ctx, lock)
+	if err != nil {
+		return st, Result{}, err
+	}
+	if !done {
+		st.Message = "finalizing " + w.Ref().String()
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	}
+	st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new images", st.Updated, st.Total, w.Ref())
+	if len(c.unhealthy) > 0 {
+		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
+	}
+	e.log().Info("rollout succeeded", "target", w.Ref().String(), "rollout", lock.RolloutID, "updated", st.Updated, "unhealthy", st.Unhealthy)
+	return st, Result{Phase: PhaseSucceeded, Message: st.Message}, nil
 }
 
 // halt stops the rollout on a template someone else changed: nothing is rolled back and their
@@ -299,18 +462,6 @@ func unreadySince(p *corev1.Pod, t time.Time) bool {
 		}
 	}
 	return !p.CreationTimestamp.After(t)
-}
-
-// soak waits out the soak of a complete batch, failing the rollout if one of the pods it
-// updated crashes or restarts meanwhile.
-func (e *Engine) soak(ctx context.Context, w workload.Workload, lock *workload.Lock, pods []podState, left time.Duration, st Status) (Status, Result, error) {
-	for _, ps := range pods {
-		if why := inplace.CheckUpdated(ps.pod, ps.state); why != "" {
-			return e.beginRollback(ctx, w, lock, ReasonPodFailed, fmt.Sprintf("pod %s failed during the soak of batch %d: %s", ps.pod.Name, st.Batch, why), st)
-		}
-	}
-	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; soaking, %s left", st.Batch, st.Batches, st.Updated, st.Total, left.Round(time.Second))
-	return st, Result{Phase: PhaseProgressing, RequeueAfter: min(left, idleRequeue), Message: st.Message}, nil
 }
 
 // lastProgress is when the rollout last made progress: it started, a batch passed its analysis,

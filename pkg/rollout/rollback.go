@@ -42,7 +42,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Wo
 		return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s is rolled back", lock.RolloutID))
 	case lock.Phase == workload.LockRollingBack:
 		return e.rollBack(ctx, spec, w, lock)
-	case lock.Phase == workload.LockProgressing, lock.Phase == workload.LockPaused, lock.Phase == workload.LockHalted:
+	case lock.Phase == workload.LockProgressing, lock.Phase == workload.LockPaused, lock.Phase == workload.LockHalted, lock.Phase == workload.LockHolding:
 		return e.beginRollback(ctx, w, lock, ReasonRollbackRequested, rollbackRequested(lock, spec), Status{RolloutID: lock.RolloutID, Total: w.Replicas()})
 	}
 	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout.

@@ -31,6 +31,11 @@ type Spec struct {
 	IncludeInit bool
 	// Batches are cumulative pod counts or percentages, strictly increasing, the last 100%.
 	Batches []intstr.IntOrString
+	// UpTo is the hold point (count or percentage of the pods, above 0): the rollout stops
+	// there once that many pods are updated and their batch passed its analysis, reports phase
+	// Holding and keeps the workload held. The same spec with a higher UpTo, or none, goes on.
+	// nil means every pod.
+	UpTo *intstr.IntOrString
 	// MaxUnavailable is how many pods of the workload may be down at once because of the
 	// rollout (count or percentage, above 0; a percentage that rounds down to no pod means 1).
 	// Every pod the rollout updates counts, and so does any other pod that is not Ready (being
@@ -134,6 +139,9 @@ func (s Spec) Validate() error {
 		}
 	}
 	if err := CheckBatches(s.Batches); err != nil {
+		return err
+	}
+	if _, err := resolveUpTo(s.UpTo, 100); err != nil {
 		return err
 	}
 	switch s.OnInconclusive {
@@ -279,6 +287,25 @@ func formatBatches(batches []intstr.IntOrString) string {
 		parts[i] = b.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// resolveUpTo resolves the hold point for total pods: nil is every pod; a count is capped at
+// total; a percentage rounds up, as batches do.
+func resolveUpTo(v *intstr.IntOrString, total int) (int, error) {
+	if v == nil {
+		return total, nil
+	}
+	if v.Type == intstr.String {
+		p, err := strconv.ParseFloat(strings.TrimSuffix(v.StrVal, "%"), 64)
+		if err != nil || !strings.HasSuffix(v.StrVal, "%") || p <= 0 || p > 100 {
+			return 0, invalid("hold point %q is not a pod count or a percentage between 0 and 100%%", v.StrVal)
+		}
+		return int(math.Ceil(p * float64(total) / 100)), nil
+	}
+	if v.IntVal <= 0 {
+		return 0, invalid("hold point %d: give a pod count above 0, or a percentage", v.IntVal)
+	}
+	return min(int(v.IntVal), total), nil
 }
 
 // resolveMaxUnavailable resolves a count or percentage of total. 0 and 0% are refused: they

@@ -54,7 +54,7 @@ func lockAfterAnalysis(t *testing.T, pods int, q analysis.Querier) []byte {
 	lock := &workload.Lock{
 		Holder: "argo:shop/web", RolloutID: "0123456789-1767225600", SpecHash: "0123456789abcdef",
 		Images: map[string]string{"app": "registry.example/app:v2"}, PreviousImages: map[string]string{"app": "registry.example/app:v1"},
-		Phase: workload.LockProgressing, StartedAt: t0, ProgressAt: t0, AnalyzedBatches: 1, Analysis: encodeRun(run),
+		Phase: workload.LockProgressing, StartedAt: t0, ProgressAt: t0, AcceptedPods: 1, Analysis: encodeRun(run),
 	}
 	if run.Queries == 0 || len(run.Last) == 0 {
 		t.Fatalf("the analysis measured nothing: %+v", run)

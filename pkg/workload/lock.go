@@ -24,6 +24,10 @@ const (
 // decides: roll back, or put the rollout's images back in the template and run again.
 const LockHalted = "Halted"
 
+// LockHolding: the rollout reached its hold point (a pod count short of all) and waits, the
+// workload still held, until its holder asks it to go further or rolls it back.
+const LockHolding = "Holding"
+
 // Lock is the record of a rollout on its workload: who runs it, what it changes and what to put
 // back. While its phase is Progressing or RollingBack the workload belongs to the holder; a
 // finished lock stays as the record of the last rollout, for `rollback` and `status`.
@@ -59,9 +63,13 @@ type Lock struct {
 	// analysis, or was accepted after a pause. A batch whose pods make no progress fails its
 	// deadline counted from the latest of this, StartedAt and the pods' stage times.
 	ProgressAt time.Time `json:"progressAt,omitzero"`
-	// AnalyzedBatches is how many batches passed their analysis (or were accepted after an
-	// inconclusive one).
-	AnalyzedBatches int `json:"analyzedBatches,omitempty"`
+	// AcceptedPods is the updated pod count up to which batches passed their analysis (or were
+	// accepted after an inconclusive one). A count, not a batch index, so that a changed batch
+	// list, a hold point or a scale changes which batch is next but never repeats or skips an
+	// analysis.
+	AcceptedPods int `json:"acceptedPods,omitempty"`
+	// HeldAt is the hold point, as a pod count, while the phase is Holding.
+	HeldAt int `json:"heldAt,omitempty"`
 	// Analysis is the state of the analysis in progress or last finished, as the analysis
 	// package encodes it.
 	Analysis json.RawMessage `json:"analysis,omitempty"`
@@ -69,7 +77,7 @@ type Lock struct {
 
 // Active reports whether the lock still holds the workload.
 func (l *Lock) Active() bool {
-	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack || l.Phase == LockHalted)
+	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack || l.Phase == LockHalted || l.Phase == LockHolding)
 }
 
 func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock, error) {

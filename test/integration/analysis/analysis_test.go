@@ -110,8 +110,8 @@ func TestGoodImagePassesEveryBatch(t *testing.T) {
 	for _, m := range matches {
 		t.Logf("batch %s: verdict %s after batch completion, %s Prometheus queries", m[1], m[3], m[2])
 	}
-	if l := lockOf(t, ns); l.Phase != workload.LockSucceeded || l.AnalyzedBatches != 3 {
-		t.Errorf("lock phase %s, analysed batches %d; want Succeeded and 3", l.Phase, l.AnalyzedBatches)
+	if l := lockOf(t, ns); l.Phase != workload.LockSucceeded || l.AcceptedPods != 4 {
+		t.Errorf("lock phase %s, pods accepted by analysis %d; want Succeeded and all 4", l.Phase, l.AcceptedPods)
 	}
 	status := clitest.Run(t, env, cli, "status", "-n", ns, "--target", "statefulset/web")
 	if status.Code != 0 || !strings.Contains(status.Stdout, "analysis of batch 3: Pass") || !strings.Contains(status.Stdout, "errorRate Pass") ||
@@ -197,8 +197,8 @@ func TestNoTrafficIsInconclusive(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("run --on-inconclusive continue: %s", r)
 	}
-	if l := lockOf(t, cont); l.Phase != workload.LockSucceeded || l.AnalyzedBatches != 3 {
-		t.Errorf("--on-inconclusive continue: lock phase %s, analysed batches %d; want Succeeded and 3", l.Phase, l.AnalyzedBatches)
+	if l := lockOf(t, cont); l.Phase != workload.LockSucceeded || l.AcceptedPods != 4 {
+		t.Errorf("--on-inconclusive continue: lock phase %s, pods accepted by analysis %d; want Succeeded and all 4", l.Phase, l.AcceptedPods)
 	}
 
 	env.Sim.SetTraffic(true)
