@@ -120,6 +120,7 @@ type rolloutFlags struct {
 	analysisFile   string
 	prometheusURL  string
 	onInconclusive string
+	upTo           string
 	// file is -f: an InPlaceRollout spec file the other flags override.
 	file string
 
@@ -140,6 +141,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
 	cmd.Flags().StringVar(&f.analysisFile, "analysis", "", "analysis config (YAML or JSON): gate every batch on Prometheus golden signals")
 	cmd.Flags().StringVar(&f.prometheusURL, "prometheus", "", "Prometheus URL (default: prometheus.address of the analysis config)")
+	cmd.Flags().StringVar(&f.upTo, "up-to", "", "hold point, count or percentage: stop once that many pods are updated and their batch passed analysis (exit 0, phase Holding, the workload still held); run again without it, or with a higher one, to go on")
 	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
 }
 
@@ -160,6 +162,10 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 	spec.AllowUnready, spec.AllowOwned, spec.Supersede = f.allowUnready, f.allowOwned, f.supersede
 	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
 	spec.PrometheusURL, spec.OnInconclusive = f.prometheusURL, f.onInconclusive
+	if f.upTo != "" {
+		v := intstr.Parse(f.upTo)
+		spec.UpTo = &v
+	}
 	if f.analysisFile != "" {
 		cfg, err := analysis.DecodeFile(f.analysisFile)
 		if err != nil {

@@ -188,7 +188,7 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 			}
 			bar.show(st, spec.Batches)
 		}
-		if res.Phase.Terminal() || res.Phase == rollout.PhasePaused {
+		if res.Phase.Settled() {
 			bar.clear()
 			if err := writeResults(resultsDir, st); err != nil {
 				return &exitError{code: exitRollbackIncomplete, err: err}
@@ -212,7 +212,7 @@ func phaseExit(p rollout.Phase, rollbackCmd bool, msg string) error {
 	switch {
 	case p == rollout.PhasePaused:
 		return &exitError{code: exitPaused, err: errors.New(msg)}
-	case p == rollout.PhaseSucceeded, p == rollout.PhaseRolledBack && rollbackCmd:
+	case p == rollout.PhaseSucceeded, p == rollout.PhaseHolding, p == rollout.PhaseRolledBack && rollbackCmd:
 		return nil
 	case p == rollout.PhaseRolledBack:
 		return &exitError{code: exitFailedRolledBack, err: errors.New(msg)}

@@ -54,6 +54,10 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 		}
 		s.Batches = batches
 	}
+	if changed("up-to") {
+		v := intstr.Parse(f.upTo)
+		s.UpTo = &v
+	}
 	if changed("max-unavailable") {
 		v := intstr.Parse(f.maxUnavailable)
 		s.MaxUnavailable = &v

@@ -31,6 +31,7 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 		Images:          s.Images,
 		IncludeInit:     s.IncludeInit,
 		Batches:         s.Batches,
+		UpTo:            s.UpTo,
 		MaxUnavailable:  *s.MaxUnavailable,
 		GracePeriod:     s.GracePeriod.Duration,
 		Soak:            s.Soak.Duration,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
@@ -70,9 +71,16 @@ func specFileOutcome(data []byte) string {
 	if err != nil {
 		return "error: marshalling: " + err.Error() + "\n"
 	}
-	return fmt.Sprintf("# defaulted\n%s# converted\ntarget: %s\nimages: %s\nbatches: %s\nmaxUnavailable: %s\ngracePeriod: %s\nsoak: %s\ntimeout: %s\nallowUnready: %v\nanalysis: %v\nonInconclusive: %s\n",
-		defaulted, spec.Target, mustJSON(spec.Images), formatBatches(spec.Batches), spec.MaxUnavailable.String(), spec.GracePeriod, spec.Soak, spec.Timeout,
+	return fmt.Sprintf("# defaulted\n%s# converted\ntarget: %s\nimages: %s\nbatches: %s\nupTo: %s\nmaxUnavailable: %s\ngracePeriod: %s\nsoak: %s\ntimeout: %s\nallowUnready: %v\nanalysis: %v\nonInconclusive: %s\n",
+		defaulted, spec.Target, mustJSON(spec.Images), formatBatches(spec.Batches), upToString(spec.UpTo), spec.MaxUnavailable.String(), spec.GracePeriod, spec.Soak, spec.Timeout,
 		spec.AllowUnready, spec.Analysis != nil, spec.OnInconclusive)
+}
+
+func upToString(v *intstr.IntOrString) string {
+	if v == nil {
+		return "every pod"
+	}
+	return v.String()
 }
 
 // TestFromV1alpha1LeavesItsInputAlone: converting defaults a copy, not the caller's spec.

@@ -34,6 +34,10 @@ type InPlaceRolloutSpec struct {
 	// Batches are cumulative pod counts or percentages, strictly increasing, the last 100%
 	// [100%].
 	Batches []intstr.IntOrString `json:"batches,omitempty"`
+	// UpTo is a hold point, a pod count or a percentage: the rollout stops once that many pods
+	// are updated and their batch passed analysis, reports phase Holding and keeps the workload
+	// held; the same rollout with a higher UpTo, or none, goes on [every pod].
+	UpTo *intstr.IntOrString `json:"upTo,omitempty"`
 	// MaxUnavailable is how many pods of a batch update at once, a count or a percentage [1].
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 	// GracePeriod is the wait between draining a pod (readiness gate False) and its restart [0].
