@@ -338,6 +338,7 @@ func TestAnalysisVerdicts(t *testing.T) {
 		{"inconclusive, pause", analysis.Inconclusive, InconclusivePause, true},
 		{"inconclusive, default is pause", analysis.Inconclusive, "", true},
 		{"inconclusive, continue", analysis.Inconclusive, InconclusiveContinue, false},
+		{"pass over three measurements", analysis.Pass, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -346,6 +347,10 @@ func TestAnalysisVerdicts(t *testing.T) {
 			e := fc.engine()
 			spec := fc.spec(imageV2, one, all)
 			spec.Analysis, spec.OnInconclusive = testAnalysis(t), tt.onInconclusive
+			perBatch := 1
+			if strings.Contains(tt.name, "three") {
+				spec.Analysis, perBatch = testAnalysisOf(t, 3), 3
+			}
 			var analysing bool
 			st, err := fc.drive(e, spec, Status{}, nil, func(st Status) {
 				analysing = analysing || st.Phase == PhaseAnalyzing
@@ -382,8 +387,8 @@ func TestAnalysisVerdicts(t *testing.T) {
 			if st.Phase != PhaseSucceeded {
 				t.Fatalf("status = %+v, want Succeeded", st)
 			}
-			if n := fc.query.measured(); n < 2 {
-				t.Errorf("%d analysis queries for 2 batches, want one per batch at least", n)
+			if n := fc.query.measured(); n < 2*perBatch {
+				t.Errorf("%d analysis queries for 2 batches, want %d per batch at least", n, perBatch)
 			}
 			fc.assertOnImage(imageV2)
 		})
@@ -817,6 +822,118 @@ func TestAPIErrors(t *testing.T) {
 			}
 			if end.Phase != want {
 				t.Errorf("once the API answers: %+v, want %s", end, want)
+			}
+		})
+	}
+}
+
+// TestPodFailingBeforeIsNotBlamed: a pod that crash-looped before the rollout is updated like the
+// others (when unready pods are allowed), reported as unhealthy, and does not fail the rollout.
+func TestPodFailingBeforeIsNotBlamed(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 3})
+	fc.crashLoop("web-1")
+	spec := fc.spec(imageV2, one, all)
+	var inv *InvalidError
+	if _, _, err := fc.engine().Reconcile(context.Background(), spec, Status{}); !errors.As(err, &inv) || !strings.Contains(err.Error(), "web-1") {
+		t.Fatalf("start with a crash-looping pod: %v, want a refusal naming web-1", err)
+	}
+	spec.AllowUnready = true
+	st := fc.mustDrive(fc.engine(), spec, Status{}, nil)
+	if st.Phase != PhaseSucceeded || st.Updated != 3 || st.Unhealthy != 1 || !strings.Contains(st.Message, "1 failing as before the update") {
+		t.Fatalf("status = %+v, want Succeeded, 3 updated, 1 unhealthy", st)
+	}
+	p := fc.pod("web-1")
+	if s := fc.state(p); s == nil || s.Stage != inplace.StageUpdated || s.Containers[0].FailingBefore != "CrashLoopBackOff" || p.Spec.Containers[0].Image != imageV2 {
+		t.Errorf("web-1: image %s, state %+v; want Updated to %s, failing before", p.Spec.Containers[0].Image, s, imageV2)
+	}
+}
+
+// TestPodsCreatedFromTheNewTemplate: a pod the StatefulSet controller creates from the new
+// template during the rollout (a scale-up) counts once it is Ready, with no update of its own;
+// one that never becomes Ready fails the batch's progress deadline, named.
+func TestPodsCreatedFromTheNewTemplate(t *testing.T) {
+	tests := []struct {
+		name  string
+		ready bool
+	}{
+		{"Ready: counted", true},
+		{"never Ready: deadline", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := newFakeCluster(t, clusterOpts{pods: 2})
+			e := fc.engine()
+			spec := fc.spec(imageV2, one, all)
+			spec.Timeout = 20 * time.Second
+			st := fc.mustDrive(e, spec, Status{}, func(st Status) bool { return st.RolloutID != "" })
+			fc.play()
+			sts := fc.sts()
+			sts.Spec.Replicas = ptr(int32(3))
+			if _, err := fc.client.AppsV1().StatefulSets(testNS).Update(context.Background(), sts, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			p := runningPod("web-2", imageV2)
+			p.CreationTimestamp = metav1.NewTime(fc.now)
+			p.Labels[appsv1.ControllerRevisionHashLabelKey] = sts.Status.UpdateRevision
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: testName, UID: "uid-sts-web", Controller: ptr(true)}}
+			p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(fc.now)
+			if !tt.ready {
+				p.Status.Conditions[0].Status = corev1.ConditionFalse
+				p.Status.ContainerStatuses[0].Ready = false
+				p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+			}
+			fc.createPod(p)
+			st = fc.mustDrive(e, spec, st, nil)
+			if tt.ready {
+				if st.Phase != PhaseSucceeded || st.Updated != 3 || st.Total != 3 {
+					t.Fatalf("status = %+v, want Succeeded, 3/3 pods", st)
+				}
+				fc.assertOnImage(imageV2)
+				if s := fc.state(fc.pod("web-2")); s != nil || fc.restarts()["web-2"] != 0 {
+					t.Errorf("web-2, created on the new images, was updated: %+v", s)
+				}
+				return
+			}
+			if st.Phase != PhaseRolledBack || st.Reason != ReasonDeadlineExceeded || !strings.Contains(st.Message, "pod shop/web-2, created from the new template, is not Ready: container \"app\": ContainerCreating") {
+				t.Fatalf("status = %+v, want RolledBack, DeadlineExceeded, naming web-2", st)
+			}
+		})
+	}
+}
+
+// TestRollbackWithUnreadableState: a pod whose state annotation was edited into something
+// unreadable is skipped by a rollback when the rollout never touched it, and stops the rollback
+// for a person when it was updated.
+func TestRollbackWithUnreadableState(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  string
+		// want is the phase the rollback ends in, and message what its status says.
+		want    Phase
+		message string
+	}{
+		{"untouched pod: skipped", "web-0", PhaseRolledBack, "skipped web-0: state annotation inplace-rollout.io/state unreadable, and not touched by the rollout"},
+		{"updated pod: a person must look", "web-2", PhaseFailed, "rollback incomplete, a person must look"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := newFakeCluster(t, clusterOpts{pods: 3})
+			e := fc.engine()
+			spec := fc.spec(imageV2)
+			st := fc.mustDrive(e, spec, Status{}, func(st Status) bool { return st.Updated == 1 })
+			fc.play()
+			p := fc.pod(tt.pod)
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations[inplace.StateAnnotation] = "{edited"
+			fc.updatePod(p)
+			st = driveRollback(fc, e, spec, st)
+			if st.Phase != tt.want || !strings.Contains(st.Message, tt.message) {
+				t.Fatalf("status = phase %s, message %q; want %s, saying %q", st.Phase, st.Message, tt.want, tt.message)
+			}
+			if got := fc.pod("web-1").Spec.Containers[0].Image; imageIDOf(got) != imageIDOf(imageV1) {
+				t.Errorf("web-1 on %s after the rollback, want %s", got, imageV1)
 			}
 		})
 	}

@@ -65,6 +65,9 @@ type fakeCluster struct {
 	query *fakeQuerier
 	// failCode, when not 0, fails every write with that HTTP status (see failWrites).
 	failCode int
+	// crashing are pods whose container crash-loops whatever its image: a fault of the pod,
+	// not of an image.
+	crashing map[string]bool
 }
 
 // clusterOpts shape a fake cluster.
@@ -343,7 +346,7 @@ func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 		}
 		changed = true
 		cs.Image, cs.ImageID, cs.RestartCount = c.Image, imageIDOf(c.Image), cs.RestartCount+1
-		if c.Image == imageCrash {
+		if c.Image == imageCrash || fc.crashing[p.Name] {
 			cs.RestartCount++
 			cs.Ready, cs.Started = false, ptr(false)
 			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s restarting failed container"}}
@@ -510,11 +513,30 @@ func (q *fakeQuerier) measured() int {
 	return len(q.queries)
 }
 
+// crashLoop makes a pod's container crash-loop from now on, on every image.
+func (fc *fakeCluster) crashLoop(name string) {
+	fc.t.Helper()
+	if fc.crashing == nil {
+		fc.crashing = map[string]bool{}
+	}
+	fc.crashing[name] = true
+	fc.crash(name)
+	p := fc.pod(name)
+	p.Status.Conditions[0] = corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(fc.now.Add(-time.Minute))}
+	fc.updatePod(p)
+}
+
 // testAnalysis is an analysis of one measurement per batch with one check, "up", that passes
 // when the result is above 0 (the golden signals are off); a single Error decides.
 func testAnalysis(t *testing.T) *analysis.Config {
 	t.Helper()
-	cfg, err := analysis.Decode([]byte("prometheus: {address: 'http://prom.example:9090'}\ncount: 1\ninterval: 1s\ninitialDelay: 0s\nconsecutiveErrorLimit: 0\n" +
+	return testAnalysisOf(t, 1)
+}
+
+// testAnalysisOf is testAnalysis with count measurements per batch.
+func testAnalysisOf(t *testing.T, count int) *analysis.Config {
+	t.Helper()
+	cfg, err := analysis.Decode([]byte("prometheus: {address: 'http://prom.example:9090'}\ncount: " + fmt.Sprint(count) + "\ninterval: 1s\ninitialDelay: 0s\nconsecutiveErrorLimit: 0\n" +
 		"checks: {errorRate: {disabled: true}, latency: {disabled: true}, traffic: {disabled: true}, saturation: {disabled: true},\n" +
 		"  custom: [{name: up, query: 'min(up{pod=~\"{{.Pods}}\"})', condition: result > 0}]}\n"))
 	if err != nil {
