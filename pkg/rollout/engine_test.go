@@ -43,7 +43,7 @@ func TestStartRefusals(t *testing.T) {
 				sts := fc.sts()
 				sts.Status.UpdateRevision = ""
 				if _, err := fc.client.AppsV1().StatefulSets(testNS).UpdateStatus(context.Background(), sts, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
+					fc.t.Fatal(err)
 				}
 			},
 			wait: true,
@@ -116,7 +116,7 @@ func TestStartRefusals(t *testing.T) {
 				s := fc.spec(imageV3)
 				s.Holder = "argo:shop/web"
 				if _, _, err := fc.engine().Reconcile(context.Background(), s, Status{}); err != nil {
-					t.Fatal(err)
+					fc.t.Fatal(err)
 				}
 			},
 			want: "is being rolled out by argo:shop/web",
@@ -126,7 +126,7 @@ func TestStartRefusals(t *testing.T) {
 			opts: clusterOpts{pods: 2},
 			setup: func(fc *fakeCluster) {
 				if _, _, err := fc.engine().Reconcile(context.Background(), fc.spec(imageV3), Status{}); err != nil {
-					t.Fatal(err)
+					fc.t.Fatal(err)
 				}
 			},
 			want: "pass --supersede to replace it",
@@ -277,9 +277,9 @@ func TestProgressBatches(t *testing.T) {
 	}
 }
 
-// TestFreezeWhileRunning: the first Reconcile freezes the StatefulSet (OnDelete, the new
+// TestStartFreezesBeforeAnyPodChanges: the first Reconcile freezes the StatefulSet (OnDelete, the new
 // template, the lock) before any pod changes; the lock records what to put back.
-func TestFreezeWhileRunning(t *testing.T) {
+func TestStartFreezesBeforeAnyPodChanges(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 2})
 	st, res, err := fc.engine().Reconcile(context.Background(), fc.spec(imageV2), Status{})
 	if err != nil || st.Phase != PhaseProgressing || st.RolloutID == "" || res.Phase != PhaseProgressing {

@@ -413,9 +413,6 @@ func (fc *fakeCluster) mustDrive(e *Engine, spec Spec, prev Status, stop func(St
 	return st
 }
 
-// phaseIs stops a drive at a phase.
-func phaseIs(p Phase) func(Status) bool { return func(st Status) bool { return st.Phase == p } }
-
 // rollBack asks the engine to roll back the rollout spec started, once, from prev. Every
 // explicit rollback of these tests goes through here.
 func rollBack(fc *fakeCluster, e *Engine, spec Spec, prev Status) (Status, error) {
