@@ -29,16 +29,21 @@ func recordedLock(phase, image string) *Lock {
 	}
 }
 
+// workloadOp is one of a Workload's writes. Its bool is Finalize's and Restore's done; for the
+// others, whether the write succeeded.
 type workloadOp func(ctx context.Context, w Workload, lock *Lock) (bool, error)
 
 func opStart(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	return true, w.Start(ctx, lock)
+	err := w.Start(ctx, lock)
+	return err == nil, err
 }
 func opRetarget(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	return true, w.Retarget(ctx, lock)
+	err := w.Retarget(ctx, lock)
+	return err == nil, err
 }
 func opSetLock(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	return true, w.SetLock(ctx, lock)
+	err := w.SetLock(ctx, lock)
+	return err == nil, err
 }
 func opFinalize(ctx context.Context, w Workload, lock *Lock) (bool, error) {
 	return w.Finalize(ctx, lock)
