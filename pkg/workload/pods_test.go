@@ -9,8 +9,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -293,6 +293,40 @@ func TestPodsWriteErrors(t *testing.T) {
 				if a.GetVerb() == "list" && a.GetResource().Resource == "configmaps" {
 					t.Errorf("collected other locks after a failed write")
 				}
+			}
+		})
+	}
+}
+
+func TestPodsStartRecordsPreviousImages(t *testing.T) {
+	pod := func(name, app, init string) *corev1.Pod {
+		p := runningPod(name, app, nil, nil)
+		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: init}}
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "reg/side:v1"})
+		return p
+	}
+	tests := []struct {
+		name   string
+		images map[string]string
+		want   map[string]string
+	}{
+		{"a container", map[string]string{"app": "reg/app:v2"}, map[string]string{"app": "reg/app:v1"}},
+		{"two containers", map[string]string{"app": "reg/app:v2", "sidecar": "reg/side:v2"}, map[string]string{"app": "reg/app:v1", "sidecar": "reg/side:v1"}},
+		// Like a workload's template images, so that status and a rollback of the finished
+		// rollout know what the init container ran.
+		{"an init container", map[string]string{"init": "reg/init:v2", "app": "reg/app:v2"}, map[string]string{"init": "reg/init:v1", "app": "reg/app:v1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The first pod by name is the one recorded.
+			client := fake.NewClientset(pod("web-b", "reg/app:v0", "reg/init:v0"), pod("web-a", "reg/app:v1", "reg/init:v1"))
+			w := mustLoad(t, client, podsRef)
+			lock := &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: tt.images}
+			if err := w.Start(context.Background(), lock); err != nil {
+				t.Fatal(err)
+			}
+			if got := storedPodsLock(t, client); got == nil || !reflect.DeepEqual(got.PreviousImages, tt.want) {
+				t.Errorf("stored lock %+v, want previous images %v", got, tt.want)
 			}
 		})
 	}
