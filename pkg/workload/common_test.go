@@ -48,7 +48,7 @@ func TestObjectPatchBytes(t *testing.T) {
 	}{
 		{"resourceVersion only", objectPatch{resourceVersion: "7"}, `{"metadata":{"resourceVersion":"7"}}`},
 		{"lock", objectPatch{resourceVersion: "7", lock: lock},
-			`{"metadata":{"annotations":{"inplace-rollout.io/rollout":` + strconvQuote(lock.encode()) + `},"resourceVersion":"7"}}`},
+			`{"metadata":{"annotations":{"inplace-rollout.io/rollout":` + jsonString(lock.encode()) + `},"resourceVersion":"7"}}`},
 		{"spec", objectPatch{resourceVersion: "8", spec: map[string]any{"paused": true}}, `{"metadata":{"resourceVersion":"8"},"spec":{"paused":true}}`},
 		{"empty spec left out", objectPatch{resourceVersion: "8", spec: map[string]any{}}, `{"metadata":{"resourceVersion":"8"}}`},
 	}
@@ -61,7 +61,7 @@ func TestObjectPatchBytes(t *testing.T) {
 	}
 }
 
-func strconvQuote(s string) string {
+func jsonString(s string) string {
 	data, _ := json.Marshal(s)
 	return string(data)
 }
@@ -132,7 +132,7 @@ func TestHasLabels(t *testing.T) {
 		{map[string]string{revisionLabel: "web-2"}, true},
 		{map[string]string{revisionLabel: "web-1"}, false},
 		{map[string]string{"app": "web", "tier": "front"}, false},
-		{map[string]string{"tier": ""}, true}, // an absent label reads as empty, as the caller's labels never are
+		{map[string]string{"tier": ""}, true}, // an absent label reads as empty
 	}
 	for _, tt := range tests {
 		if got := hasLabels(pod, tt.labels); got != tt.want {
