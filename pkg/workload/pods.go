@@ -97,14 +97,8 @@ func CheckOwned(w Workload, allow bool) error {
 
 func (p *podSet) Start(ctx context.Context, lock *Lock) error {
 	if lock.PreviousImages == nil {
-		lock.PreviousImages = map[string]string{}
-		for name := range lock.Images {
-			for _, c := range p.pods[0].Spec.Containers {
-				if c.Name == name {
-					lock.PreviousImages[name] = c.Image
-				}
-			}
-		}
+		// Init containers too, as a workload's template images are recorded.
+		lock.PreviousImages = TemplateImages(&corev1.PodTemplateSpec{Spec: p.pods[0].Spec}, lock.Images)
 	}
 	if p.configMap == nil {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{

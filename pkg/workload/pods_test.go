@@ -3,14 +3,18 @@ package workload
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -131,6 +135,198 @@ func TestLabelSelectedPodsThatCannotBeUpdatedAreRefused(t *testing.T) {
 			var invalid *InvalidError
 			if err != nil && !errors.As(err, &invalid) {
 				t.Errorf("error %T, want *InvalidError (bad input, nothing written)", err)
+			}
+		})
+	}
+}
+
+// podsRef is the label-selected pods app=web in ns.
+var podsRef = Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"}
+
+// podsLockConfigMap is the lock ConfigMap of podsRef carrying lock, at resourceVersion 81.
+func podsLockConfigMap(t *testing.T, lock *Lock) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockConfigMapName(podsRef.Selector), Namespace: "ns", ResourceVersion: "81",
+		Annotations: map[string]string{"inplace-rollout.io/selector": podsRef.Selector}}}
+	withLock(t, &cm.ObjectMeta, lock)
+	return cm
+}
+
+// storedPodsLock is the lock the ConfigMap of podsRef holds, or nil when there is none.
+func storedPodsLock(t *testing.T, client *fake.Clientset) *Lock {
+	t.Helper()
+	cm, err := client.CoreV1().ConfigMaps("ns").Get(context.Background(), lockConfigMapName(podsRef.Selector), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel := cm.Annotations["inplace-rollout.io/selector"]; sel != podsRef.Selector {
+		t.Errorf("lock ConfigMap names selector %q, want %q", sel, podsRef.Selector)
+	}
+	lock, err := parseLock(Pods, cm.Namespace, cm.Name, cm.Annotations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
+
+func TestPodsLoadAndCheckStart(t *testing.T) {
+	lock := recordedLock(LockProgressing, "reg/app:v2")
+	client := fake.NewClientset(podsLockConfigMap(t, lock), runningPod("web-b", "reg/app:v1", nil, nil), runningPod("web-a", "reg/app:v1", nil, nil),
+		runningPod("db-a", "reg/db:v1", map[string]string{"app": "db"}, nil))
+	w := mustLoad(t, client, podsRef)
+	if !reflect.DeepEqual(w.Lock(), lock) {
+		t.Errorf("Lock() = %+v, want %+v", w.Lock(), lock)
+	}
+	if w.Replicas() != 2 || w.Template() != nil || w.Ref() != podsRef {
+		t.Errorf("Replicas %d, Template %v, Ref %v; want 2, none, %v", w.Replicas(), w.Template(), w.Ref(), podsRef)
+	}
+	labels, ok, err := w.RevisionLabels(lock.Images)
+	if err != nil || !ok || labels == nil || len(labels) != 0 {
+		t.Errorf("RevisionLabels = %v, %v, %v; want none needed, ok", labels, ok, err)
+	}
+	if !w.Counted(runningPod("x", "reg/app:v2", nil, nil), lock.Images, labels) || w.Counted(runningPod("x", "reg/app:v1", nil, nil), lock.Images, labels) {
+		t.Errorf("Counted does not go by the images a pod runs")
+	}
+
+	empty := mustLoad(t, fake.NewClientset(), podsRef)
+	checkStartError(t, empty.CheckStart(lock.Images, false), `no pods match pods in ns matching "app=web"`, false)
+	if empty.Lock() != nil {
+		t.Errorf("Lock() = %+v without a ConfigMap", empty.Lock())
+	}
+	checkStartError(t, w.CheckStart(map[string]string{"db": "reg/db:v2"}, false), `pod ns/web-a: no container named "db"`, false)
+}
+
+func TestPodsWrites(t *testing.T) {
+	fresh := func() *Lock {
+		return &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}, StartedAt: recordedLock("", "").StartedAt}
+	}
+	withoutStrategy := func(l *Lock) *Lock { l.PreviousStrategy = nil; return l }
+	tests := []struct {
+		name     string
+		onObject *Lock // the lock the ConfigMap holds, nil for no ConfigMap
+		op       workloadOp
+		lock     *Lock
+		wantVerb string // create, update, or "" for no write
+		wantDone bool
+		wantLock *Lock // the lock stored after
+	}{
+		{"start creates the lock with the first pod's images", nil, opStart, fresh(), "create", true, withoutStrategy(recordedLock(LockProgressing, "reg/app:v2"))},
+		{"start of a rollback keeps what the lock recorded", recordedLock(LockSucceeded, "reg/app:v2"), opStart, recordedLock(LockRollingBack, "reg/app:v2"), "update", true, recordedLock(LockRollingBack, "reg/app:v2")},
+		{"retarget", recordedLock(LockProgressing, "reg/app:v2"), opRetarget, recordedLock(LockProgressing, "reg/app:v3"), "update", true, recordedLock(LockProgressing, "reg/app:v3")},
+		{"set lock", recordedLock(LockProgressing, "reg/app:v2"), opSetLock, recordedLock(LockPaused, "reg/app:v2"), "update", true, recordedLock(LockPaused, "reg/app:v2")},
+		{"finalize", recordedLock(LockProgressing, "reg/app:v2"), opFinalize, recordedLock(LockProgressing, "reg/app:v2"), "update", true, recordedLock(LockSucceeded, "reg/app:v2")},
+		{"finalize of a finished lock", recordedLock(LockSucceeded, "reg/app:v2"), opFinalize, recordedLock(LockSucceeded, "reg/app:v2"), "", true, recordedLock(LockSucceeded, "reg/app:v2")},
+		{"restore", recordedLock(LockRollingBack, "reg/app:v2"), opRestore, recordedLock(LockRollingBack, "reg/app:v2"), "update", true, recordedLock(LockRolledBack, "reg/app:v2")},
+		{"restore of a rolled back lock", recordedLock(LockRolledBack, "reg/app:v2"), opRestore, recordedLock(LockRolledBack, "reg/app:v2"), "", true, recordedLock(LockRolledBack, "reg/app:v2")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objects := []runtime.Object{runningPod("web-b", "reg/app:v0", nil, nil), runningPod("web-a", "reg/app:v1", nil, nil)}
+			if tt.onObject != nil {
+				objects = append(objects, podsLockConfigMap(t, tt.onObject))
+			}
+			client := fake.NewClientset(objects...)
+			w := mustLoad(t, client, podsRef)
+			client.ClearActions()
+			done, err := tt.op(context.Background(), w, tt.lock)
+			if err != nil || done != tt.wantDone {
+				t.Fatalf("done %v, error %v; want %v, none", done, err, tt.wantDone)
+			}
+			var verbs []string
+			for _, a := range client.Actions() {
+				switch a.GetVerb() {
+				case "create":
+					verbs = append(verbs, "create")
+				case "update":
+					verbs = append(verbs, "update")
+					if rv := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap).ResourceVersion; rv != "81" {
+						t.Errorf("update carries resourceVersion %q, want 81, the version observed", rv)
+					}
+				case "delete", "patch":
+					t.Errorf("wrote %v", a)
+				}
+			}
+			if want := []string{tt.wantVerb}; tt.wantVerb == "" && len(verbs) != 0 || tt.wantVerb != "" && !reflect.DeepEqual(verbs, want) {
+				t.Errorf("writes %v, want %q", verbs, tt.wantVerb)
+			}
+			if got := storedPodsLock(t, client); !reflect.DeepEqual(got, tt.wantLock) {
+				t.Errorf("stored lock %+v\nwant %+v", got, tt.wantLock)
+			}
+		})
+	}
+}
+
+func TestPodsWriteErrors(t *testing.T) {
+	pod := runningPod("web-a", "reg/app:v1", nil, nil)
+	tests := []struct {
+		name string
+		cm   bool
+		verb string
+		err  error
+		op   workloadOp
+	}{
+		{"create", false, "create", apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, lockConfigMapName(podsRef.Selector)), opStart},
+		{"update on start", true, "update", conflict("configmaps", "x"), opStart},
+		{"set lock", true, "update", conflict("configmaps", "x"), opSetLock},
+		{"finalize", true, "update", conflict("configmaps", "x"), opFinalize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objects := []runtime.Object{pod}
+			if tt.cm {
+				objects = append(objects, podsLockConfigMap(t, recordedLock(LockProgressing, "reg/app:v2")))
+			}
+			client := fake.NewClientset(objects...)
+			w := mustLoad(t, client, podsRef)
+			failCalls(client, tt.verb, "configmaps", tt.err)
+			done, err := tt.op(context.Background(), w, recordedLock(LockProgressing, "reg/app:v3"))
+			if done {
+				t.Errorf("done despite the failed write")
+			}
+			if !errors.Is(err, tt.err) || !strings.HasPrefix(err.Error(), `writing the lock of pods in ns matching "app=web": `) {
+				t.Errorf("error %v, want %v wrapped naming the pods", err, tt.err)
+			}
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "configmaps" {
+					t.Errorf("collected other locks after a failed write")
+				}
+			}
+		})
+	}
+}
+
+func TestPodsStartRecordsPreviousImages(t *testing.T) {
+	pod := func(name, app, init string) *corev1.Pod {
+		p := runningPod(name, app, nil, nil)
+		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: init}}
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "reg/side:v1"})
+		return p
+	}
+	tests := []struct {
+		name   string
+		images map[string]string
+		want   map[string]string
+	}{
+		{"a container", map[string]string{"app": "reg/app:v2"}, map[string]string{"app": "reg/app:v1"}},
+		{"two containers", map[string]string{"app": "reg/app:v2", "sidecar": "reg/side:v2"}, map[string]string{"app": "reg/app:v1", "sidecar": "reg/side:v1"}},
+		// Like a workload's template images, so that status and a rollback of the finished
+		// rollout know what the init container ran.
+		{"an init container", map[string]string{"init": "reg/init:v2", "app": "reg/app:v2"}, map[string]string{"init": "reg/init:v1", "app": "reg/app:v1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The first pod by name is the one recorded.
+			client := fake.NewClientset(pod("web-b", "reg/app:v0", "reg/init:v0"), pod("web-a", "reg/app:v1", "reg/init:v1"))
+			w := mustLoad(t, client, podsRef)
+			lock := &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: tt.images}
+			if err := w.Start(context.Background(), lock); err != nil {
+				t.Fatal(err)
+			}
+			if got := storedPodsLock(t, client); got == nil || !reflect.DeepEqual(got.PreviousImages, tt.want) {
+				t.Errorf("stored lock %+v, want previous images %v", got, tt.want)
 			}
 		})
 	}
