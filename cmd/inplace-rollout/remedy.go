@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
@@ -37,7 +38,9 @@ func cliError(err error) error {
 // planError is cliError for plan, which writes nothing: an unreadable state annotation is what
 // a run would refuse.
 func planError(err error) error {
-	return phraseInvalid(err, map[rollout.Fix]string{rollout.FixStateAnnotation: "; a run would refuse to start: fix the annotation or remove it"})
+	phrases := maps.Clone(fixFlags)
+	phrases[rollout.FixStateAnnotation] = "; a run would refuse to start: fix the annotation or remove it"
+	return phraseInvalid(err, phrases)
 }
 
 func phraseInvalid(err error, phrases map[rollout.Fix]string) error {
