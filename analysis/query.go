@@ -61,7 +61,7 @@ func NewClientWith(p Prometheus, address string, creds Credentials) (*Client, er
 		address = p.Address
 	}
 	if address == "" {
-		return nil, errors.New("no Prometheus address: give --prometheus or prometheus.address in the analysis config")
+		return nil, errors.New("no Prometheus address: give prometheus.address in the analysis config")
 	}
 	// Checked again here, whatever the caller validated: every error of the client names its
 	// address, so the address must hold no password.

@@ -173,11 +173,16 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 		}
 		// The file is the user's own, read with their own permissions: its credential files are theirs.
 		spec.Analysis, spec.CredentialFiles = cfg, true
+		if f.prometheusURL != "" {
+			if err := analysis.CheckAddress(f.prometheusURL); err != nil {
+				return spec, badInput("--prometheus: %v", err)
+			}
+		}
 	} else if f.prometheusURL != "" {
 		return spec, badInput("--prometheus needs --analysis FILE")
 	}
 	if err := spec.Validate(); err != nil {
-		return spec, badInput("%v", err)
+		return spec, badInput("%v", cliError(err))
 	}
 	return spec, nil
 }
@@ -204,7 +209,7 @@ func (f *rolloutFlags) podsSpec(ref workload.Ref) (rollout.Spec, error) {
 	}
 	spec.Batches = batches
 	if err := spec.Validate(); err != nil {
-		return spec, badInput("%v", err)
+		return spec, badInput("%v", cliError(err))
 	}
 	return spec, nil
 }

@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // planReport is the output of `plan`.
@@ -46,38 +42,14 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := workload.Load(context.Background(), client, ref)
+			engine := &rollout.Engine{Client: client}
+			plan, err := engine.Plan(context.Background(), spec)
 			if err != nil {
-				return &exitError{code: exitBadInput, err: err}
+				return &exitError{code: exitBadInput, err: planError(err)}
 			}
-			if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
-				return &exitError{code: exitBadInput, err: err}
-			}
-			batches, err := rollout.ResolveBatches(spec.Batches, w.Replicas())
-			if err != nil {
-				return &exitError{code: exitBadInput, err: err}
-			}
-			report := planReport{Target: ref.String(), Images: spec.Images, Current: currentImages(w, spec.Images)}
-			var pending []string
-			for _, p := range w.Pods() {
-				// A run reads every pod's state before it writes; plan refuses what run would.
-				if _, err := inplace.ReadState(p); err != nil {
-					return &exitError{code: exitBadInput, err: fmt.Errorf("%w; a run would refuse to start: fix the annotation or remove it", err)}
-				}
-				if w.Counted(p, spec.Images, nil) {
-					report.Already = append(report.Already, p.Name)
-				} else {
-					pending = append(pending, p.Name)
-				}
-			}
-			done := len(report.Already)
-			for i, upto := range batches {
-				b := planBatch{Index: i + 1, Upto: upto}
-				for done < upto && len(pending) > 0 {
-					b.Pods = append(b.Pods, pending[0])
-					pending, done = pending[1:], done+1
-				}
-				report.Batches = append(report.Batches, b)
+			report := planReport{Target: ref.String(), Images: spec.Images, Current: plan.Current, Already: plan.Already}
+			for i, b := range plan.Batches {
+				report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})
 			}
 			if cf.output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -98,42 +70,6 @@ func newPlanCommand() *cobra.Command {
 	cf.register(cmd)
 	rf.registerPlan(cmd)
 	return cmd
-}
-
-// currentImages are the images the named containers run now: the template's, or for
-// label-selected pods each distinct image with how many pods run it.
-func currentImages(w workload.Workload, names map[string]string) map[string]string {
-	if tmpl := w.Template(); tmpl != nil {
-		return workload.TemplateImages(tmpl, names)
-	}
-	out := map[string]string{}
-	counts := map[string]map[string]int{}
-	for _, p := range w.Pods() {
-		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-			for _, c := range list {
-				if _, ok := names[c.Name]; ok {
-					if counts[c.Name] == nil {
-						counts[c.Name] = map[string]int{}
-					}
-					counts[c.Name][c.Image]++
-				}
-			}
-		}
-	}
-	for name, images := range counts {
-		if len(images) == 1 {
-			for img := range images {
-				out[name] = img
-			}
-			continue
-		}
-		var parts []string
-		for img, n := range images {
-			parts = append(parts, fmt.Sprintf("%s (%d pods)", img, n))
-		}
-		out[name] = strings.Join(sortedStrings(parts), " | ")
-	}
-	return out
 }
 
 func sortedStrings(s []string) []string {

@@ -140,7 +140,7 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 		switch {
 		case errors.As(err, &invalid):
 			bar.clear()
-			return &exitError{code: exitBadInput, err: err}
+			return &exitError{code: exitBadInput, err: cliError(err)}
 		case errors.As(err, &superseded):
 			bar.clear()
 			return &exitError{code: exitSuperseded, err: err}
@@ -168,7 +168,7 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 			res.RequeueAfter = time.Second
 		default:
 			errorsFrom = time.Time{}
-			st = next
+			st = cliStatus(next, spec.Target, spec.Images)
 			if st.Message != lastMsg {
 				bar.clear()
 				attrs := []any{"target", spec.Target.String(), "phase", st.Phase}

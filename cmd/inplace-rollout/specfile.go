@@ -99,11 +99,11 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 	// credential files they name.
 	spec, err := rollout.FromV1alpha1(&s, rollout.Caller{Namespace: ns, Holder: "cli", CredentialFiles: true})
 	if err != nil {
-		return spec, badInput("-f %s: %v", f.file, err)
+		return spec, badInput("-f %s: %v", f.file, cliError(err))
 	}
 	spec.AllowOwned, spec.Supersede = f.allowOwned, f.supersede
 	if err := spec.Validate(); err != nil {
-		return spec, badInput("%v", err)
+		return spec, badInput("%v", cliError(err))
 	}
 	return spec, nil
 }

@@ -5,39 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
-
-// podReport is one pod in `status` output.
-type podReport struct {
-	Name       string                   `json:"name"`
-	Node       string                   `json:"node"`
-	IP         string                   `json:"ip"`
-	Ready      bool                     `json:"ready"`
-	RolloutID  string                   `json:"rolloutID,omitempty"`
-	Stage      inplace.Stage            `json:"stage,omitempty"`
-	Reason     string                   `json:"reason,omitempty"`
-	Containers []inplace.ContainerState `json:"containers,omitempty"`
-	Images     map[string]string        `json:"images"`
-}
-
-// statusReport is the output of `status`.
-type statusReport struct {
-	Target string         `json:"target"`
-	Lock   *workload.Lock `json:"rollout,omitempty"`
-	Pods   []podReport    `json:"pods"`
-}
 
 func newStatusCommand() *cobra.Command {
 	var cf clusterFlags
@@ -50,13 +26,10 @@ func newStatusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := workload.Load(context.Background(), client, ref)
+			engine := &rollout.Engine{Client: client}
+			report, err := engine.Report(context.Background(), ref)
 			if err != nil {
 				return &exitError{code: exitBadInput, err: err}
-			}
-			report := statusReport{Target: ref.String(), Lock: w.Lock()}
-			for _, p := range w.Pods() {
-				report.Pods = append(report.Pods, podRow(p, report.Lock))
 			}
 			if cf.output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -70,7 +43,7 @@ func newStatusCommand() *cobra.Command {
 	return cmd
 }
 
-func printReport(out io.Writer, r statusReport) error {
+func printReport(out io.Writer, r rollout.Report) error {
 	fmt.Fprintf(out, "%s\n", r.Target)
 	if l := r.Lock; l != nil {
 		fmt.Fprintf(out, "rollout %s by %s: %s", l.RolloutID, l.Holder, l.Phase)
@@ -118,7 +91,7 @@ func printReport(out io.Writer, r statusReport) error {
 			rows = append(rows, row{c.Name, c.BeforeImage})
 		}
 		if len(rows) == 0 {
-			for _, name := range rowContainers(p, r.Lock) {
+			for _, name := range p.RolloutContainers(r.Lock) {
 				rows = append(rows, row{name, "-"})
 			}
 		}
@@ -131,47 +104,6 @@ func printReport(out io.Writer, r statusReport) error {
 		}
 	}
 	return tw.Flush()
-}
-
-// podRow reports one pod. A state left by an earlier rollout than the lock's (and not one it
-// superseded) is not this rollout's: the pod shows no stage, and the reason says whose it is.
-func podRow(p *corev1.Pod, lock *workload.Lock) podReport {
-	r := podReport{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Images: map[string]string{}}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			r.Ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, c := range list {
-			r.Images[c.Name] = c.Image
-		}
-	}
-	st, err := inplace.ReadState(p)
-	switch {
-	case err != nil:
-		r.Reason = err.Error()
-	case st == nil:
-	case lock != nil && st.RolloutID != lock.RolloutID && !slices.Contains(lock.Superseded, st.RolloutID):
-		r.Reason = fmt.Sprintf("last changed by an earlier rollout, %s (%s)", st.RolloutID, st.Stage)
-	default:
-		r.RolloutID, r.Stage, r.Reason, r.Containers = st.RolloutID, st.Stage, st.Reason, st.Containers
-	}
-	return r
-}
-
-// rowContainers are the containers a pod's rows show when it has no state of the rollout: those
-// the rollout changes, or every container when no rollout is recorded.
-func rowContainers(p podReport, lock *workload.Lock) []string {
-	var names []string
-	for name := range p.Images {
-		if lock == nil {
-			names = append(names, name)
-		} else if _, ok := lock.Images[name]; ok {
-			names = append(names, name)
-		}
-	}
-	return sortedStrings(names)
 }
 
 func formatImages(images map[string]string) string {

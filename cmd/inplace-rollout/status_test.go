@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -68,7 +69,7 @@ func TestStatusRows(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			r := statusReport{Target: "StatefulSet shop/web", Lock: tt.lock, Pods: []podReport{podRow(tt.pod, tt.lock)}}
+			r := rollout.Report{Target: "StatefulSet shop/web", Lock: tt.lock, Pods: []rollout.PodReport{rollout.PodRow(tt.pod, tt.lock)}}
 			if err := printReport(&out, r); err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
@@ -121,16 +120,8 @@ func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, loc
 
 func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Status, run *analysis.Run) (Status, Result, error) {
 	st.Phase, st.Analysis, st.Reason = PhasePaused, run, ReasonAnalysisInconclusive
-	st.Message = fmt.Sprintf("paused: %s. To accept the batch and go on, run `inplace-rollout resume` with the same arguments as `run`; to undo, `inplace-rollout rollback --target %s`",
-		lock.Reason, targetArg(w.Ref()))
+	st.Message = "paused: " + lock.Reason
 	return st, Result{Phase: PhasePaused, Message: st.Message}, nil
-}
-
-func targetArg(r workload.Ref) string {
-	if r.Kind == workload.Pods {
-		return fmt.Sprintf("pods --selector %s -n %s", r.Selector, r.Namespace)
-	}
-	return fmt.Sprintf("%s/%s -n %s", strings.ToLower(string(r.Kind)), r.Name, r.Namespace)
 }
 
 func decodeRun(lock *workload.Lock) (*analysis.Run, error) {

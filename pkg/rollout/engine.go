@@ -93,7 +93,7 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 func asInvalid(err error) error {
 	var wi *workload.InvalidError
 	if errors.As(err, &wi) {
-		return &InvalidError{wi.Msg}
+		return &InvalidError{Msg: wi.Msg, Fix: Fix(wi.Fix)}
 	}
 	return err
 }
@@ -172,8 +172,8 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		}
 	}
 	if len(unready) > 0 && !spec.AllowUnready {
-		return Status{}, Result{}, invalid("%s: %d pods are not Ready (%s); fix them first, or pass --allow-unready",
-			w.Ref(), len(unready), strings.Join(firstN(unready, 5), ", "))
+		return Status{}, Result{}, &InvalidError{Msg: fmt.Sprintf("%s: %d pods are not Ready (%s); fix them first",
+			w.Ref(), len(unready), strings.Join(firstN(unready, 5), ", ")), Fix: FixAllowUnready}
 	}
 	if _, err := ResolveBatches(spec.Batches, w.Replicas()); err != nil {
 		return Status{}, Result{}, err
@@ -211,8 +211,8 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 // stable image as their BeforeImage, so a rollback returns to what ran before the first one.
 func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
 	if !spec.Supersede {
-		return Status{}, Result{}, invalid("%s has rollout %s in progress to other images (%s); pass --supersede to replace it, or roll it back first",
-			w.Ref(), lock.RolloutID, mustJSON(lock.Images))
+		return Status{}, Result{}, &InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
+			w.Ref(), lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede}
 	}
 	switch lock.Phase {
 	case workload.LockProgressing, workload.LockPaused, workload.LockHolding:
@@ -286,7 +286,7 @@ func firstN(s []string, n int) []string {
 func checkStates(w workload.Workload) error {
 	for _, p := range w.Pods() {
 		if _, err := inplace.ReadState(p); err != nil {
-			return invalid("%v; restore it or remove it, then run again. Nothing was changed", err)
+			return &InvalidError{Msg: err.Error(), Fix: FixStateAnnotation}
 		}
 	}
 	return nil

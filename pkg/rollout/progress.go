@@ -418,11 +418,9 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *workload.L
 			st.Updated++
 		}
 	}
-	st.Phase, st.Reason = PhaseFailed, ReasonTemplateChanged
-	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide: "+
-		"to keep that change, `inplace-rollout rollback --target %s` puts the pods back on %s and leaves the template as it is, for the workload's own update strategy to apply; "+
-		"add --restore-template to put %s back in the template too; or put %s back in the template and run the same command again to finish this rollout",
-		reason, st.Updated, st.Total, w.Ref(), targetArg(w.Ref()), mustJSON(lock.PreviousImages), mustJSON(lock.PreviousImages), mustJSON(lock.Images))
+	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages
+	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide",
+		reason, st.Updated, st.Total, w.Ref())
 	return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
 }
 

@@ -41,7 +41,7 @@ func (e *Engine) querier(ctx context.Context, spec Spec) (analysis.Querier, erro
 	}
 	c, err := analysis.NewClientWith(p, spec.PrometheusURL, creds)
 	if err != nil {
-		return nil, &InvalidError{err.Error()}
+		return nil, &InvalidError{Msg: err.Error()}
 	}
 	if e.clients == nil {
 		e.clients = map[string]*analysis.Client{}

@@ -178,7 +178,7 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 		st.Phase = PhaseRolledBack
 		st.Message = fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", st.RolledBack, w.Ref(), mustJSON(lock.PreviousImages), lock.Reason) + notes
 		if foreign != nil && !spec.RestoreTemplate {
-			st.Message = fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (roll back with --restore-template to put %s back in the template instead): %s",
+			st.Message = fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
 				st.RolledBack, mustJSON(lock.PreviousImages), mustJSON(foreign), w.Ref(), mustJSON(lock.PreviousImages), lock.Reason) + notes
 		}
 		e.log().Info("rolled back", "target", w.Ref().String(), "rollout", lock.RolloutID, "pods", st.RolledBack)

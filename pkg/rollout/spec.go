@@ -89,11 +89,56 @@ const (
 )
 
 // InvalidError is bad input: the rollout cannot run as asked, and nothing was written.
-type InvalidError struct{ Msg string }
+type InvalidError struct {
+	// Msg says what is wrong and, when Fix is empty, what to do.
+	Msg string
+	// Fix names a choice the caller has besides fixing the input, for each driver to phrase
+	// its own way (a flag, a field); Error says it in neutral words.
+	Fix Fix
+}
 
-func (e *InvalidError) Error() string { return e.Msg }
+func (e *InvalidError) Error() string { return e.Msg + e.Fix.Choice() }
 
-func invalid(format string, args ...any) error { return &InvalidError{fmt.Sprintf(format, args...)} }
+func invalid(format string, args ...any) error {
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Fix names what a person can do about bad input besides what the message says: a choice that
+// lets it through, a setting it lacks, a repair. A driver maps it to its own flag, field or
+// command, so the engine's messages name none.
+type Fix string
+
+// Fixes.
+const (
+	// FixAllowUnready: start although some pods are not Ready.
+	FixAllowUnready Fix = "AllowUnready"
+	// FixSupersede: replace the holder's rollout in flight to other images with this one.
+	FixSupersede Fix = "Supersede"
+	// FixAllowOwned: update label-selected pods that a controller owns anyway.
+	FixAllowOwned = Fix(workload.FixAllowOwned)
+	// FixPrometheusAddress: give the address of the Prometheus the analysis queries.
+	FixPrometheusAddress Fix = "PrometheusAddress"
+	// FixStateAnnotation: a pod's state annotation cannot be read; it must be restored or
+	// removed before anything is written.
+	FixStateAnnotation Fix = "StateAnnotation"
+)
+
+// Choice says the choice in words that name no driver, as the end of an error message.
+func (f Fix) Choice() string {
+	switch f {
+	case FixAllowUnready:
+		return ", or allow the rollout to start with pods that are not Ready"
+	case FixSupersede:
+		return "; supersede it with this rollout, or roll it back first"
+	case FixAllowOwned:
+		return workload.FixAllowOwned.Choice()
+	case FixPrometheusAddress:
+		return ": give prometheus.address in the analysis config"
+	case FixStateAnnotation:
+		return "; restore it or remove it, then run again. Nothing was changed"
+	}
+	return ""
+}
 
 // Validate checks the spec without looking at the cluster.
 func (s Spec) Validate() error {
@@ -156,11 +201,11 @@ func (s Spec) Validate() error {
 		}
 	}
 	if s.Analysis != nil && s.Analysis.Prometheus.Address == "" && s.PrometheusURL == "" {
-		return invalid("analysis needs a Prometheus address: give --prometheus or prometheus.address in the analysis config")
+		return &InvalidError{Msg: "analysis needs a Prometheus address", Fix: FixPrometheusAddress}
 	}
 	if s.PrometheusURL != "" {
 		if err := analysis.CheckAddress(s.PrometheusURL); err != nil {
-			return invalid("--prometheus: %v", err)
+			return invalid("prometheus address override: %v", err)
 		}
 	}
 	return nil

@@ -52,12 +52,14 @@ const (
 	// ReasonAnalysisFailed: a batch failed its analysis, or the analysis could not measure.
 	ReasonAnalysisFailed Reason = "AnalysisFailed"
 	// ReasonAnalysisInconclusive: a batch's analysis was inconclusive (the rollout pauses, or
-	// fails when so configured).
+	// fails when so configured). Paused, a person accepts the batch to go on, or rolls back.
 	ReasonAnalysisInconclusive Reason = "AnalysisInconclusive"
 	// ReasonDeadlineExceeded: a pod or a batch made no progress within the progress deadline.
 	ReasonDeadlineExceeded Reason = "DeadlineExceeded"
 	// ReasonTemplateChanged: someone else changed the workload's template while the rollout
-	// held it; the rollout stopped, nothing rolled back, and a person decides.
+	// held it; the rollout stopped, nothing rolled back, and a person decides: roll back to
+	// Status.PreviousImages (keeping that template, or restoring it too), or put the rollout's
+	// images back in the template, after which the rollout goes on.
 	ReasonTemplateChanged Reason = "TemplateChanged"
 	// ReasonSuperseded: the rollout replaced another one in flight.
 	ReasonSuperseded Reason = "Superseded"
@@ -86,8 +88,13 @@ type Status struct {
 	Unhealthy int `json:"unhealthy,omitempty"`
 	// Reason is why the rollout is rolling back, rolled back, paused or stopped; empty while
 	// it progresses normally or after it succeeded.
-	Reason  Reason `json:"reason,omitempty"`
+	Reason Reason `json:"reason,omitempty"`
+	// Message says where the rollout is in terms of the cluster, naming no driver's commands:
+	// a driver adds its own remedy from Phase and Reason (and PreviousImages).
 	Message string `json:"message,omitempty"`
+	// PreviousImages are the images, by container, a rollback puts back; set when the outcome
+	// leaves that choice to a person (reason TemplateChanged), so a driver can name them.
+	PreviousImages map[string]string `json:"previousImages,omitempty"`
 	// Analysis is the current or last batch analysis, with its last few measurements.
 	Analysis *analysis.Run `json:"analysis,omitempty"`
 }

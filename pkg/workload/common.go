@@ -173,7 +173,7 @@ func CheckImages(w Workload, images map[string]string, includeInit bool) error {
 	}
 	for _, pod := range w.Pods() {
 		if err := inplace.CheckImages(pod.Spec, images, includeInit); err != nil {
-			return &InvalidError{fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
+			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
 		}
 	}
 	return nil
@@ -181,7 +181,7 @@ func CheckImages(w Workload, images map[string]string, includeInit bool) error {
 
 func checkImages(ref Ref, tmpl *corev1.PodTemplateSpec, images map[string]string, includeInit bool) error {
 	if err := inplace.CheckImages(tmpl.Spec, images, includeInit); err != nil {
-		return &InvalidError{fmt.Sprintf("%s: %v", ref, err)}
+		return &InvalidError{Msg: fmt.Sprintf("%s: %v", ref, err)}
 	}
 	return nil
 }

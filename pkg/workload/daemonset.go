@@ -103,7 +103,7 @@ func (d *daemonSet) CheckStart(images map[string]string, includeInit bool) error
 	for _, p := range d.pods {
 		// The controller's own rule: the hash or the template generation matches.
 		if p.Labels[revisionLabel] != labels[revisionLabel] && p.Labels[templateGenerationLabel] != labels[templateGenerationLabel] {
-			return &InvalidError{fmt.Sprintf("%s has an unfinished rollout: pod %s is at revision %s, not the template's %s; finish or undo it first",
+			return &InvalidError{Msg: fmt.Sprintf("%s has an unfinished rollout: pod %s is at revision %s, not the template's %s; finish or undo it first",
 				d.Ref(), p.Name, p.Labels[revisionLabel], labels[revisionLabel])}
 		}
 	}

@@ -79,7 +79,7 @@ func (d *deployment) Replicas() int {
 // replicaSet is the one ReplicaSet whose pods the rollout updates.
 func (d *deployment) replicaSet() (*appsv1.ReplicaSet, error) {
 	if len(d.active) != 1 {
-		return nil, &InvalidError{fmt.Sprintf("%s has %d ReplicaSets with replicas, want exactly 1: a rollout of its own is in progress; finish it first", d.Ref(), len(d.active))}
+		return nil, &InvalidError{Msg: fmt.Sprintf("%s has %d ReplicaSets with replicas, want exactly 1: a rollout of its own is in progress; finish it first", d.Ref(), len(d.active))}
 	}
 	return d.active[0], nil
 }
@@ -105,7 +105,7 @@ func (d *deployment) CheckStart(images map[string]string, includeInit bool) erro
 		return err
 	}
 	if !equalIgnoreHash(&rs.Spec.Template, d.Template()) {
-		return &InvalidError{fmt.Sprintf("%s has an unfinished rollout: ReplicaSet %s does not run the Deployment's template; finish or undo it first", d.Ref(), rs.Name)}
+		return &InvalidError{Msg: fmt.Sprintf("%s has an unfinished rollout: ReplicaSet %s does not run the Deployment's template; finish or undo it first", d.Ref(), rs.Name)}
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func lockConfigMapName(selector string) string {
 func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSet, error) {
 	sel, err := labels.Parse(ref.Selector)
 	if err != nil || ref.Selector == "" {
-		return nil, &InvalidError{fmt.Sprintf("pods: selector %q is not a valid, non-empty label selector", ref.Selector)}
+		return nil, &InvalidError{Msg: fmt.Sprintf("pods: selector %q is not a valid, non-empty label selector", ref.Selector)}
 	}
 	list, err := client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
@@ -67,12 +67,12 @@ func (p *podSet) Replicas() int                     { return len(p.pods) }
 
 func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
 	if len(p.pods) == 0 {
-		return &InvalidError{fmt.Sprintf("no pods match %s", p.ref)}
+		return &InvalidError{Msg: fmt.Sprintf("no pods match %s", p.ref)}
 	}
 	for _, pod := range p.pods {
 		// Found here, before the lock is written, rather than when the pod's turn comes.
 		if rp := pod.Spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
-			return &InvalidError{fmt.Sprintf("pod %s/%s: its restartPolicy is %s; only Always restarts a container on an image change, so it cannot be updated in place: leave it out of the selector",
+			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: its restartPolicy is %s; only Always restarts a container on an image change, so it cannot be updated in place: leave it out of the selector",
 				pod.Namespace, pod.Name, rp)}
 		}
 	}
@@ -88,8 +88,8 @@ func CheckOwned(w Workload, allow bool) error {
 	}
 	for _, pod := range w.Pods() {
 		if ref := metav1.GetControllerOf(pod); ref != nil {
-			return &InvalidError{fmt.Sprintf("pod %s/%s is controlled by %s/%s, which would recreate it from its own template on the old images; target the owning workload instead (its StatefulSet, DaemonSet or Deployment), or pass --allow-owned to update such pods anyway",
-				pod.Namespace, pod.Name, ref.Kind, ref.Name)}
+			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s is controlled by %s/%s, which would recreate it from its own template on the old images; target the owning workload instead (its StatefulSet, DaemonSet or Deployment)",
+				pod.Namespace, pod.Name, ref.Kind, ref.Name), Fix: FixAllowOwned}
 		}
 	}
 	return nil

@@ -86,7 +86,7 @@ func (s *statefulSet) CheckStart(images map[string]string, includeInit bool) err
 	}
 	for _, p := range s.pods {
 		if rev := p.Labels[revisionLabel]; rev != s.sts.Status.UpdateRevision {
-			return &InvalidError{fmt.Sprintf("%s has an unfinished rollout: pod %s is at revision %s, not the template's %s; finish or undo it first",
+			return &InvalidError{Msg: fmt.Sprintf("%s has an unfinished rollout: pod %s is at revision %s, not the template's %s; finish or undo it first",
 				s.Ref(), p.Name, rev, s.sts.Status.UpdateRevision)}
 		}
 	}

@@ -109,10 +109,10 @@ func Load(ctx context.Context, client kubernetes.Interface, ref Ref) (Workload, 
 	case Pods:
 		w, err = loadPods(ctx, client, ref)
 	default:
-		return nil, &InvalidError{fmt.Sprintf("unknown workload kind %q", ref.Kind)}
+		return nil, &InvalidError{Msg: fmt.Sprintf("unknown workload kind %q", ref.Kind)}
 	}
 	if apierrors.IsNotFound(err) {
-		return nil, &InvalidError{fmt.Sprintf("%s not found", ref)}
+		return nil, &InvalidError{Msg: fmt.Sprintf("%s not found", ref)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", ref, err)
@@ -121,9 +121,30 @@ func Load(ctx context.Context, client kubernetes.Interface, ref Ref) (Workload, 
 }
 
 // InvalidError is bad input: the workload cannot be rolled out as asked, and nothing was written.
-type InvalidError struct{ Msg string }
+type InvalidError struct {
+	// Msg says what is wrong and, when Fix is empty, what to do.
+	Msg string
+	// Fix names a choice the caller has besides fixing the input, for each driver to phrase
+	// its own way; Error says it in neutral words.
+	Fix Fix
+}
 
-func (e *InvalidError) Error() string { return e.Msg }
+func (e *InvalidError) Error() string { return e.Msg + e.Fix.Choice() }
+
+// Fix names a choice that lets bad input through: a driver maps it to its own flag or field.
+type Fix string
+
+// FixAllowOwned: update label-selected pods that a controller owns anyway.
+const FixAllowOwned Fix = "AllowOwned"
+
+// Choice says the choice in words that name no driver, as the end of an error message.
+func (f Fix) Choice() string {
+	switch f {
+	case FixAllowOwned:
+		return ", or allow pods a controller owns to be updated anyway"
+	}
+	return ""
+}
 
 // NotReadyError means the workload's controller has not caught up yet; try again shortly.
 type NotReadyError struct{ Msg string }

@@ -1,0 +1,123 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// Plan is what a rollout of a spec would update now, batch by batch: computed as a start and
+// progress compute it, with nothing written.
+type Plan struct {
+	// Target is the workload.
+	Target workload.Ref
+	// Batches are the spec's batches, each with the pods it updates, in update order.
+	Batches []PlannedBatch
+	// Already are the pods that run the images already: counted as updated before any batch.
+	Already []string
+	// Current are the images the named containers run now: the template's, or for
+	// label-selected pods each distinct image with how many pods run it.
+	Current map[string]string
+}
+
+// PlannedBatch is one batch of a Plan.
+type PlannedBatch struct {
+	// Upto is the number of pods updated once the batch is done, counting earlier batches and
+	// the pods already on the images.
+	Upto int
+	// Pods are the pods the batch updates, in order.
+	Pods []string
+}
+
+// Plan runs the checks a start runs before it writes (the spec, the workload's own state, the
+// batches, every pod's state annotation readable) and returns the batch each pod would be
+// updated in. It writes nothing. Errors of type *InvalidError are bad input.
+func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
+	if err := spec.Validate(); err != nil {
+		return Plan{}, err
+	}
+	w, err := workload.Load(ctx, e.Client, spec.Target)
+	if err != nil {
+		return Plan{}, asInvalid(err)
+	}
+	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
+		return Plan{}, asInvalid(err)
+	}
+	counts, err := ResolveBatches(spec.Batches, w.Replicas())
+	if err != nil {
+		return Plan{}, err
+	}
+	if err := checkStates(w); err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Target: w.Ref(), Current: currentImages(w, spec.Images)}
+	var pending []string
+	for _, pod := range w.Pods() {
+		if w.Counted(pod, spec.Images, nil) {
+			p.Already = append(p.Already, pod.Name)
+		} else {
+			pending = append(pending, pod.Name)
+		}
+	}
+	for i, pods := range assignBatches(counts, len(p.Already), pending) {
+		p.Batches = append(p.Batches, PlannedBatch{Upto: counts[i], Pods: pods})
+	}
+	return p, nil
+}
+
+// assignBatches gives each batch, by the cumulative pod counts it ends at, the pending pods it
+// updates: in the order given, which is the workload's update order (w.Pods()) that progress
+// follows, once the already updated pods have filled what they count for.
+func assignBatches(counts []int, already int, pending []string) [][]string {
+	out := make([][]string, len(counts))
+	done := already
+	for i, upto := range counts {
+		n := min(max(upto-done, 0), len(pending))
+		if n > 0 {
+			out[i], pending, done = pending[:n:n], pending[n:], done+n
+		}
+	}
+	return out
+}
+
+// currentImages are the images the named containers run now: the template's, or for
+// label-selected pods each distinct image with how many pods run it.
+func currentImages(w workload.Workload, names map[string]string) map[string]string {
+	if tmpl := w.Template(); tmpl != nil {
+		return workload.TemplateImages(tmpl, names)
+	}
+	counts := map[string]map[string]int{}
+	for _, p := range w.Pods() {
+		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for _, c := range list {
+				if _, ok := names[c.Name]; ok {
+					if counts[c.Name] == nil {
+						counts[c.Name] = map[string]int{}
+					}
+					counts[c.Name][c.Image]++
+				}
+			}
+		}
+	}
+	out := map[string]string{}
+	for name, images := range counts {
+		if len(images) == 1 {
+			for img := range images {
+				out[name] = img
+			}
+			continue
+		}
+		var parts []string
+		for img, n := range images {
+			parts = append(parts, fmt.Sprintf("%s (%d pods)", img, n))
+		}
+		slices.Sort(parts)
+		out[name] = strings.Join(parts, " | ")
+	}
+	return out
+}
