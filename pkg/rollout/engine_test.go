@@ -129,7 +129,7 @@ func TestStartRefusals(t *testing.T) {
 					fc.t.Fatal(err)
 				}
 			},
-			want: "pass --supersede to replace it",
+			want: "supersede it with this rollout, or roll it back first",
 		},
 	}
 	for _, tt := range tests {

@@ -292,7 +292,7 @@ func TestErrorTypesCarryTheirMessage(t *testing.T) {
 	if err.Error() != "StatefulSet ns/web: not observed" {
 		t.Errorf("NotReadyError says %q", err.Error())
 	}
-	err = &InvalidError{"no pods match"}
+	err = &InvalidError{Msg: "no pods match"}
 	if err.Error() != "no pods match" {
 		t.Errorf("InvalidError says %q", err.Error())
 	}
