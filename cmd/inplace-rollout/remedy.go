@@ -68,6 +68,8 @@ func cliStatus(st rollout.Status, target workload.Ref, images map[string]string)
 		st.Message += fmt.Sprintf(": to keep that change, `inplace-rollout rollback --target %s` puts the pods back on %s and leaves the template as it is, for the workload's own update strategy to apply; "+
 			"add --restore-template to put %s back in the template too; or put %s back in the template and run the same command again to finish this rollout",
 			targetArg(target), prev, prev, jsonOf(images))
+	case st.Phase == rollout.PhaseHolding:
+		st.Message += fmt.Sprintf(". To go on, run the same command again without --up-to (or with a higher one); to undo, `inplace-rollout rollback --target %s`", targetArg(target))
 	}
 	return st
 }

@@ -100,6 +100,11 @@ func TestCLIStatusNamesCommands(t *testing.T) {
 			"TemplateChanged: someone else changed it. Nothing was rolled back (1/2 pods run the rollout's images) and StatefulSet shop/web stays frozen until you decide: " +
 				"to keep that change, `inplace-rollout rollback --target statefulset/web -n shop` puts the pods back on {\"app\":\"reg/app:v1\"} and leaves the template as it is, for the workload's own update strategy to apply; " +
 				"add --restore-template to put {\"app\":\"reg/app:v1\"} back in the template too; or put {\"app\":\"reg/app:v2\"} back in the template and run the same command again to finish this rollout"},
+		{"holding",
+			rollout.Status{Phase: rollout.PhaseHolding, Message: "holding at 2/4 pods updated; StatefulSet shop/web stays held until the rollout is asked to go further or is rolled back"},
+			sts,
+			"holding at 2/4 pods updated; StatefulSet shop/web stays held until the rollout is asked to go further or is rolled back. " +
+				"To go on, run the same command again without --up-to (or with a higher one); to undo, `inplace-rollout rollback --target statefulset/web -n shop`"},
 		{"rolled back: as it is",
 			rollout.Status{Phase: rollout.PhaseRolledBack, Reason: rollout.ReasonAnalysisInconclusive, Message: "rolled back 2 pods"},
 			sts, "rolled back 2 pods"},
