@@ -128,10 +128,18 @@ func TestDecideProgress(t *testing.T) {
 		{name: "an accepted batch is not analysed again", c: at(1, 9), spec: analysed, lock: lock(workload.LockProgressing, 1), want: actStep, batch: 2, work: 2},
 		{name: "the next batch waits for the analysis of the one before", c: at(3, 7), spec: analysed, lock: progressing, want: actAnalyze, batch: 1},
 		{name: "acceptance is a pod count: a changed batch list analyses its first batch ending above it", c: at(5, 5),
-			spec: func() Spec { s := analysed; s.Batches = []intstr.IntOrString{intstr.FromInt32(3), intstr.FromString("50%"), intstr.FromString("100%")}; return s }(),
+			spec: func() Spec {
+				s := analysed
+				s.Batches = []intstr.IntOrString{intstr.FromInt32(3), intstr.FromString("50%"), intstr.FromString("100%")}
+				return s
+			}(),
 			lock: lock(workload.LockProgressing, 1), want: actAnalyze, batch: 1},
 		{name: "acceptance is a pod count: fewer batches than were accepted still analyse the last", c: at(10, 0),
-			spec: func() Spec { s := analysed; s.Batches = []intstr.IntOrString{intstr.FromString("50%"), intstr.FromString("100%")}; return s }(),
+			spec: func() Spec {
+				s := analysed
+				s.Batches = []intstr.IntOrString{intstr.FromString("50%"), intstr.FromString("100%")}
+				return s
+			}(),
 			lock: lock(workload.LockProgressing, 5), want: actAnalyze, batch: 2},
 
 		{name: "hold point reached", c: at(5, 5), spec: upTo(spec, intstr.FromString("50%")), lock: progressing, want: actHold, batch: 2},
