@@ -48,7 +48,8 @@ func newResumeCommand() *cobra.Command {
 		Short: "Accept the batch an inconclusive analysis paused on, and continue the rollout",
 		Long: `resume takes the same arguments as the run it continues. When the rollout is paused
 by an inconclusive analysis, resume accepts the paused batch, as a person who looked
-at it, and goes on like run; rollback undoes the rollout instead.`,
+at it, and goes on like run; rollback undoes the rollout instead. Only the batch paused
+on when resume starts is accepted: a later batch that pauses stops it again (exit 4).`,
 	}, true)
 }
 
