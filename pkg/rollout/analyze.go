@@ -131,7 +131,7 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder, rollou
 	case lock.Holder != holder:
 		return st, invalid("%s is being rolled out by %s (rollout %s); only its holder can accept its batches", w.Ref(), lock.Holder, lock.RolloutID)
 	case lock.RolloutID != rolloutID:
-		return st, invalid("%s: rollout %s is no longer the workload's rollout (rollout %s is, %s); nothing was accepted", w.Ref(), rolloutID, lock.RolloutID, lock.Phase)
+		return st, invalid("%s: rollout %s is not the workload's rollout (rollout %s is, %s); nothing was accepted", w.Ref(), rolloutID, lock.RolloutID, lock.Phase)
 	case lock.Phase != workload.LockPaused:
 		return st, invalid("%s: rollout %s is %s, not paused; nothing was accepted", w.Ref(), rolloutID, lock.Phase)
 	case run == nil:

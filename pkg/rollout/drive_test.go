@@ -254,7 +254,7 @@ func TestAccept(t *testing.T) {
 		{"another batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", "r-1", 1,
 			"rollout r-1 is paused on the analysis of batch 2, not batch 1; nothing was accepted"},
 		{"another rollout", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", "r-0", 2,
-			"rollout r-0 is no longer the workload's rollout (rollout r-1 is, Paused); nothing was accepted"},
+			"rollout r-0 is not the workload's rollout (rollout r-1 is, Paused); nothing was accepted"},
 		{"another holder", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "argo:shop/web", "r-1", 2, "only its holder"},
 		{"not paused", func(t *testing.T) *workload.Lock {
 			l := pausedLock(t, 2)
