@@ -21,6 +21,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // exitInterrupted is the exit code after Ctrl-C: the rollout is left resumable.
@@ -48,7 +49,8 @@ func newResumeCommand() *cobra.Command {
 		Short: "Accept the batch an inconclusive analysis paused on, and continue the rollout",
 		Long: `resume takes the same arguments as the run it continues. When the rollout is paused
 by an inconclusive analysis, resume accepts the paused batch, as a person who looked
-at it, and goes on like run; rollback undoes the rollout instead.`,
+at it, and goes on like run; rollback undoes the rollout instead. Only the batch paused
+on when resume starts is accepted: a later batch that pauses stops it again (exit 4).`,
 	}, true)
 }
 
@@ -62,8 +64,7 @@ func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		spec.Resume = resume
-		return drive(cmd, client, spec, rf.resultsDir, cf.output, false)
+		return drive(cmd, client, spec, resume, rf.resultsDir, cf.output)
 	}
 	cf.register(cmd)
 	rf.register(cmd)
@@ -91,9 +92,13 @@ the previous images back in the template instead.`,
 			if err != nil {
 				return err
 			}
-			spec := rollout.Spec{Target: ref, Holder: "cli", Rollback: true, RestoreTemplate: rf.restoreTemplate,
+			r := rollout.RollbackSpec{Target: ref, Holder: "cli", RestoreTemplate: rf.restoreTemplate,
 				GracePeriod: rf.grace, Timeout: rf.timeout, MaxUnavailable: intstr.Parse(rf.maxUnavailable)}
-			return drive(cmd, client, spec, rf.resultsDir, cf.output, true)
+			d := newDriver(cmd, client, ref, nil, nil)
+			ctx, stop := interruptible()
+			defer stop()
+			st, err := d.engine.DriveAbort(ctx, r, d.report)
+			return d.finish(st, err, rf.resultsDir, cf.output, true)
 		},
 	}
 	cf.register(cmd)
@@ -105,107 +110,161 @@ the previous images back in the template instead.`,
 	return cmd
 }
 
-// drive reconciles the rollout until it ends, printing one line per change on stderr.
-func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, resultsDir, output string, rollbackCmd bool) error {
+// interruptible is the context Ctrl-C (or SIGTERM) cancels: the engine completes the write in
+// flight and stops before the next one.
+func interruptible() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// drive runs the rollout until it settles, printing one line per change on stderr. With resume,
+// a rollout paused by an inconclusive analysis when the command starts has its batch accepted
+// first; a pause reached later stops the command as it stops run.
+func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, resume bool, resultsDir, output string) error {
+	d := newDriver(cmd, client, spec.Target, spec.Images, spec.Batches)
+	ctx, stop := interruptible()
+	defer stop()
+	if !resume {
+		st, err := d.engine.Drive(ctx, spec, d.report)
+		return d.finish(st, err, resultsDir, output, false)
+	}
+	// The first status says whether the rollout is paused now; resume accepts only that pause.
+	first, pausedAtStart := true, false
+	st, err := d.engine.Drive(ctx, spec, func(s rollout.Status) {
+		if first {
+			first, pausedAtStart = false, s.Phase == rollout.PhasePaused
+			if pausedAtStart {
+				return // the accepted batch is reported instead
+			}
+		}
+		d.report(s)
+	})
+	if err == nil && pausedAtStart && st.Phase == rollout.PhasePaused {
+		batch := 0
+		if st.Analysis != nil {
+			batch = st.Analysis.Batch
+		}
+		// Like a step, the write completes even if Ctrl-C comes meanwhile.
+		st, err = d.engine.Accept(context.WithoutCancel(ctx), spec.Target, spec.Holder, st.RolloutID, batch)
+		if err == nil {
+			d.report(st)
+			st, err = d.engine.Drive(ctx, spec, d.report)
+		}
+	}
+	return d.finish(st, err, resultsDir, output, false)
+}
+
+// driver is what a command that drives the engine prints as it goes.
+type driver struct {
+	cmd     *cobra.Command
+	engine  *rollout.Engine
+	log     *slog.Logger
+	bar     *progressBar
+	target  string
+	batches []intstr.IntOrString
+	// ref and images let a status that leaves a person a choice name the commands that make it.
+	ref    workload.Ref
+	images map[string]string
+
+	lastMsg     string
+	lastMeasure time.Time
+}
+
+func newDriver(cmd *cobra.Command, client kubernetes.Interface, ref workload.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
 	stderr := cmd.ErrOrStderr()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	engine := &rollout.Engine{
-		Client: client,
-		Events: inplace.ClientEventRecorder{Client: client},
-		Log:    log,
+	return &driver{
+		cmd: cmd,
+		engine: &rollout.Engine{
+			Client: client,
+			Events: inplace.ClientEventRecorder{Client: client},
+			Log:    log,
+		},
+		log:     log,
+		bar:     newProgressBar(stderr),
+		target:  ref.String(),
+		batches: batches,
+		ref:     ref,
+		images:  images,
 	}
-	bar := newProgressBar(stderr)
+}
 
-	interrupted := make(chan os.Signal, 1)
-	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(interrupted)
+// report prints a step's status: a progress line when its message changed, a line per check
+// of a new measurement, and the progress bar.
+func (d *driver) report(st rollout.Status) {
+	st = cliStatus(st, d.ref, d.images)
+	if st.Message != d.lastMsg {
+		d.bar.clear()
+		attrs := []any{"target", d.target, "phase", st.Phase}
+		if st.Batches > 0 {
+			attrs = append(attrs, "batch", fmt.Sprintf("%d/%d", st.Batch, st.Batches))
+		}
+		d.log.Info("progress", append(attrs, "updated", st.Updated, "total", st.Total, "message", st.Message)...)
+		d.lastMsg = st.Message
+	}
+	if a := st.Analysis; a != nil && len(a.Last) > 0 && a.Last[len(a.Last)-1].At.After(d.lastMeasure) {
+		m := a.Last[len(a.Last)-1]
+		d.lastMeasure = m.At
+		d.bar.clear()
+		for _, r := range m.Results {
+			d.log.Info("measurement", "target", d.target, "batch", a.Batch, "check", r.Check, "verdict", r.Verdict, "result", r.String())
+		}
+	}
+	d.bar.show(st, d.batches)
+}
 
+// finish turns what the engine returned into the command's output and exit code.
+func (d *driver) finish(st rollout.Status, err error, resultsDir, output string, rollbackCmd bool) error {
+	d.bar.clear()
 	var (
-		st          rollout.Status
-		lastMsg     string
-		errorsFrom  time.Time
-		lastMeasure time.Time
+		invalid     *rollout.InvalidError
+		permanent   *rollout.PermanentError
+		blocked     *rollout.BlockedError
+		superseded  *rollout.SupersededError
+		unavailable *rollout.APIUnavailableError
 	)
-	// Each Reconcile gets its own context that Ctrl-C does not cancel: the write in flight
-	// completes, and the rollout stops between two steps.
-	ctx := context.Background()
-	for {
-		next, res, err := engine.Reconcile(ctx, spec, st)
-		var (
-			invalid    *rollout.InvalidError
-			permanent  *rollout.PermanentError
-			blocked    *rollout.BlockedError
-			superseded *rollout.SupersededError
-		)
-		switch {
-		case errors.As(err, &invalid):
-			bar.clear()
-			return &exitError{code: exitBadInput, err: cliError(err)}
-		case errors.As(err, &superseded):
-			bar.clear()
-			return &exitError{code: exitSuperseded, err: err}
-		case errors.As(err, &blocked):
-			bar.clear()
-			return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("%s: stopped, a person must look: %w", spec.Target, err)}
-		case errors.As(err, &permanent) && (permanent.RollingBack || st.Phase == rollout.PhaseRollingBack):
-			bar.clear()
-			return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: the API server refused a request, and retrying will not change that: %w; fix the cause, then run `inplace-rollout rollback` again", err)}
-		case errors.As(err, &permanent):
-			bar.clear()
-			return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w", err)}
-		case err != nil:
-			if errorsFrom.IsZero() {
-				errorsFrom = time.Now()
-			}
-			log.Warn("retrying", "target", spec.Target.String(), "err", err)
-			if time.Since(errorsFrom) > 2*time.Minute {
-				bar.clear()
-				if st.Phase == rollout.PhaseRollingBack || next.Phase == rollout.PhaseRollingBack {
-					return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: giving up after 2m of errors from the API server; run `inplace-rollout rollback` again to finish it: %w", err)}
-				}
-				return &exitError{code: exitAPIUnavailable, err: fmt.Errorf("giving up after 2m of errors from the API server; %s is left as it is and the rollout is resumable: run the same command again: %w", spec.Target, err)}
-			}
-			res.RequeueAfter = time.Second
-		default:
-			errorsFrom = time.Time{}
-			st = cliStatus(next, spec.Target, spec.Images)
-			if st.Message != lastMsg {
-				bar.clear()
-				attrs := []any{"target", spec.Target.String(), "phase", st.Phase}
-				if st.Batches > 0 {
-					attrs = append(attrs, "batch", fmt.Sprintf("%d/%d", st.Batch, st.Batches))
-				}
-				log.Info("progress", append(attrs, "updated", st.Updated, "total", st.Total, "message", st.Message)...)
-				lastMsg = st.Message
-			}
-			if a := st.Analysis; a != nil && len(a.Last) > 0 && a.Last[len(a.Last)-1].At.After(lastMeasure) {
-				m := a.Last[len(a.Last)-1]
-				lastMeasure = m.At
-				bar.clear()
-				for _, r := range m.Results {
-					log.Info("measurement", "target", spec.Target.String(), "batch", a.Batch, "check", r.Check, "verdict", r.Verdict, "result", r.String())
-				}
-			}
-			bar.show(st, spec.Batches)
-		}
-		if res.Phase.Settled() {
-			bar.clear()
-			if err := writeResults(resultsDir, st); err != nil {
-				return &exitError{code: exitRollbackIncomplete, err: err}
-			}
-			if err := printStatus(cmd.OutOrStdout(), output, st); err != nil {
-				return err
-			}
-			return phaseExit(res.Phase, rollbackCmd, st.Message)
-		}
-		select {
-		case <-interrupted:
-			bar.clear()
-			_ = writeResults(resultsDir, st)
-			return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped; %s is left as it is. Run the same command again to resume, or `inplace-rollout rollback` to undo", spec.Target)}
-		case <-time.After(max(res.RequeueAfter, 50*time.Millisecond)):
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, context.Canceled):
+		_ = writeResults(resultsDir, st)
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped; %s is left as it is. Run the same command again to resume, or `inplace-rollout rollback` to undo", d.target)}
+	case errors.As(err, &invalid):
+		return &exitError{code: exitBadInput, err: cliError(err)}
+	case errors.As(err, &superseded):
+		return &exitError{code: exitSuperseded, err: err}
+	case errors.As(err, &blocked):
+		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("%s: stopped, a person must look: %w", d.target, err)}
+	case errors.As(err, &permanent) && (permanent.RollingBack || st.Phase == rollout.PhaseRollingBack):
+		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: the API server refused a request, and retrying will not change that: %w; fix the cause, then run `inplace-rollout rollback` again", err)}
+	case errors.As(err, &permanent):
+		return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w", err)}
+	case errors.As(err, &unavailable) && unavailable.RollingBack:
+		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: giving up after %s of errors from the API server; run `inplace-rollout rollback` again to finish it: %w", shortDuration(unavailable.For), unavailable.Err)}
+	case errors.As(err, &unavailable):
+		return &exitError{code: exitAPIUnavailable, err: fmt.Errorf("giving up after %s of errors from the API server; %s is left as it is and the rollout is resumable: run the same command again: %w", shortDuration(unavailable.For), d.target, unavailable.Err)}
+	default:
+		// The engine returns only the errors above; anything else is trouble it did not type.
+		return &exitError{code: exitAPIUnavailable, err: err}
 	}
+	st = cliStatus(st, d.ref, d.images)
+	if err := writeResults(resultsDir, st); err != nil {
+		return &exitError{code: exitRollbackIncomplete, err: err}
+	}
+	if err := printStatus(d.cmd.OutOrStdout(), output, st); err != nil {
+		return err
+	}
+	return phaseExit(st.Phase, rollbackCmd, st.Message)
+}
+
+// shortDuration prints whole minutes and hours without their zero seconds: 2m, not 2m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func phaseExit(p rollout.Phase, rollbackCmd bool, msg string) error {

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 func TestBarLineFillsWithTheBatchInProgress(t *testing.T) {
@@ -34,5 +42,66 @@ func TestBarLineFillsWithTheBatchInProgress(t *testing.T) {
 				t.Errorf("%q, want %q and %q", line, tt.pods, tt.inAll)
 			}
 		})
+	}
+}
+
+// TestFinishMapsWhatTheEngineReturns: each outcome of Drive ends the command with the exit code
+// and message the CLI has always given it.
+func TestFinishMapsWhatTheEngineReturns(t *testing.T) {
+	target := workload.Ref{Kind: workload.StatefulSet, Namespace: "shop", Name: "web"}
+	apiDown := errors.New("connection refused")
+	tests := []struct {
+		name        string
+		st          rollout.Status
+		err         error
+		rollbackCmd bool
+		code        int
+		msg         string
+	}{
+		{"succeeded", rollout.Status{Phase: rollout.PhaseSucceeded}, nil, false, exitSucceeded, ""},
+		{"holding", rollout.Status{Phase: rollout.PhaseHolding}, nil, false, exitSucceeded, ""},
+		{"rolled back by run", rollout.Status{Phase: rollout.PhaseRolledBack, Message: "rolled back 1 pods"}, nil, false, exitFailedRolledBack, "rolled back 1 pods"},
+		{"rolled back by rollback", rollout.Status{Phase: rollout.PhaseRolledBack}, nil, true, exitSucceeded, ""},
+		{"paused", rollout.Status{Phase: rollout.PhasePaused, Message: "paused: x"}, nil, false, exitPaused, "paused: x"},
+		{"failed", rollout.Status{Phase: rollout.PhaseFailed, Message: "rollback incomplete"}, nil, false, exitRollbackIncomplete, "rollback incomplete"},
+		{"interrupted", rollout.Status{Phase: rollout.PhaseProgressing}, fmt.Errorf("%s: stopped: %w", target, context.Canceled), false, exitInterrupted,
+			"stopped; StatefulSet shop/web is left as it is. Run the same command again to resume, or `inplace-rollout rollback` to undo"},
+		{"bad input", rollout.Status{}, &rollout.InvalidError{Msg: "no images"}, false, exitBadInput, "no images"},
+		{"superseded", rollout.Status{}, &rollout.SupersededError{RolloutID: "a", By: "b"}, false, exitSuperseded, "superseded by rollout b"},
+		{"blocked", rollout.Status{}, &rollout.BlockedError{Msg: "bad state"}, false, exitRollbackIncomplete, target.String() + ": stopped, a person must look: bad state"},
+		{"refused", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden")}, false, exitBadInput,
+			"the API server refused a request, and retrying will not change that: forbidden"},
+		{"refused while rolling back", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden"), RollingBack: true}, false, exitRollbackIncomplete,
+			"rollback incomplete: the API server refused a request"},
+		{"API down", rollout.Status{}, &rollout.APIUnavailableError{For: 2 * time.Minute, Err: apiDown}, false, exitAPIUnavailable,
+			"giving up after 2m of errors from the API server; StatefulSet shop/web is left as it is and the rollout is resumable: run the same command again: connection refused"},
+		{"API down while rolling back", rollout.Status{}, &rollout.APIUnavailableError{For: 2 * time.Minute, RollingBack: true, Err: apiDown}, true, exitRollbackIncomplete,
+			"rollback incomplete: giving up after 2m of errors from the API server; run `inplace-rollout rollback` again to finish it: connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := &cobra.Command{}
+			cmd.SetOut(&bytes.Buffer{})
+			cmd.SetErr(&bytes.Buffer{})
+			d := newDriver(cmd, nil, target, nil, nil)
+			err := d.finish(tt.st, tt.err, "", "text", tt.rollbackCmd)
+			if tt.code == exitSucceeded {
+				if err != nil {
+					t.Fatalf("finish: %v, want success", err)
+				}
+				return
+			}
+			if got := exitCode(err); got != tt.code || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("finish: exit %d, %v; want exit %d and %q", got, err, tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{2 * time.Minute: "2m", 90 * time.Second: "1m30s", time.Hour: "1h", 45 * time.Second: "45s"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%s) = %q, want %q", d, got, want)
+		}
 	}
 }

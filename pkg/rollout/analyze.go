@@ -89,33 +89,67 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 	}
 }
 
-// paused reports a rollout paused by an inconclusive analysis, or, when asked to resume,
-// accepts the batch and lets the rollout go on.
-func (e *Engine) paused(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+// paused reports a rollout paused by an inconclusive analysis. It stays paused until a driver
+// accepts the batch (Accept) or rolls it back.
+func (e *Engine) paused(w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	st := Status{RolloutID: lock.RolloutID, Total: w.Replicas()}
 	run, err := decodeRun(lock)
 	if err != nil {
 		return st, Result{}, err
 	}
-	if !spec.Resume {
-		return e.pausedStatus(w, lock, st, run)
+	return e.pausedStatus(w, lock, st, run)
+}
+
+// Accept accepts batch (1-based) of rollout rolloutID, paused by an inconclusive analysis, as a
+// person who looked at it would: the rollout goes on with the next Reconcile. It writes once,
+// and only when the workload's rollout is still rolloutID of holder, paused on the analysis of
+// that batch. Anything else (another rollout, another batch, not paused) writes nothing and is
+// an *InvalidError that says what is there now: an accept that comes late never accepts a
+// later pause.
+func (e *Engine) Accept(ctx context.Context, target workload.Ref, holder, rolloutID string, batch int) (Status, error) {
+	st, err := e.accept(ctx, target, holder, rolloutID, batch)
+	return st, classify(err, st)
+}
+
+func (e *Engine) accept(ctx context.Context, target workload.Ref, holder, rolloutID string, batch int) (Status, error) {
+	if err := checkTarget(target); err != nil {
+		return Status{}, err
+	}
+	w, err := workload.Load(ctx, e.Client, target)
+	if err != nil {
+		return Status{}, asInvalid(err)
+	}
+	lock := w.Lock()
+	if lock == nil {
+		return Status{}, invalid("%s has no in-place rollout recorded; there is no batch to accept", w.Ref())
+	}
+	st := Status{RolloutID: lock.RolloutID, Total: w.Replicas()}
+	run, err := decodeRun(lock)
+	if err != nil {
+		return st, err
+	}
+	switch {
+	case lock.Holder != holder:
+		return st, invalid("%s is being rolled out by %s (rollout %s); only its holder can accept its batches", w.Ref(), lock.Holder, lock.RolloutID)
+	case lock.RolloutID != rolloutID:
+		return st, invalid("%s: rollout %s is not the workload's rollout (rollout %s is, %s); nothing was accepted", w.Ref(), rolloutID, lock.RolloutID, lock.Phase)
+	case lock.Phase != workload.LockPaused:
+		return st, invalid("%s: rollout %s is %s, not paused; nothing was accepted", w.Ref(), rolloutID, lock.Phase)
+	case run == nil:
+		return st, invalid("%s: rollout %s is paused with no analysis recorded; nothing was accepted", w.Ref(), rolloutID)
+	case run.Batch != batch:
+		return st, invalid("%s: rollout %s is paused on the analysis of batch %d, not batch %d; nothing was accepted", w.Ref(), rolloutID, run.Batch, batch)
 	}
 	next := *lock
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
-	if run != nil {
-		next.AcceptedPods = run.Pods
-	}
+	next.AcceptedPods = run.Pods
 	if err := w.SetLock(ctx, &next); err != nil {
-		return st, Result{}, err
-	}
-	batch := 0
-	if run != nil {
-		batch = run.Batch
+		return st, err
 	}
 	e.log().Info("resumed: batch accepted after an inconclusive analysis", "target", w.Ref().String(), "batch", batch, "acceptedPods", next.AcceptedPods)
 	st.Phase, st.Message = PhaseProgressing, fmt.Sprintf("batch %d accepted; resuming", batch)
-	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+	return st, nil
 }
 
 func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Status, run *analysis.Run) (Status, Result, error) {

@@ -36,6 +36,12 @@ type Engine struct {
 	// Querier answers every analysis' PromQL queries; nil builds a Prometheus client per
 	// configuration, from the spec.
 	Querier analysis.Querier
+	// ErrorBudget is how long Drive retries errors worth a retry before it gives up with an
+	// *APIUnavailableError; zero means DefaultErrorBudget.
+	ErrorBudget time.Duration
+
+	// wait replaces Drive's timer in tests; nil waits on a real one.
+	wait func(ctx context.Context, d time.Duration) error
 
 	mu          sync.Mutex
 	clients     map[string]*analysis.Client // by clientKey
@@ -52,7 +58,8 @@ const (
 // one write for each of at most max-unavailable pods) and returns the new status. Errors of
 // type *InvalidError are bad input, with nothing written; *PermanentError an API error no retry
 // fixes; *BlockedError something only a person can fix; *SupersededError says that prev's
-// rollout was replaced. Other errors are worth a retry.
+// rollout was replaced. Other errors are worth a retry. Drive calls it until the rollout
+// settles.
 func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status, Result, error) {
 	st, res, err := e.reconcile(ctx, spec, prev)
 	return st, res, classify(err, st)
@@ -67,11 +74,8 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 		return prev, Result{}, asInvalid(err)
 	}
 	lock := w.Lock()
-	if !spec.Rollback && prev.RolloutID != "" && lock != nil && lock.RolloutID != prev.RolloutID && slices.Contains(lock.Superseded, prev.RolloutID) {
+	if prev.RolloutID != "" && lock != nil && lock.RolloutID != prev.RolloutID && slices.Contains(lock.Superseded, prev.RolloutID) {
 		return prev, Result{}, &SupersededError{RolloutID: prev.RolloutID, By: lock.RolloutID}
-	}
-	if spec.Rollback {
-		return e.reconcileRollback(ctx, spec, w, lock)
 	}
 	hash := spec.Hash()
 	switch {
@@ -83,9 +87,9 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	case lock.SpecHash != hash:
 		return e.supersede(ctx, spec, w, lock, hash)
 	case lock.Phase == workload.LockRollingBack:
-		return e.rollBack(ctx, spec, w, lock)
+		return e.rollBack(ctx, spec.rollback(), w, lock)
 	case lock.Phase == workload.LockPaused:
-		return e.paused(ctx, spec, w, lock)
+		return e.paused(w, lock)
 	}
 	return e.progress(ctx, spec, w, lock)
 }

@@ -729,9 +729,9 @@ func TestHaltOnForeignTemplateChange(t *testing.T) {
 				}
 				fc.assertOnImage(imageV2)
 			default:
-				rb := spec
+				rb := rollbackOf(spec)
 				rb.RestoreTemplate = tt.then == "rollback restoring"
-				st = driveRollback(fc, e, rb, st)
+				st = driveAbort(fc, e, rb, st)
 				if st.Phase != PhaseRolledBack || st.Reason != ReasonRollbackRequested {
 					t.Fatalf("status = %+v, want RolledBack", st)
 				}

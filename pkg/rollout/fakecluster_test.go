@@ -413,34 +413,55 @@ func (fc *fakeCluster) mustDrive(e *Engine, spec Spec, prev Status, stop func(St
 	return st
 }
 
+// rollbackOf is the rollback of the rollout spec started, with the same pace.
+func rollbackOf(spec Spec) RollbackSpec {
+	return RollbackSpec{Target: spec.Target, Holder: spec.Holder, MaxUnavailable: spec.MaxUnavailable, GracePeriod: spec.GracePeriod, Timeout: spec.Timeout}
+}
+
 // rollBack asks the engine to roll back the rollout spec started, once, from prev. Every
-// explicit rollback of these tests goes through here.
+// explicit rollback of these tests goes through here or driveAbort.
 func rollBack(fc *fakeCluster, e *Engine, spec Spec, prev Status) (Status, error) {
 	fc.t.Helper()
-	spec.Rollback = true
-	st, _, err := e.Reconcile(context.Background(), spec, prev)
+	st, _, err := e.Abort(context.Background(), rollbackOf(spec), prev)
 	return st, err
 }
 
-// driveRollback rolls back and then drives the rollback to its end.
+// driveRollback rolls back the rollout spec started and drives the rollback to its end.
 func driveRollback(fc *fakeCluster, e *Engine, spec Spec, prev Status) Status {
 	fc.t.Helper()
-	st, err := rollBack(fc, e, spec, prev)
-	if err != nil {
-		fc.t.Fatalf("rollback: %v", err)
-	}
-	fc.play()
-	fc.now = fc.now.Add(tick)
-	return fc.mustDrive(e, spec, st, nil)
+	return driveAbort(fc, e, rollbackOf(spec), prev)
 }
 
-// acceptPaused accepts the paused batch of the rollout spec started and reconciles once. Every
-// resume of these tests goes through here.
+// driveAbort calls Abort with rb until the rollback settles, playing the cluster and moving
+// the clock by tick after each call.
+func driveAbort(fc *fakeCluster, e *Engine, rb RollbackSpec, prev Status) Status {
+	fc.t.Helper()
+	st := prev
+	for range maxSteps {
+		var err error
+		st, _, err = e.Abort(context.Background(), rb, st)
+		if err != nil {
+			fc.t.Fatalf("rollback: %v (status %+v)", err, st)
+		}
+		if st.Phase.Settled() {
+			return st
+		}
+		fc.play()
+		fc.now = fc.now.Add(tick)
+	}
+	fc.t.Fatalf("rollback not settled after %d calls: %+v", maxSteps, st)
+	return st
+}
+
+// acceptPaused accepts the batch the rollout spec started is paused on (prev says which), as
+// a person would. Every resume of these tests goes through here.
 func acceptPaused(fc *fakeCluster, e *Engine, spec Spec, prev Status) (Status, error) {
 	fc.t.Helper()
-	spec.Resume = true
-	st, _, err := e.Reconcile(context.Background(), spec, prev)
-	return st, err
+	batch := 0
+	if prev.Analysis != nil {
+		batch = prev.Analysis.Batch
+	}
+	return e.Accept(context.Background(), spec.Target, spec.Holder, prev.RolloutID, batch)
 }
 
 // assertOnImage checks that every pod runs image's content, Ready, with its spec naming it (a

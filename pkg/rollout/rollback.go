@@ -7,14 +7,74 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
+
+// RollbackSpec is a rollback asked for: undo the workload's last rollout, in flight or
+// finished. It is an operation, not part of a rollout's spec: a driver asks for it once.
+type RollbackSpec struct {
+	// Target is the workload; its namespace is the caller's.
+	Target workload.Ref
+	// Holder names who asks; only the rollout's holder may roll it back.
+	Holder string
+	// MaxUnavailable is how many pods are reverted at once (count or percentage, above 0).
+	MaxUnavailable intstr.IntOrString
+	// GracePeriod is the wait between draining a pod (readiness gate False) and its restart.
+	GracePeriod time.Duration
+	// Timeout is the progress deadline of a pod's revert, above 0.
+	Timeout time.Duration
+	// RestoreTemplate puts the previous images back in the workload's template even when
+	// someone else changed it during the rollout. Without it, their template stays and only
+	// the pods and the update strategy are restored.
+	RestoreTemplate bool
+}
+
+// Validate checks the rollback without looking at the cluster.
+func (r RollbackSpec) Validate() error {
+	if err := checkTarget(r.Target); err != nil {
+		return err
+	}
+	if _, err := resolveMaxUnavailable(r.MaxUnavailable, 100); err != nil {
+		return err
+	}
+	if r.GracePeriod < 0 || r.Timeout < 0 {
+		return invalid("grace and timeout cannot be negative")
+	}
+	return checkTimeout(r.Timeout)
+}
+
+// rollback is how a rollout that fails rolls itself back: at its own pace, leaving a template
+// someone else changed as it is.
+func (s Spec) rollback() RollbackSpec {
+	return RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+}
+
+// Abort takes one bounded step of a rollback, like Reconcile does of a rollout: it marks the
+// rollout in flight (or the last finished one) as rolling back, reverts the next pods, or
+// restores the workload. Its errors are typed as Reconcile's are.
+func (e *Engine) Abort(ctx context.Context, r RollbackSpec, prev Status) (Status, Result, error) {
+	st, res, err := e.abort(ctx, r, prev)
+	return st, res, classify(err, st)
+}
+
+func (e *Engine) abort(ctx context.Context, r RollbackSpec, prev Status) (Status, Result, error) {
+	if err := r.Validate(); err != nil {
+		return prev, Result{}, err
+	}
+	w, err := workload.Load(ctx, e.Client, r.Target)
+	if err != nil {
+		return prev, Result{}, asInvalid(err)
+	}
+	return e.reconcileRollback(ctx, r, w, w.Lock())
+}
 
 // beginRollback writes lock (with any other change it carries) marked rolling back, and why.
 func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, code Reason, reason string, st Status) (Status, Result, error) {
@@ -32,7 +92,7 @@ func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *w
 
 // reconcileRollback handles an explicit rollback request: of the rollout in flight, or of the
 // last finished one.
-func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	switch {
 	case lock == nil:
 		return Status{}, Result{}, invalid("%s has no in-place rollout recorded; nothing to roll back", w.Ref())
@@ -58,7 +118,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec Spec, w workload.Wo
 
 // rollBack reverts every pod the rollout (and the rollouts it superseded) touched, most recent
 // first, then restores the workload's previous images and strategy.
-func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Reason: Reason(lock.ReasonCode)}
 	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
 	var todo, failed []podState
@@ -126,7 +186,7 @@ func (e *Engine) rollBack(ctx context.Context, spec Spec, w workload.Workload, l
 	if len(stuck) > 0 && len(todo) > 0 {
 		notes += fmt.Sprintf("; %d pods need a person: %s", len(stuck), strings.Join(firstN(stuck, 3), "; "))
 	}
-	u := e.updater(spec)
+	u := e.updater(Spec{GracePeriod: spec.GracePeriod, Timeout: spec.Timeout})
 	u.Options.RevertImages = revertImages(w, lock, before)
 	if len(strays) > 0 {
 		// Pods the controller created from the new template while the rollout held the
@@ -214,7 +274,7 @@ func revertFailed(s *inplace.State) bool {
 
 // rollbackRequested is the reason a requested rollback records; a halted rollout keeps what
 // halted it.
-func rollbackRequested(lock *workload.Lock, spec Spec) string {
+func rollbackRequested(lock *workload.Lock, spec RollbackSpec) string {
 	if lock.Phase != workload.LockHalted {
 		return "rollback requested"
 	}

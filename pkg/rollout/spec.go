@@ -60,12 +60,6 @@ type Spec struct {
 	Holder string
 	// Supersede replaces a rollout of the same holder to other images that is in flight.
 	Supersede bool
-	// Rollback asks for the rollout to be undone.
-	Rollback bool
-	// RestoreTemplate, with Rollback, puts the previous images back in the workload's template
-	// even when someone else changed it during the rollout. Without it, their template stays
-	// and only the pods and the update strategy are restored.
-	RestoreTemplate bool
 	// Analysis gates every batch on Prometheus; nil runs no analysis.
 	Analysis *analysis.Config
 	// CredentialFiles lets the analysis read credentials from files named in its config. Only a
@@ -77,8 +71,6 @@ type Spec struct {
 	// OnInconclusive is what an inconclusive analysis does: fail (roll back), pause (wait for a
 	// person) or continue [pause].
 	OnInconclusive string
-	// Resume accepts the batch of a rollout paused by an inconclusive analysis and continues.
-	Resume bool
 }
 
 // What an inconclusive analysis does.
@@ -142,23 +134,8 @@ func (f Fix) Choice() string {
 
 // Validate checks the spec without looking at the cluster.
 func (s Spec) Validate() error {
-	if s.Target.Kind == "" {
-		return invalid("no target: give KIND/NAME, e.g. statefulset/web")
-	}
-	if s.Target.Kind == workload.Pods {
-		if s.Target.Selector == "" {
-			return invalid("target pods needs a label selector")
-		}
-	} else if s.Target.Name == "" {
-		return invalid("target %s needs a name", s.Target.Kind)
-	} else if errs := validation.IsDNS1123Subdomain(s.Target.Name); len(errs) > 0 {
-		return invalid("target %s %q is not a valid name: %s", s.Target.Kind, s.Target.Name, strings.Join(errs, "; "))
-	}
-	if s.Target.Namespace == "" {
-		return invalid("no namespace")
-	}
-	if errs := validation.IsDNS1123Label(s.Target.Namespace); len(errs) > 0 {
-		return invalid("namespace %q is not a valid name: %s", s.Target.Namespace, strings.Join(errs, "; "))
+	if err := checkTarget(s.Target); err != nil {
+		return err
 	}
 	if _, err := resolveMaxUnavailable(s.MaxUnavailable, 100); err != nil {
 		return err
@@ -166,11 +143,8 @@ func (s Spec) Validate() error {
 	if s.GracePeriod < 0 || s.Soak < 0 || s.Timeout < 0 {
 		return invalid("grace, soak and timeout cannot be negative")
 	}
-	if s.Timeout == 0 {
-		return invalid("timeout 0s would give no progress deadline at all: give a positive duration, e.g. 10m")
-	}
-	if s.Rollback {
-		return nil
+	if err := checkTimeout(s.Timeout); err != nil {
+		return err
 	}
 	if len(s.Images) == 0 {
 		return invalid("no images: give at least one CONTAINER=IMAGE")
@@ -207,6 +181,37 @@ func (s Spec) Validate() error {
 		if err := analysis.CheckAddress(s.PrometheusURL); err != nil {
 			return invalid("prometheus address override: %v", err)
 		}
+	}
+	return nil
+}
+
+// checkTarget checks a workload reference without looking at the cluster.
+func checkTarget(t workload.Ref) error {
+	if t.Kind == "" {
+		return invalid("no target: give KIND/NAME, e.g. statefulset/web")
+	}
+	if t.Kind == workload.Pods {
+		if t.Selector == "" {
+			return invalid("target pods needs a label selector")
+		}
+	} else if t.Name == "" {
+		return invalid("target %s needs a name", t.Kind)
+	} else if errs := validation.IsDNS1123Subdomain(t.Name); len(errs) > 0 {
+		return invalid("target %s %q is not a valid name: %s", t.Kind, t.Name, strings.Join(errs, "; "))
+	}
+	if t.Namespace == "" {
+		return invalid("no namespace")
+	}
+	if errs := validation.IsDNS1123Label(t.Namespace); len(errs) > 0 {
+		return invalid("namespace %q is not a valid name: %s", t.Namespace, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// checkTimeout refuses a zero progress deadline.
+func checkTimeout(d time.Duration) error {
+	if d == 0 {
+		return invalid("timeout 0s would give no progress deadline at all: give a positive duration, e.g. 10m")
 	}
 	return nil
 }

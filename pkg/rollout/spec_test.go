@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -88,14 +89,9 @@ func TestSpecValidate(t *testing.T) {
 		{"zero percent max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromString("0%") }, "max-unavailable 0% would let no pod be updated"},
 		{"small percentage max-unavailable", func(s *Spec) { s.MaxUnavailable = intstr.FromString("1%") }, ""},
 		{"zero timeout", func(s *Spec) { s.Timeout = 0 }, "timeout 0s would give no progress deadline"},
-		{"rollback refuses zero max-unavailable", func(s *Spec) { s.Rollback, s.MaxUnavailable = true, intstr.FromString("0%") }, "would let no pod be updated"},
-		{"rollback refuses zero timeout", func(s *Spec) { s.Rollback, s.Timeout = true, 0 }, "no progress deadline"},
 		{"bad on-inconclusive", func(s *Spec) { s.OnInconclusive = "shrug" }, "use fail, pause or continue"},
 		{"bad prometheus URL", func(s *Spec) { s.PrometheusURL = "prometheus:9090" }, "not an http(s) URL"},
 		{"prometheus URL with a password", func(s *Spec) { s.PrometheusURL = "http://u:s3cret@prom:9090" }, "basicAuth"},
-		{"rollback needs no images", func(s *Spec) { s.Images, s.Rollback = nil, true }, ""},
-		{"rollback checks max-unavailable", func(s *Spec) { s.Rollback, s.MaxUnavailable = true, intstr.FromString("abc") }, "max-unavailable"},
-		{"rollback checks durations", func(s *Spec) { s.Rollback, s.Timeout = true, -time.Second }, "cannot be negative"},
 		{"mixed batches are checked against the pod count later", func(s *Spec) {
 			s.Batches = []intstr.IntOrString{intstr.FromInt32(50), intstr.FromString("10%"), intstr.FromString("100%")}
 		}, ""},
@@ -113,6 +109,47 @@ func TestSpecValidate(t *testing.T) {
 			}
 			if err != nil && strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+func TestRollbackSpecValidate(t *testing.T) {
+	good := func() RollbackSpec {
+		return RollbackSpec{
+			Target:         workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web"},
+			MaxUnavailable: intstr.FromInt32(1),
+			Timeout:        10 * time.Minute,
+		}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*RollbackSpec)
+		err    string
+	}{
+		{"valid: a rollback needs no images", func(*RollbackSpec) {}, ""},
+		{"refuses zero max-unavailable", func(r *RollbackSpec) { r.MaxUnavailable = intstr.FromString("0%") }, "would let no pod be updated"},
+		{"refuses zero timeout", func(r *RollbackSpec) { r.Timeout = 0 }, "no progress deadline"},
+		{"checks max-unavailable", func(r *RollbackSpec) { r.MaxUnavailable = intstr.FromString("abc") }, "max-unavailable"},
+		{"checks durations", func(r *RollbackSpec) { r.Timeout = -time.Second }, "cannot be negative"},
+		{"checks the grace period", func(r *RollbackSpec) { r.GracePeriod = -time.Second }, "cannot be negative"},
+		{"checks the target", func(r *RollbackSpec) { r.Target.Name = "Web" }, `target StatefulSet "Web" is not a valid name`},
+		{"checks the namespace", func(r *RollbackSpec) { r.Target.Namespace = "" }, "no namespace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := good()
+			tt.mutate(&r)
+			err := r.Validate()
+			if tt.err == "" && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.err)
+			}
+			var inv *InvalidError
+			if err != nil && !errors.As(err, &inv) {
+				t.Errorf("error %T, want *InvalidError", err)
 			}
 		})
 	}

@@ -23,7 +23,7 @@ import (
 var analysisStarted = regexp.MustCompile(`msg="analysis started".* batch=(\d+) `)
 
 // TestHoldPointsAcrossRestarts drives one rollout to a hold at 1 pod, then at 50%, then to the
-// end, each time with a fresh Engine as a restarted driver would have: it holds at each point
+// end, in separate Drive calls, each with a fresh Engine as a restarted driver would have: it holds at each point
 // with the StatefulSet held, each batch is analysed once against the real Prometheus, and no pod
 // is updated twice.
 func TestHoldPointsAcrossRestarts(t *testing.T) {
@@ -105,22 +105,9 @@ func appRestarts(p *corev1.Pod) int32 {
 	return -1
 }
 
-// settle reconciles the rollout until it settles (ends, pauses or holds), retrying what is
-// worth a retry, within 3 minutes.
+// settle drives the rollout until it settles (ends, pauses or holds), within 3 minutes.
 func settle(engine *rollout.Engine, spec rollout.Spec) (rollout.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var st rollout.Status
-	for ctx.Err() == nil {
-		next, res, err := engine.Reconcile(ctx, spec, st)
-		if err != nil {
-			return st, err
-		}
-		st = next
-		if res.Phase.Settled() {
-			return st, nil
-		}
-		time.Sleep(max(res.RequeueAfter, 50*time.Millisecond))
-	}
-	return st, ctx.Err()
+	return engine.Drive(ctx, spec, nil)
 }

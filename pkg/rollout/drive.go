@@ -1,0 +1,144 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// Pacing of Drive.
+const (
+	// DefaultErrorBudget is how long Drive retries errors worth a retry before it gives up.
+	DefaultErrorBudget = 2 * time.Minute
+	// minRequeue keeps a step that asks to be called again at once from spinning.
+	minRequeue   = 50 * time.Millisecond
+	firstBackoff = time.Second
+	maxBackoff   = 30 * time.Second
+)
+
+// APIUnavailableError says that steps kept failing with errors worth a retry (the API server
+// unreachable, overloaded or timing out) for longer than the error budget. Nothing about the
+// rollout was decided: the workload is left as it is, and the same call goes on from there.
+type APIUnavailableError struct {
+	Target workload.Ref
+	// For is the error budget the errors outlasted.
+	For time.Duration
+	// RollingBack says the rollout was rolling back: the rollback is left part way, and goes on
+	// when driven again.
+	RollingBack bool
+	// Err is the last error.
+	Err error
+}
+
+func (e *APIUnavailableError) Error() string {
+	what := "the rollout"
+	if e.RollingBack {
+		what = "its rollback"
+	}
+	return fmt.Sprintf("API trouble: requests for %s kept failing for more than %s; %s is left as it is and %s goes on when driven again: %v",
+		e.Target, e.For, e.Target, what, e.Err)
+}
+
+func (e *APIUnavailableError) Unwrap() error { return e.Err }
+
+// Drive reconciles spec until its rollout settles (Phase.Settled: it ended, paused, or holds
+// at its hold point) and returns the last status. onStatus, when not nil, gets the status of
+// every step. Errors worth a retry are retried with backoff (1s, doubling up to 30s) for up to
+// ErrorBudget, then returned as an *APIUnavailableError; the other typed errors of Reconcile
+// are returned at once, unchanged.
+//
+// Each step runs to its end even when ctx is cancelled, so that no write is cut off half way;
+// a cancelled ctx stops Drive before the next step, with the last status and an error that
+// wraps ctx.Err(). The rollout is then left as it is, and Drive with the same spec goes on.
+func (e *Engine) Drive(ctx context.Context, spec Spec, onStatus func(Status)) (Status, error) {
+	return e.drive(ctx, spec.Target, func(ctx context.Context, prev Status) (Status, Result, error) {
+		return e.Reconcile(ctx, spec, prev)
+	}, onStatus)
+}
+
+// DriveAbort rolls back as Drive rolls out: it takes Abort's steps until the rollback ended
+// (or needs a person), with the same retries, error budget and cancellation.
+func (e *Engine) DriveAbort(ctx context.Context, r RollbackSpec, onStatus func(Status)) (Status, error) {
+	return e.drive(ctx, r.Target, func(ctx context.Context, prev Status) (Status, Result, error) {
+		return e.Abort(ctx, r, prev)
+	}, onStatus)
+}
+
+// drive is the loop of Drive and DriveAbort: step until the phase settles.
+func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(context.Context, Status) (Status, Result, error), onStatus func(Status)) (Status, error) {
+	budget := e.ErrorBudget
+	if budget <= 0 {
+		budget = DefaultErrorBudget
+	}
+	var (
+		st         Status
+		errorsFrom time.Time
+		backoff    time.Duration
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("%s: stopped between two steps: %w", target, err)
+		}
+		next, res, err := step(context.WithoutCancel(ctx), st)
+		var wait time.Duration
+		switch {
+		case err == nil:
+			errorsFrom, backoff = time.Time{}, 0
+			st = next
+			if onStatus != nil {
+				onStatus(st)
+			}
+			if res.Phase.Settled() {
+				return st, nil
+			}
+			wait = max(res.RequeueAfter, minRequeue)
+		case !retryable(err):
+			return st, err
+		default:
+			now := e.now()
+			if errorsFrom.IsZero() {
+				errorsFrom = now
+			}
+			rollingBack := st.Phase == PhaseRollingBack || next.Phase == PhaseRollingBack
+			if now.Sub(errorsFrom) > budget {
+				return st, &APIUnavailableError{Target: target, For: budget, RollingBack: rollingBack, Err: err}
+			}
+			backoff = min(max(2*backoff, firstBackoff), maxBackoff)
+			e.log().Warn("retrying", "target", target.String(), "err", err, "in", backoff.String())
+			wait = backoff
+		}
+		if err := e.sleep(ctx, wait); err != nil {
+			return st, fmt.Errorf("%s: stopped between two steps: %w", target, err)
+		}
+	}
+}
+
+// retryable reports whether a step's error may go away by itself: not one of the typed errors
+// that say otherwise.
+func retryable(err error) bool {
+	var (
+		inv *InvalidError
+		sup *SupersededError
+		blk *BlockedError
+		per *PermanentError
+	)
+	return !errors.As(err, &inv) && !errors.As(err, &sup) && !errors.As(err, &blk) && !errors.As(err, &per)
+}
+
+// sleep waits d, or until ctx is done.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	if e.wait != nil {
+		return e.wait(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
