@@ -64,7 +64,7 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
 	case analysis.Pass:
 		st.Phase = PhaseProgressing
-		next.AcceptedPods, next.ProgressAt = pods, e.now().UTC().Truncate(time.Millisecond)
+		next.AcceptedPods, next.AcceptedAll, next.ProgressAt = pods, pods >= st.Total, e.now().UTC().Truncate(time.Millisecond)
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
@@ -143,7 +143,7 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder, rollou
 	next := *lock
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
-	next.AcceptedPods = run.Pods
+	next.AcceptedPods, next.AcceptedAll = run.Pods, run.Pods >= w.Replicas()
 	if err := w.SetLock(ctx, &next); err != nil {
 		return st, err
 	}

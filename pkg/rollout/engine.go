@@ -247,7 +247,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	next.Images = spec.Images
 	next.StartedAt = e.now().UTC().Truncate(time.Second)
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
-	next.AcceptedPods, next.HeldAt, next.Analysis = 0, 0, nil
+	next.AcceptedPods, next.AcceptedAll, next.HeldAt, next.Analysis = 0, false, 0, nil
 	if err := w.Retarget(ctx, &next); err != nil {
 		return Status{}, Result{}, err
 	}

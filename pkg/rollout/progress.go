@@ -264,12 +264,19 @@ func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now ti
 			return d, nil
 		}
 	}
+	// Progress of the analysis is the pod count accepted. Until the batch of every pod passed,
+	// a count at or above the pods there are now (the workload was scaled down) still leaves
+	// the last batch to analyse.
+	acceptedPods := lock.AcceptedPods
+	if !lock.AcceptedAll {
+		acceptedPods = min(acceptedPods, total-1)
+	}
 	if spec.Analysis != nil {
-		// A complete batch is analysed before any pod of the next one starts. Progress is the
-		// pod count accepted, so the next analysis is of the first batch that ends above it.
+		// A complete batch is analysed before any pod of the next one starts: the first batch
+		// that ends above the count accepted.
 		a := len(counts)
 		for i, n := range counts {
-			if n > lock.AcceptedPods {
+			if n > acceptedPods {
 				a = i
 				break
 			}
@@ -280,7 +287,7 @@ func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now ti
 		}
 		d.batch = min(d.batch, a)
 	}
-	accepted := func(n int) bool { return spec.Analysis == nil || lock.AcceptedPods >= n }
+	accepted := func(n int) bool { return spec.Analysis == nil || acceptedPods >= n }
 	if upTo < total && updated >= upTo && len(c.inflight) == 0 && accepted(upTo) {
 		d.action, d.batch = actHold, slices.Index(counts, upTo)
 		return d, nil
@@ -303,6 +310,11 @@ func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now ti
 		// The last batch is every pod, however many there are now: after a scale-down the
 		// controller may keep an extra one for a while, and it must not be left behind.
 		end = max(end, updated+len(c.inflight)+len(c.arriving)+len(c.pending))
+	}
+	if upTo < total {
+		// No pod starts past the hold point, even one lowered below what is updated or in
+		// flight: those finish, and the rollout holds there.
+		end = min(end, max(upTo, updated+len(c.inflight)+len(c.arriving)))
 	}
 	d.budget = d.maxUnavailable - len(c.down) - c.missing
 	room := end - updated - len(c.inflight) - len(c.arriving)

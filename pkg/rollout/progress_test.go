@@ -95,7 +95,7 @@ func TestDecideProgress(t *testing.T) {
 	soaked := spec
 	soaked.Soak = 5 * time.Minute
 	lock := func(phase string, accepted int) *workload.Lock {
-		return &workload.Lock{Phase: phase, AcceptedPods: accepted, StartedAt: started}
+		return &workload.Lock{Phase: phase, AcceptedPods: accepted, AcceptedAll: accepted >= 10, StartedAt: started}
 	}
 	progressing := lock(workload.LockProgressing, 0)
 
@@ -153,6 +153,10 @@ func TestDecideProgress(t *testing.T) {
 		{name: "every pod updated: finalize", c: at(10, 0), spec: spec, lock: progressing, want: actFinalize, batch: 3},
 		{name: "every pod updated, the last batch not analysed", c: at(10, 0), spec: analysed, lock: lock(workload.LockProgressing, 5), want: actAnalyze, batch: 3},
 		{name: "every pod updated and accepted: finalize", c: at(10, 0), spec: analysed, lock: lock(workload.LockProgressing, 10), want: actFinalize, batch: 3},
+		{name: "scaled down below the pods accepted, the last batch is still analysed", c: at(10, 0), spec: analysed,
+			lock: &workload.Lock{Phase: workload.LockProgressing, AcceptedPods: 12, StartedAt: started}, want: actAnalyze, batch: 3},
+		{name: "a hold point lowered below the pods in flight starts no pod", c: with(at(3, 6), func(c *census) { c.inflight = pending(1) }),
+			spec: upTo(spec, intstr.FromInt32(2)), lock: progressing, want: actStep, batch: 3, work: 1},
 		{name: "a pod arriving from the new template holds the finalize", c: with(at(9, 0), func(c *census) { c.arriving = pending(1); c.down = []string{"p0"} }),
 			spec: spec, lock: progressing, want: actStep, batch: 3, work: 0},
 

@@ -68,6 +68,9 @@ type Lock struct {
 	// list, a hold point or a scale changes which batch is next but never repeats or skips an
 	// analysis.
 	AcceptedPods int `json:"acceptedPods,omitempty"`
+	// AcceptedAll says the batch of every pod passed its analysis (or was accepted), so that a
+	// workload scaled down below AcceptedPods still has its last batch analysed when it did not.
+	AcceptedAll bool `json:"acceptedAll,omitempty"`
 	// HeldAt is the hold point, as a pod count, while the phase is Holding.
 	HeldAt int `json:"heldAt,omitempty"`
 	// Analysis is the state of the analysis in progress or last finished, as the analysis

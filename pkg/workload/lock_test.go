@@ -44,7 +44,7 @@ func TestLockEncodeDecode(t *testing.T) {
 		PreviousStrategy: json.RawMessage(`{"type":"RollingUpdate"}`),
 		Superseded:       []string{"r-0"},
 		Phase:            LockRollingBack, Reason: "pod web-1 failed", ReasonCode: "PodFailed",
-		StartedAt: started, ProgressAt: started.Add(time.Minute), AcceptedPods: 2, HeldAt: 3,
+		StartedAt: started, ProgressAt: started.Add(time.Minute), AcceptedPods: 2, AcceptedAll: true, HeldAt: 3,
 		Analysis: json.RawMessage(`{"batch":2}`),
 	}
 	tests := []struct {
@@ -60,7 +60,7 @@ func TestLockEncodeDecode(t *testing.T) {
 		{"full", map[string]string{LockAnnotation: full.encode()}, full, "", nil},
 		{"minimal", map[string]string{LockAnnotation: (&Lock{Holder: "cli", Phase: LockProgressing, StartedAt: started}).encode()},
 			&Lock{Holder: "cli", Phase: LockProgressing, StartedAt: started}, "",
-			[]string{"beforeImages", "previousStrategy", "superseded", "reason", "reasonCode", "progressAt", "acceptedPods", "heldAt", "analysis"}},
+			[]string{"beforeImages", "previousStrategy", "superseded", "reason", "reasonCode", "progressAt", "acceptedPods", "acceptedAll", "heldAt", "analysis"}},
 		{"older lock without new fields", map[string]string{LockAnnotation: `{"holder":"cli","rolloutID":"r-9","images":{"app":"reg/app:v2"},"phase":"Succeeded","startedAt":"2025-03-01T12:00:00Z"}`},
 			&Lock{Holder: "cli", RolloutID: "r-9", Images: map[string]string{"app": "reg/app:v2"}, Phase: LockSucceeded, StartedAt: started}, "", nil},
 		{"not JSON", map[string]string{LockAnnotation: "{"}, nil,
