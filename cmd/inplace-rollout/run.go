@@ -138,17 +138,8 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 		}
 		d.report(s)
 	})
-	if err == nil && pausedAtStart && st.Phase == rollout.PhasePaused {
-		batch := 0
-		if st.Analysis != nil {
-			batch = st.Analysis.Batch
-		}
-		// Like a step, the write completes even if Ctrl-C comes meanwhile.
-		st, err = d.engine.Accept(context.WithoutCancel(ctx), spec.Target, spec.Holder, st.RolloutID, batch)
-		if err == nil {
-			d.report(st)
-			st, err = d.engine.Drive(ctx, spec, d.report)
-		}
+	if p, ok := rollout.PauseOf(st); ok && err == nil && pausedAtStart {
+		st, err = d.engine.AcceptAndDrive(ctx, spec, p, d.report)
 	}
 	return d.finish(st, err, resultsDir, output, false)
 }

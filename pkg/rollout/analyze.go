@@ -100,18 +100,35 @@ func (e *Engine) paused(w workload.Workload, lock *workload.Lock) (Status, Resul
 	return e.pausedStatus(w, lock, st, run)
 }
 
-// Accept accepts batch (1-based) of rollout rolloutID, paused by an inconclusive analysis, as a
-// person who looked at it would: the rollout goes on with the next Reconcile. It writes once,
-// and only when the workload's rollout is still rolloutID of holder, paused on the analysis of
-// that batch. Anything else (another rollout, another batch, not paused) writes nothing and is
-// an *InvalidError that says what is there now: an accept that comes late never accepts a
-// later pause.
-func (e *Engine) Accept(ctx context.Context, target workload.Ref, holder, rolloutID string, batch int) (Status, error) {
-	st, err := e.accept(ctx, target, holder, rolloutID, batch)
+// Pause names a batch paused by an inconclusive analysis: the rollout, the 1-based batch and
+// the updated pod count the batch ends at, as the paused Status reports them. The pod count
+// tells two pauses of one rollout apart when a hold point, ending a batch of its own, moved the
+// batch numbers in between.
+type Pause struct {
+	RolloutID string
+	Batch     int
+	Pods      int
+}
+
+// PauseOf is the pause st reports, when it reports one.
+func PauseOf(st Status) (Pause, bool) {
+	if st.Phase != PhasePaused || st.Analysis == nil {
+		return Pause{}, false
+	}
+	return Pause{RolloutID: st.RolloutID, Batch: st.Analysis.Batch, Pods: st.Analysis.Pods}, true
+}
+
+// Accept accepts the paused batch p of holder's rollout, as a person who looked at it would: the
+// rollout goes on with the next Reconcile. It writes once, and only when the workload's rollout
+// is still p's, paused on the analysis of that batch. Anything else (another rollout, another
+// batch, not paused) writes nothing and is an *InvalidError that says what is there now: an
+// accept that comes late never accepts a later pause.
+func (e *Engine) Accept(ctx context.Context, target workload.Ref, holder string, p Pause) (Status, error) {
+	st, err := e.accept(ctx, target, holder, p)
 	return st, classify(err, st)
 }
 
-func (e *Engine) accept(ctx context.Context, target workload.Ref, holder, rolloutID string, batch int) (Status, error) {
+func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string, p Pause) (Status, error) {
 	if err := checkTarget(target); err != nil {
 		return Status{}, err
 	}
@@ -131,14 +148,15 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder, rollou
 	switch {
 	case lock.Holder != holder:
 		return st, invalid("%s is being rolled out by %s (rollout %s); only its holder can accept its batches", w.Ref(), lock.Holder, lock.RolloutID)
-	case lock.RolloutID != rolloutID:
-		return st, invalid("%s: rollout %s is not the workload's rollout (rollout %s is, %s); nothing was accepted", w.Ref(), rolloutID, lock.RolloutID, lock.Phase)
+	case lock.RolloutID != p.RolloutID:
+		return st, invalid("%s: rollout %s is not the workload's rollout (rollout %s is, %s); nothing was accepted", w.Ref(), p.RolloutID, lock.RolloutID, lock.Phase)
 	case lock.Phase != workload.LockPaused:
-		return st, invalid("%s: rollout %s is %s, not paused; nothing was accepted", w.Ref(), rolloutID, lock.Phase)
+		return st, invalid("%s: rollout %s is %s, not paused; nothing was accepted", w.Ref(), p.RolloutID, lock.Phase)
 	case run == nil:
-		return st, invalid("%s: rollout %s is paused with no analysis recorded; nothing was accepted", w.Ref(), rolloutID)
-	case run.Batch != batch:
-		return st, invalid("%s: rollout %s is paused on the analysis of batch %d, not batch %d; nothing was accepted", w.Ref(), rolloutID, run.Batch, batch)
+		return st, invalid("%s: rollout %s is paused with no analysis recorded; nothing was accepted", w.Ref(), p.RolloutID)
+	case run.Batch != p.Batch || run.Pods != p.Pods:
+		return st, invalid("%s: rollout %s is paused on the analysis of batch %d (%d pods), not batch %d (%d pods); nothing was accepted",
+			w.Ref(), p.RolloutID, run.Batch, run.Pods, p.Batch, p.Pods)
 	}
 	next := *lock
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
@@ -147,8 +165,8 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder, rollou
 	if err := w.SetLock(ctx, &next); err != nil {
 		return st, err
 	}
-	e.log().Info("resumed: batch accepted after an inconclusive analysis", "target", w.Ref().String(), "batch", batch, "acceptedPods", next.AcceptedPods)
-	st.Phase, st.Message = PhaseProgressing, fmt.Sprintf("batch %d accepted; resuming", batch)
+	e.log().Info("resumed: batch accepted after an inconclusive analysis", "target", w.Ref().String(), "batch", p.Batch, "acceptedPods", next.AcceptedPods)
+	st.Phase, st.Message = PhaseProgressing, fmt.Sprintf("batch %d accepted; resuming", p.Batch)
 	return st, nil
 }
 

@@ -67,26 +67,45 @@ func (e *Engine) DriveAbort(ctx context.Context, r RollbackSpec, onStatus func(S
 	}, onStatus)
 }
 
+// AcceptAndDrive accepts the paused batch p (see Accept), retrying as Drive does while the
+// API server is in trouble, then drives spec on like Drive. onStatus gets the accept's status
+// too.
+func (e *Engine) AcceptAndDrive(ctx context.Context, spec Spec, p Pause, onStatus func(Status)) (Status, error) {
+	r := e.retrier(spec.Target)
+	for {
+		if err := ctx.Err(); err != nil {
+			return Status{}, fmt.Errorf("%s: stopped before accepting batch %d: %w", spec.Target, p.Batch, err)
+		}
+		// Like a step, the write completes even if ctx is cancelled meanwhile.
+		st, err := e.Accept(context.WithoutCancel(ctx), spec.Target, spec.Holder, p)
+		if err == nil {
+			if onStatus != nil {
+				onStatus(st)
+			}
+			return e.Drive(ctx, spec, onStatus)
+		}
+		wait, err := r.failed(err, false)
+		if err != nil {
+			return st, err
+		}
+		if err := e.sleep(ctx, wait); err != nil {
+			return st, fmt.Errorf("%s: stopped before accepting batch %d: %w", spec.Target, p.Batch, err)
+		}
+	}
+}
+
 // drive is the loop of Drive and DriveAbort: step until the phase settles.
 func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(context.Context, Status) (Status, Result, error), onStatus func(Status)) (Status, error) {
-	budget := e.ErrorBudget
-	if budget <= 0 {
-		budget = DefaultErrorBudget
-	}
-	var (
-		st         Status
-		errorsFrom time.Time
-		backoff    time.Duration
-	)
+	r := e.retrier(target)
+	var st Status
 	for {
 		if err := ctx.Err(); err != nil {
 			return st, fmt.Errorf("%s: stopped between two steps: %w", target, err)
 		}
 		next, res, err := step(context.WithoutCancel(ctx), st)
 		var wait time.Duration
-		switch {
-		case err == nil:
-			errorsFrom, backoff = time.Time{}, 0
+		if err == nil {
+			r.succeeded()
 			st = next
 			if onStatus != nil {
 				onStatus(st)
@@ -95,25 +114,51 @@ func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(conte
 				return st, nil
 			}
 			wait = max(res.RequeueAfter, minRequeue)
-		case !retryable(err):
+		} else if wait, err = r.failed(err, st.Phase == PhaseRollingBack || next.Phase == PhaseRollingBack); err != nil {
 			return st, err
-		default:
-			now := e.now()
-			if errorsFrom.IsZero() {
-				errorsFrom = now
-			}
-			rollingBack := st.Phase == PhaseRollingBack || next.Phase == PhaseRollingBack
-			if now.Sub(errorsFrom) > budget {
-				return st, &APIUnavailableError{Target: target, For: budget, RollingBack: rollingBack, Err: err}
-			}
-			backoff = min(max(2*backoff, firstBackoff), maxBackoff)
-			e.log().Warn("retrying", "target", target.String(), "err", err, "in", backoff.String())
-			wait = backoff
 		}
 		if err := e.sleep(ctx, wait); err != nil {
 			return st, fmt.Errorf("%s: stopped between two steps: %w", target, err)
 		}
 	}
+}
+
+// retrier paces the retries of one driver loop within the error budget.
+type retrier struct {
+	e          *Engine
+	target     workload.Ref
+	budget     time.Duration
+	errorsFrom time.Time
+	backoff    time.Duration
+}
+
+func (e *Engine) retrier(target workload.Ref) *retrier {
+	budget := e.ErrorBudget
+	if budget <= 0 {
+		budget = DefaultErrorBudget
+	}
+	return &retrier{e: e, target: target, budget: budget}
+}
+
+// succeeded starts the budget and the backoff afresh.
+func (r *retrier) succeeded() { r.errorsFrom, r.backoff = time.Time{}, 0 }
+
+// failed returns how long to wait before trying again after err, or the error to return: err
+// itself when no retry fixes it, an *APIUnavailableError once errors outlasted the budget.
+func (r *retrier) failed(err error, rollingBack bool) (time.Duration, error) {
+	if !retryable(err) {
+		return 0, err
+	}
+	now := r.e.now()
+	if r.errorsFrom.IsZero() {
+		r.errorsFrom = now
+	}
+	if now.Sub(r.errorsFrom) > r.budget {
+		return 0, &APIUnavailableError{Target: r.target, For: r.budget, RollingBack: rollingBack, Err: err}
+	}
+	r.backoff = min(max(2*r.backoff, firstBackoff), maxBackoff)
+	r.e.log().Warn("retrying", "target", r.target.String(), "err", err, "in", r.backoff.String())
+	return r.backoff, nil
 }
 
 // retryable reports whether a step's error may go away by itself: not one of the typed errors

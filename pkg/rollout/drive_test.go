@@ -248,28 +248,29 @@ func TestAccept(t *testing.T) {
 		name      string
 		lock      func(*testing.T) *workload.Lock
 		holder    string
-		rolloutID string
-		batch     int
+		pause     Pause
 		want      string // in the error; empty: accepted
 	}{
-		{"the paused batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", "r-1", 2, ""},
-		{"another batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", "r-1", 1,
-			"rollout r-1 is paused on the analysis of batch 2, not batch 1; nothing was accepted"},
-		{"another rollout", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", "r-0", 2,
+		{"the paused batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 2, 2}, ""},
+		{"another batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 1, 1},
+			"rollout r-1 is paused on the analysis of batch 2 (2 pods), not batch 1 (1 pods); nothing was accepted"},
+		{"the same batch number at another pod count", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 2, 3},
+			"rollout r-1 is paused on the analysis of batch 2 (2 pods), not batch 2 (3 pods); nothing was accepted"},
+		{"another rollout", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-0", 2, 2},
 			"rollout r-0 is not the workload's rollout (rollout r-1 is, Paused); nothing was accepted"},
-		{"another holder", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "argo:shop/web", "r-1", 2, "only its holder"},
+		{"another holder", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "argo:shop/web", Pause{"r-1", 2, 2}, "only its holder"},
 		{"not paused", func(t *testing.T) *workload.Lock {
 			l := pausedLock(t, 2)
 			l.Phase = workload.LockRollingBack
 			return l
-		}, "cli", "r-1", 2, "rollout r-1 is RollingBack, not paused; nothing was accepted"},
-		{"no rollout", func(*testing.T) *workload.Lock { return nil }, "cli", "r-1", 2, "no in-place rollout recorded"},
+		}, "cli", Pause{"r-1", 2, 2}, "rollout r-1 is RollingBack, not paused; nothing was accepted"},
+		{"no rollout", func(*testing.T) *workload.Lock { return nil }, "cli", Pause{"r-1", 2, 2}, "no in-place rollout recorded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(driveStatefulSet(t, tt.lock(t)))
 			e := &Engine{Client: client}
-			st, err := e.Accept(context.Background(), driveSpec.Target, tt.holder, tt.rolloutID, tt.batch)
+			st, err := e.Accept(context.Background(), driveSpec.Target, tt.holder, tt.pause)
 			var writes []k8stesting.Action
 			for _, a := range client.Actions() {
 				if a.GetVerb() != "get" && a.GetVerb() != "list" {

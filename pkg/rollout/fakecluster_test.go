@@ -457,11 +457,11 @@ func driveAbort(fc *fakeCluster, e *Engine, rb RollbackSpec, prev Status) Status
 // a person would. Every resume of these tests goes through here.
 func acceptPaused(fc *fakeCluster, e *Engine, spec Spec, prev Status) (Status, error) {
 	fc.t.Helper()
-	batch := 0
-	if prev.Analysis != nil {
-		batch = prev.Analysis.Batch
+	p, ok := PauseOf(prev)
+	if !ok {
+		fc.t.Fatalf("accept: the status reports no pause: %+v", prev)
 	}
-	return e.Accept(context.Background(), spec.Target, spec.Holder, prev.RolloutID, batch)
+	return e.Accept(context.Background(), spec.Target, spec.Holder, p)
 }
 
 // assertOnImage checks that every pod runs image's content, Ready, with its spec naming it (a

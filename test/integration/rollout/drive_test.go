@@ -101,10 +101,10 @@ func TestAcceptNamesTheRolloutAndTheBatch(t *testing.T) {
 		return st
 	}
 	// refused checks that an accept is refused as bad input and leaves the StatefulSet as it was.
-	refused := func(what, rolloutID string, batch int) {
+	refused := func(what string, p rollout.Pause) {
 		t.Helper()
 		before := settled(t, ns)
-		_, err := engine.Accept(ctx, spec.Target, spec.Holder, rolloutID, batch)
+		_, err := engine.Accept(ctx, spec.Target, spec.Holder, p)
 		var invalid *rollout.InvalidError
 		if !errors.As(err, &invalid) {
 			t.Errorf("accept of %s: %T %v; want an *InvalidError", what, err, err)
@@ -116,26 +116,35 @@ func TestAcceptNamesTheRolloutAndTheBatch(t *testing.T) {
 		}
 		t.Logf("accept of %s refused: %v", what, err)
 	}
-	accept := func(rolloutID string, batch int) {
+	accept := func(p rollout.Pause) {
 		t.Helper()
-		st, err := engine.Accept(ctx, spec.Target, spec.Holder, rolloutID, batch)
+		st, err := engine.Accept(ctx, spec.Target, spec.Holder, p)
 		if err != nil || st.Phase != rollout.PhaseProgressing {
-			t.Fatalf("accept of batch %d: %s (%s), error %v; want Progressing", batch, st.Phase, st.Message, err)
+			t.Fatalf("accept of batch %d: %s (%s), error %v; want Progressing", p.Batch, st.Phase, st.Message, err)
 		}
 	}
-
-	first := paused(1)
-	refused("another batch", first.RolloutID, 2)
-	refused("another rollout", "0123456789-1767225600", 1)
-	accept(first.RolloutID, 1)
-	refused("a batch already accepted", first.RolloutID, 1)
-
-	second := paused(2)
-	if second.RolloutID != first.RolloutID || second.Updated != 2 {
-		t.Fatalf("second pause: rollout %s with %d pods updated; want %s with 2", second.RolloutID, second.Updated, first.RolloutID)
+	pauseOf := func(st rollout.Status) rollout.Pause {
+		t.Helper()
+		p, ok := rollout.PauseOf(st)
+		if !ok {
+			t.Fatalf("status %s reports no pause", st.Phase)
+		}
+		return p
 	}
-	refused("the batch before", first.RolloutID, 1)
-	accept(second.RolloutID, 2)
+
+	first := pauseOf(paused(1))
+	refused("another batch", rollout.Pause{RolloutID: first.RolloutID, Batch: 2, Pods: first.Pods})
+	refused("the same batch at another pod count", rollout.Pause{RolloutID: first.RolloutID, Batch: 1, Pods: first.Pods + 1})
+	refused("another rollout", rollout.Pause{RolloutID: "0123456789-1767225600", Batch: 1, Pods: first.Pods})
+	accept(first)
+	refused("a batch already accepted", first)
+
+	secondStatus := paused(2)
+	if secondStatus.RolloutID != first.RolloutID || secondStatus.Updated != 2 {
+		t.Fatalf("second pause: rollout %s with %d pods updated; want %s with 2", secondStatus.RolloutID, secondStatus.Updated, first.RolloutID)
+	}
+	refused("the batch before", first)
+	accept(pauseOf(secondStatus))
 	st, err := engine.Drive(ctx, spec, nil)
 	if err != nil || st.Phase != rollout.PhaseSucceeded {
 		t.Fatalf("Drive after the last accept: %s (%s), error %v; want Succeeded", st.Phase, st.Message, err)
