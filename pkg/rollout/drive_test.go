@@ -245,11 +245,11 @@ func TestDriveAbortGivesUpAsARollback(t *testing.T) {
 
 func TestAccept(t *testing.T) {
 	tests := []struct {
-		name      string
-		lock      func(*testing.T) *workload.Lock
-		holder    string
-		pause     Pause
-		want      string // in the error; empty: accepted
+		name   string
+		lock   func(*testing.T) *workload.Lock
+		holder string
+		pause  Pause
+		want   string // in the error; empty: accepted
 	}{
 		{"the paused batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 2, 2}, ""},
 		{"another batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 1, 1},
