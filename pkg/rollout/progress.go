@@ -109,7 +109,7 @@ type census struct {
 	// name pods.
 	failed, updated, unhealthy, down, deleting []string
 	// ours are the states this rollout wrote; soaking the pods it updated, watched through a
-	// batch's soak.
+	// batch's soak and after it.
 	ours    []*inplace.State
 	soaking []podState
 	// batchDone is when the last pod counted as updated became so.
@@ -261,6 +261,16 @@ func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now ti
 				}
 			}
 			d.action, d.soakLeft = actSoak, left
+			return d, nil
+		}
+	}
+	for _, ps := range c.soaking {
+		// Past its soak, a pod this rollout updated that crashes or keeps restarting on the new
+		// images still fails the rollout: counting it as merely down would stall the next batch
+		// until the progress deadline.
+		if why := inplace.CheckUpdated(ps.pod, ps.state); why != "" {
+			d.action, d.code = actRollBack, ReasonPodFailed
+			d.reason = fmt.Sprintf("pod %s failed after its update: %s", ps.pod.Name, why)
 			return d, nil
 		}
 	}

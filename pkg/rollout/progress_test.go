@@ -119,6 +119,10 @@ func TestDecideProgress(t *testing.T) {
 		{name: "a pod crashed during its batch's soak", c: with(at(1, 9), func(c *census) { c.soaking = []podState{crashing} }),
 			spec: soaked, lock: progressing, want: actRollBack, code: ReasonPodFailed, batch: 1, detail: "during the soak of batch 1"},
 
+		{name: "a pod crashed after its batch's soak", c: with(at(1, 9), func(c *census) { c.soaking = []podState{crashing}; c.batchDone = now.Add(-time.Hour) }),
+			spec: soaked, lock: progressing, want: actRollBack, code: ReasonPodFailed, batch: 2, detail: "u0 failed after its update"},
+		{name: "a pod crashed after its update, with no soak", c: with(at(1, 9), func(c *census) { c.soaking = []podState{crashing} }),
+			spec: spec, lock: progressing, want: actRollBack, code: ReasonPodFailed, batch: 2, detail: "CrashLoopBackOff"},
 		{name: "a complete batch soaks", c: at(1, 9), spec: soaked, lock: progressing, want: actSoak, batch: 1},
 		{name: "the soak is over: the next batch starts", c: with(at(1, 9), func(c *census) { c.batchDone = now.Add(-time.Hour) }),
 			spec: soaked, lock: progressing, want: actStep, batch: 2, work: 2},
