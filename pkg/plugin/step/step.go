@@ -179,20 +179,20 @@ func decode(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (request, error) 
 		raw = c.Config
 	}
 	if len(raw) == 0 || string(raw) == "null" {
-		return req, fmt.Errorf("Rollout %s: steps[].plugin.config is empty: give the rollout spec (target, images, batches)", name)
+		return req, fmt.Errorf("steps[].plugin.config of Rollout %s is empty: give the rollout spec (target, images, batches)", name)
 	}
 	in, err := v1alpha1.DecodeSpec(raw)
 	if err != nil {
-		return req, fmt.Errorf("Rollout %s: steps[].plugin.config: %w", name, err)
+		return req, fmt.Errorf("steps[].plugin.config of Rollout %s: %w", name, err)
 	}
 	holder := "argo:" + name
 	spec, err := rollout.FromV1alpha1(in, rollout.Caller{Namespace: ro.Namespace, Holder: holder})
 	if err != nil {
-		return req, fmt.Errorf("Rollout %s: steps[].plugin.config: %w", name, err)
+		return req, fmt.Errorf("steps[].plugin.config of Rollout %s: %w", name, err)
 	}
 	canonical, err := json.Marshal(in)
 	if err != nil {
-		return req, fmt.Errorf("Rollout %s: steps[].plugin.config: %w", name, err)
+		return req, fmt.Errorf("steps[].plugin.config of Rollout %s: %w", name, err)
 	}
 	req.spec, req.config = spec, string(canonical)
 	req.key = driverKey{holder: holder, target: spec.Target.String()}

@@ -193,9 +193,9 @@ func TestRunBadInput(t *testing.T) {
 		phase   types.StepPhase
 		message string
 	}{
-		{"no context (gob nil)", argoRollout("65f9bfd99b"), nil, types.PhaseFailed, "steps[].plugin.config is empty"},
-		{"nil config", argoRollout("65f9bfd99b"), stepContext("", nil), types.PhaseFailed, "steps[].plugin.config is empty"},
-		{"null config", argoRollout("65f9bfd99b"), stepContext("null", nil), types.PhaseFailed, "steps[].plugin.config is empty"},
+		{"no context (gob nil)", argoRollout("65f9bfd99b"), nil, types.PhaseFailed, "plugin.config of Rollout shop/shop-web is empty"},
+		{"nil config", argoRollout("65f9bfd99b"), stepContext("", nil), types.PhaseFailed, "plugin.config of Rollout shop/shop-web is empty"},
+		{"null config", argoRollout("65f9bfd99b"), stepContext("null", nil), types.PhaseFailed, "plugin.config of Rollout shop/shop-web is empty"},
 		{"unknown field", argoRollout("65f9bfd99b"),
 			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"batchez":["50%"]}`, nil), types.PhaseFailed, "batchez"},
 		{"wrong type", argoRollout("65f9bfd99b"),
