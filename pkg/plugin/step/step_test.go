@@ -2,9 +2,12 @@ package step
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,7 +72,7 @@ func newClient(t *testing.T, n int) *fake.Clientset {
 			Status: corev1.PodStatus{
 				Phase:      corev1.PodRunning,
 				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: since}},
-				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: imageV1, ImageID: "reg.example/app@sha256:" + strings.Repeat("1", 64),
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: imageV1, ImageID: imageIDOf(imageV1),
 					Ready: true, Started: ptr(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: since}}}},
 			},
 		}
@@ -408,5 +411,99 @@ func TestTerminateStopsDriver(t *testing.T) {
 	}
 	if !d.finished() {
 		t.Error("the driver still runs after Terminate")
+	}
+}
+
+// imageIDOf is the imageID the fake kubelet reports for image.
+func imageIDOf(image string) string {
+	repo, digest, ok := strings.Cut(image, "@")
+	if !ok {
+		sum := sha256.Sum256([]byte(image))
+		digest = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo = repo[:i]
+	}
+	return repo + "@" + digest
+}
+
+// playKubelet makes every read of pods see them as a kubelet reports them once it restarted
+// their containers on the images of their spec: running and Ready.
+func playKubelet(t *testing.T, client *fake.Clientset) {
+	t.Helper()
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	sync := func(k8stesting.Action) (bool, runtime.Object, error) {
+		objs, err := client.Tracker().List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), testNS)
+		if err != nil {
+			return true, nil, err
+		}
+		for _, p := range objs.(*corev1.PodList).Items {
+			changed := false
+			for i, c := range p.Spec.Containers {
+				cs := &p.Status.ContainerStatuses[i]
+				if cs.Image == c.Image {
+					continue
+				}
+				changed = true
+				now := metav1.Now()
+				cs.Image, cs.ImageID, cs.RestartCount = c.Image, imageIDOf(c.Image), cs.RestartCount+1
+				cs.Ready, cs.Started = true, ptr(true)
+				cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+			}
+			if changed {
+				if err := client.Tracker().Update(podsGVR, &p, testNS); err != nil {
+					return true, nil, err
+				}
+			}
+		}
+		return false, nil, nil
+	}
+	client.PrependReactor("list", "pods", sync)
+	client.PrependReactor("get", "pods", sync)
+}
+
+// A step whose rollout moves pods runs to Successful; Abort afterwards puts every pod back on
+// its old image within the call.
+func TestRunThenAbort(t *testing.T) {
+	client := newClient(t, 2)
+	playKubelet(t, client)
+	p := newPlugin(t, client, 0)
+	sp := serve(t, p)
+	res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+	if rpcErr.HasError() {
+		t.Fatalf("Run: RpcError %q", rpcErr.ErrorString)
+	}
+	d := driverOf(t, p)
+	<-d.done
+	res, rpcErr = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
+	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("Run after the driver ended = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	podImages := func() []string {
+		t.Helper()
+		pods, err := client.CoreV1().Pods(testNS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range pods.Items {
+			out = append(out, p.Name+"="+p.Spec.Containers[0].Image)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := strings.Join(podImages(), " "), "web-0="+imageV2+" web-1="+imageV2; got != want {
+		t.Fatalf("after the rollout pods run %s, want %s", got, want)
+	}
+	res, rpcErr = sp.Abort(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
+	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("Abort = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	// A revert pins the digest the pod ran before.
+	v1 := imageIDOf(imageV1)
+	for _, got := range podImages() {
+		if _, image, _ := strings.Cut(got, "="); image != imageV1 && image != v1 {
+			t.Errorf("after Abort pod %s, want it on %s", got, imageV1)
+		}
 	}
 }
