@@ -507,3 +507,26 @@ func TestRunThenAbort(t *testing.T) {
 		}
 	}
 }
+
+// A Run with another config for the same rollout (Argo restarts the steps on a template change,
+// with no Abort) starts a new driver, and the old one stops: never two at once.
+func TestNewConfigReplacesDriver(t *testing.T) {
+	client := newClient(t, 2)
+	p := newPlugin(t, client, 0)
+	sp := serve(t, p)
+	if res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil)); rpcErr.HasError() || res.Phase != types.PhaseRunning {
+		t.Fatalf("Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
+	}
+	old := driverOf(t, p)
+	v3 := strings.Replace(goodConfig, imageV2, "reg.example/app:v3", 1)
+	if res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(v3, nil)); rpcErr.HasError() || res.Phase != types.PhaseRunning {
+		t.Fatalf("Run with v3 = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
+	}
+	if driverOf(t, p) == old {
+		t.Fatal("a Run with another config kept the old driver")
+	}
+	<-old.done
+	if !errors.Is(old.err, context.Canceled) {
+		t.Errorf("the old driver ended with %v, want it stopped (context.Canceled)", old.err)
+	}
+}
