@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/plugin/step"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+)
+
+// pluginEnv is the handshake variable Argo Rollouts sets when it starts a plugin process.
+const pluginEnv = "ARGO_ROLLOUTS_RPC_PLUGIN"
+
+// servePlugin serves the Argo Rollouts plugin named by pluginEnv, and reports whether it was one.
+// Logs go to stderr, which Argo copies into its own log: stdout is go-plugin's.
+func servePlugin() bool {
+	switch os.Getenv(pluginEnv) {
+	case "step":
+		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", step.Name)
+		step.Serve(step.New(func() (*rollout.Engine, error) { return pluginEngine(log) }, log))
+		return true
+	}
+	return false
+}
+
+// pluginEngine is an engine on the cluster of the default loading rules: $KUBECONFIG, else the
+// in-cluster config Argo's controller pod gives its plugins.
+func pluginEngine(log *slog.Logger) (*rollout.Engine, error) {
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig (set $KUBECONFIG, or run in a pod): %w", err)
+	}
+	cfg.UserAgent = "inplace-rollout-argo-step/" + version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building a client for %s: %w", cfg.Host, err)
+	}
+	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Log: log}, nil
+}

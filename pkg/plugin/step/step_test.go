@@ -1,0 +1,532 @@
+package step
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	argorpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+	goplugin "github.com/hashicorp/go-plugin"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+)
+
+const (
+	testNS  = "shop"
+	stsName = "web"
+	imageV1 = "reg.example/app:v1"
+	imageV2 = "reg.example/app:v2"
+	// goodConfig rolls the StatefulSet web to imageV2.
+	goodConfig = `{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"reg.example/app:v2"}}`
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// newClient is a fake API server with the StatefulSet web of n pods on imageV1.
+func newClient(t *testing.T, n int) *fake.Clientset {
+	t.Helper()
+	client := fake.NewClientset()
+	ctx := context.Background()
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: stsName, Namespace: testNS, UID: "uid-sts-web"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr(int32(n)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": stsName}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": stsName}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: imageV1}}},
+			},
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+		},
+		Status: appsv1.StatefulSetStatus{Replicas: int32(n), CurrentRevision: "web-1", UpdateRevision: "web-1"},
+	}
+	if _, err := client.AppsV1().StatefulSets(testNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	since := metav1.NewTime(time.Now().Add(-time.Hour))
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", stsName, i)
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: k8stypes.UID("uid-" + name), CreationTimestamp: since,
+				Labels:          map[string]string{"app": stsName, appsv1.ControllerRevisionHashLabelKey: "web-1"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: stsName, UID: "uid-sts-web", Controller: ptr(true)}}},
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: imageV1}}},
+			Status: corev1.PodStatus{
+				Phase:      corev1.PodRunning,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: since}},
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: imageV1, ImageID: imageIDOf(imageV1),
+					Ready: true, Started: ptr(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: since}}}},
+			},
+		}
+		if _, err := client.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client.ClearActions()
+	return client
+}
+
+// writes lists the write actions the fake API server received.
+func writes(client *fake.Clientset) []string {
+	var out []string
+	for _, a := range client.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+// serve serves p over go-plugin's in-process harness, as Argo's controller talks to it, and
+// returns the client side.
+func serve(t *testing.T, p *Plugin) argorpc.StepPlugin {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	reattach := make(chan *goplugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	go goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		Plugins:         PluginMap(p),
+		Test:            &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed},
+	})
+	cfg := <-reattach
+	c := goplugin.NewClient(&goplugin.ClientConfig{HandshakeConfig: Handshake, Plugins: PluginMap(nil), Reattach: cfg})
+	t.Cleanup(func() {
+		c.Kill()
+		cancel()
+		<-closed
+	})
+	proto, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := proto.Dispense("RpcStepPlugin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, ok := raw.(argorpc.StepPlugin)
+	if !ok {
+		t.Fatalf("dispensed %T, want rpc.StepPlugin", raw)
+	}
+	return sp
+}
+
+// newPlugin is a plugin on client, its drivers stopped when the test ends.
+func newPlugin(t *testing.T, client *fake.Clientset, budget time.Duration) *Plugin {
+	t.Helper()
+	p := New(func() (*rollout.Engine, error) {
+		return &rollout.Engine{Client: client, ErrorBudget: budget}, nil
+	}, nil)
+	t.Cleanup(func() {
+		p.mu.Lock()
+		keys := make([]driverKey, 0, len(p.drivers))
+		for k := range p.drivers {
+			keys = append(keys, k)
+		}
+		p.mu.Unlock()
+		for _, k := range keys {
+			p.stop(k)
+		}
+	})
+	return p
+}
+
+// argoRollout is a Rollout as it arrives over gob: zero values dropped, so replicas 0 and
+// currentStepIndex 0 are nil. stable is status.stableRS, empty on the Rollout's creation.
+func argoRollout(stable string) *argov1alpha1.Rollout {
+	ro := &argov1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "shop-web", Namespace: testNS}}
+	ro.Spec.Replicas = ptr(int32(0))
+	ro.Status.StableRS = stable
+	ro.Status.CurrentPodHash = "85c5855485"
+	ro.Status.CurrentStepIndex = ptr(int32(0))
+	return ro
+}
+
+func stepContext(config string, status json.RawMessage) *types.RpcStepContext {
+	c := &types.RpcStepContext{PluginName: Name, Status: status}
+	if config != "" {
+		c.Config = json.RawMessage(config)
+	}
+	return c
+}
+
+// driverOf returns the plugin's driver for the test's Rollout and StatefulSet.
+func driverOf(t *testing.T, p *Plugin) *driver {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.drivers[driverKey{holder: "argo:" + testNS + "/shop-web", target: "StatefulSet " + testNS + "/" + stsName}]
+	if d == nil {
+		keys := []string{}
+		for k := range p.drivers {
+			keys = append(keys, fmt.Sprint(k))
+		}
+		t.Fatalf("no driver for the test's rollout; drivers: %v", keys)
+	}
+	return d
+}
+
+// Each bad call is Failed, or Successful with nothing to do, with nothing written: never Error,
+// never an RpcError Argo would retry forever.
+func TestRunBadInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		ro      *argov1alpha1.Rollout
+		ctx     *types.RpcStepContext
+		phase   types.StepPhase
+		message string
+	}{
+		{"no context (gob nil)", argoRollout("65f9bfd99b"), nil, types.PhaseFailed, "plugin.config of Rollout shop/shop-web is empty"},
+		{"nil config", argoRollout("65f9bfd99b"), stepContext("", nil), types.PhaseFailed, "plugin.config of Rollout shop/shop-web is empty"},
+		{"null config", argoRollout("65f9bfd99b"), stepContext("null", nil), types.PhaseFailed, "plugin.config of Rollout shop/shop-web is empty"},
+		{"unknown field", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"batchez":["50%"]}`, nil), types.PhaseFailed, "batchez"},
+		{"wrong type", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"maxUnavailable":true}`, nil), types.PhaseFailed, "maxUnavailable"},
+		{"bad kind", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"Job","name":"web"},"images":{"app":"x:2"}}`, nil), types.PhaseFailed, "spec.target.kind"},
+		{"credential file", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"analysis":{"prometheus":{"address":"http://prom:9090","bearerTokenFile":"/etc/token"}}}`, nil),
+			types.PhaseFailed, "bearerTokenFile"},
+		{"first revision", argoRollout(""), stepContext(goodConfig, nil), types.PhaseSuccessful, "first revision"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := newClient(t, 1)
+			sp := serve(t, newPlugin(t, client, 0))
+			res, rpcErr := sp.Run(tt.ro, tt.ctx)
+			if rpcErr.HasError() {
+				t.Fatalf("Run: RpcError %q, want phase %s", rpcErr.ErrorString, tt.phase)
+			}
+			if res.Phase != tt.phase || !strings.Contains(res.Message, tt.message) {
+				t.Errorf("Run = %s %q, want %s with %q", res.Phase, res.Message, tt.phase, tt.message)
+			}
+			if w := writes(client); len(w) != 0 {
+				t.Errorf("Run wrote %v, want nothing", w)
+			}
+		})
+	}
+}
+
+// Run starts one driver per rollout however many calls arrive, at once or one after the other,
+// and reports Running with a requeue Argo keeps (above 10s) while it moves.
+func TestRunFindsItsDriver(t *testing.T) {
+	client := newClient(t, 2)
+	p := newPlugin(t, client, 0)
+	sp := serve(t, p)
+
+	first, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+	if rpcErr.HasError() || first.Phase != types.PhaseRunning {
+		t.Fatalf("first Run = %s %q, RpcError %q; want Running", first.Phase, first.Message, rpcErr.ErrorString)
+	}
+	if first.RequeueAfter <= 10*time.Second {
+		t.Errorf("RequeueAfter = %s, want above 10s (Argo turns less into 30s)", first.RequeueAfter)
+	}
+	d := driverOf(t, p)
+
+	var wg sync.WaitGroup
+	results := make([]types.RpcStepResult, 8)
+	errs := make([]types.RpcError, 8)
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, first.Status)) })
+	}
+	wg.Wait()
+	for i := range results {
+		if errs[i].HasError() || results[i].Phase != types.PhaseRunning {
+			t.Errorf("Run %d = %s %q, RpcError %q; want Running", i, results[i].Phase, results[i].Message, errs[i].ErrorString)
+		}
+		var st StepStatus
+		if err := json.Unmarshal(results[i].Status, &st); err != nil {
+			t.Errorf("Run %d: status %s is not a StepStatus: %v", i, results[i].Status, err)
+		}
+	}
+	if got := driverOf(t, p); got != d {
+		t.Error("a later Run started another driver for the same rollout")
+	}
+	p.mu.Lock()
+	n := len(p.drivers)
+	p.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d drivers, want 1", n)
+	}
+}
+
+// A rollout the engine finishes is Successful; its status names the rollout and its counts.
+func TestRunSucceeds(t *testing.T) {
+	client := newClient(t, 0)
+	p := newPlugin(t, client, 0)
+	sp := serve(t, p)
+	res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+	if rpcErr.HasError() {
+		t.Fatalf("Run: RpcError %q", rpcErr.ErrorString)
+	}
+	<-driverOf(t, p).done
+	res, rpcErr = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
+	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("Run after the driver ended = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	var st StepStatus
+	if err := json.Unmarshal(res.Status, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != rollout.PhaseSucceeded || st.RolloutID == "" {
+		t.Errorf("status = %+v, want phase Succeeded with a rolloutID", st)
+	}
+	sts, err := client.AppsV1().StatefulSets(testNS).Get(context.Background(), stsName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sts.Spec.Template.Spec.Containers[0].Image; got != imageV2 {
+		t.Errorf("template image %s, want %s", got, imageV2)
+	}
+}
+
+// An API server in trouble past the engine's error budget is an RpcError (Argo retries Run),
+// never Phase Error; and a failing engine start is one too.
+func TestEngineErrorIsRpcError(t *testing.T) {
+	t.Run("API unavailable", func(t *testing.T) {
+		client := newClient(t, 1)
+		client.PrependReactor("get", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewServiceUnavailable("injected: etcd unavailable")
+		})
+		p := newPlugin(t, client, time.Nanosecond)
+		sp := serve(t, p)
+		res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+		if rpcErr.HasError() || res.Phase != types.PhaseRunning {
+			t.Fatalf("first Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
+		}
+		d := driverOf(t, p)
+		<-d.done
+		var unavailable *rollout.APIUnavailableError
+		if !errors.As(d.err, &unavailable) {
+			t.Fatalf("driver ended with %v, want an *rollout.APIUnavailableError", d.err)
+		}
+		res, rpcErr = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
+		if !rpcErr.HasError() || !strings.Contains(rpcErr.ErrorString, "etcd unavailable") {
+			t.Errorf("Run RpcError = %q, want the engine's error", rpcErr.ErrorString)
+		}
+		if res.Phase == types.PhaseError {
+			t.Error("Run returned Phase Error, which wedges the step")
+		}
+		p.mu.Lock()
+		n := len(p.drivers)
+		p.mu.Unlock()
+		if n != 0 {
+			t.Errorf("%d drivers after the error, want 0 (the next Run starts afresh)", n)
+		}
+	})
+	t.Run("no engine", func(t *testing.T) {
+		p := New(func() (*rollout.Engine, error) { return nil, errors.New("no kubeconfig") }, nil)
+		sp := serve(t, p)
+		if err := sp.InitPlugin(); !strings.Contains(err.ErrorString, "no kubeconfig") {
+			t.Errorf("InitPlugin = %q, want the engine's error", err.ErrorString)
+		}
+		res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+		if !strings.Contains(rpcErr.ErrorString, "no kubeconfig") || res.Phase == types.PhaseError {
+			t.Errorf("Run = %s, RpcError %q; want an RpcError with the engine's error", res.Phase, rpcErr.ErrorString)
+		}
+	})
+}
+
+// Abort answers within the call, Successful or Failed: Argo turns Running into Failed and never
+// calls Abort again.
+func TestAbortNeverRunning(t *testing.T) {
+	tests := []struct {
+		name  string
+		pods  int
+		run   bool // Run the step first
+		ro    *argov1alpha1.Rollout
+		ctx   *types.RpcStepContext
+		phase types.StepPhase
+	}{
+		{"bad config", 1, false, argoRollout("65f9bfd99b"), stepContext(`{"batchez":1}`, nil), types.PhaseSuccessful},
+		{"no context", 1, false, argoRollout("65f9bfd99b"), nil, types.PhaseSuccessful},
+		{"first revision", 1, false, argoRollout(""), stepContext(goodConfig, nil), types.PhaseSuccessful},
+		{"rolled out", 0, true, argoRollout("65f9bfd99b"), stepContext(goodConfig, nil), types.PhaseSuccessful},
+		{"never ran", 1, false, argoRollout("65f9bfd99b"), stepContext(goodConfig, nil), types.PhaseFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := newClient(t, tt.pods)
+			p := newPlugin(t, client, 0)
+			sp := serve(t, p)
+			if tt.run {
+				if _, rpcErr := sp.Run(tt.ro, tt.ctx); rpcErr.HasError() {
+					t.Fatalf("Run: %s", rpcErr.ErrorString)
+				}
+				<-driverOf(t, p).done
+			}
+			res, rpcErr := sp.Abort(tt.ro, tt.ctx)
+			if rpcErr.HasError() {
+				t.Fatalf("Abort: RpcError %q, want phase %s", rpcErr.ErrorString, tt.phase)
+			}
+			if res.Phase != tt.phase {
+				t.Errorf("Abort = %s %q, want %s", res.Phase, res.Message, tt.phase)
+			}
+			if tt.run {
+				sts, err := client.AppsV1().StatefulSets(testNS).Get(context.Background(), stsName, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := sts.Spec.Template.Spec.Containers[0].Image; got != imageV1 {
+					t.Errorf("after Abort the template runs %s, want %s back", got, imageV1)
+				}
+			}
+		})
+	}
+}
+
+// Terminate leaves the pods as they are and stops the driver: Successful.
+func TestTerminateStopsDriver(t *testing.T) {
+	client := newClient(t, 2)
+	p := newPlugin(t, client, 0)
+	sp := serve(t, p)
+	if res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil)); rpcErr.HasError() || res.Phase != types.PhaseRunning {
+		t.Fatalf("Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
+	}
+	d := driverOf(t, p)
+	res, rpcErr := sp.Terminate(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("Terminate = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	if !d.finished() {
+		t.Error("the driver still runs after Terminate")
+	}
+}
+
+// imageIDOf is the imageID the fake kubelet reports for image.
+func imageIDOf(image string) string {
+	repo, digest, ok := strings.Cut(image, "@")
+	if !ok {
+		sum := sha256.Sum256([]byte(image))
+		digest = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo = repo[:i]
+	}
+	return repo + "@" + digest
+}
+
+// playKubelet makes every read of pods see them as a kubelet reports them once it restarted
+// their containers on the images of their spec: running and Ready.
+func playKubelet(t *testing.T, client *fake.Clientset) {
+	t.Helper()
+	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
+	sync := func(k8stesting.Action) (bool, runtime.Object, error) {
+		objs, err := client.Tracker().List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), testNS)
+		if err != nil {
+			return true, nil, err
+		}
+		for _, p := range objs.(*corev1.PodList).Items {
+			changed := false
+			for i, c := range p.Spec.Containers {
+				cs := &p.Status.ContainerStatuses[i]
+				if cs.Image == c.Image {
+					continue
+				}
+				changed = true
+				now := metav1.Now()
+				cs.Image, cs.ImageID, cs.RestartCount = c.Image, imageIDOf(c.Image), cs.RestartCount+1
+				cs.Ready, cs.Started = true, ptr(true)
+				cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+			}
+			if changed {
+				if err := client.Tracker().Update(podsGVR, &p, testNS); err != nil {
+					return true, nil, err
+				}
+			}
+		}
+		return false, nil, nil
+	}
+	client.PrependReactor("list", "pods", sync)
+	client.PrependReactor("get", "pods", sync)
+}
+
+// A step whose rollout moves pods runs to Successful; Abort afterwards puts every pod back on
+// its old image within the call.
+func TestRunThenAbort(t *testing.T) {
+	client := newClient(t, 2)
+	playKubelet(t, client)
+	p := newPlugin(t, client, 0)
+	sp := serve(t, p)
+	res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+	if rpcErr.HasError() {
+		t.Fatalf("Run: RpcError %q", rpcErr.ErrorString)
+	}
+	d := driverOf(t, p)
+	<-d.done
+	res, rpcErr = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
+	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("Run after the driver ended = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	podImages := func() []string {
+		t.Helper()
+		pods, err := client.CoreV1().Pods(testNS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range pods.Items {
+			out = append(out, p.Name+"="+p.Spec.Containers[0].Image)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := strings.Join(podImages(), " "), "web-0="+imageV2+" web-1="+imageV2; got != want {
+		t.Fatalf("after the rollout pods run %s, want %s", got, want)
+	}
+	res, rpcErr = sp.Abort(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
+	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("Abort = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	// A revert pins the digest the pod ran before.
+	v1 := imageIDOf(imageV1)
+	for _, got := range podImages() {
+		if _, image, _ := strings.Cut(got, "="); image != imageV1 && image != v1 {
+			t.Errorf("after Abort pod %s, want it on %s", got, imageV1)
+		}
+	}
+}
+
+// A Run with another config for the same rollout (Argo restarts the steps on a template change,
+// with no Abort) starts a new driver, and the old one stops: never two at once.
+func TestNewConfigReplacesDriver(t *testing.T) {
+	client := newClient(t, 2)
+	p := newPlugin(t, client, 0)
+	sp := serve(t, p)
+	if res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil)); rpcErr.HasError() || res.Phase != types.PhaseRunning {
+		t.Fatalf("Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
+	}
+	old := driverOf(t, p)
+	v3 := strings.Replace(goodConfig, imageV2, "reg.example/app:v3", 1)
+	if res, rpcErr := sp.Run(argoRollout("65f9bfd99b"), stepContext(v3, nil)); rpcErr.HasError() || res.Phase != types.PhaseRunning {
+		t.Fatalf("Run with v3 = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
+	}
+	if driverOf(t, p) == old {
+		t.Fatal("a Run with another config kept the old driver")
+	}
+	<-old.done
+	if !errors.Is(old.err, context.Canceled) {
+		t.Errorf("the old driver ended with %v, want it stopped (context.Canceled)", old.err)
+	}
+}
