@@ -1,3 +1,3 @@
 // Package plugin is for the Argo Rollouts step plugin (inplace-rollout/step) and traffic router
-// plugin (inplace-rollout/traffic), thin adapters over pkg/rollout. It holds no code yet.
+// plugin (inplace-rollout/traffic), thin adapters over pkg/rollout. The step plugin is in plugin/step.
 package plugin

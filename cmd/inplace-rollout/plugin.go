@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/plugin/step"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/step"
 )
 
 // pluginEnv is the handshake variable Argo Rollouts sets when it starts a plugin process.
