@@ -116,16 +116,17 @@ func (e *Engine) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func (e *Engine) updater(spec Spec) *inplace.Updater {
+// updater steps pods with the given wait between drain and restart, and progress deadline.
+func (e *Engine) updater(grace, deadline time.Duration) *inplace.Updater {
 	return &inplace.Updater{
 		Client:   e.Client,
 		Events:   e.Events,
 		TagMoved: e.TagMoved,
 		Log:      e.Log,
 		Now:      e.Now,
-		// The soak is the batch's (see soak), not each pod's: a pod counts as updated once its
-		// new containers run Ready.
-		Options: inplace.Options{GracePeriod: spec.GracePeriod, ProgressDeadline: spec.Timeout},
+		// The soak is the batch's (see decideProgress), not each pod's: a pod counts as updated
+		// once its new containers run Ready.
+		Options: inplace.Options{GracePeriod: grace, ProgressDeadline: deadline},
 	}
 }
 

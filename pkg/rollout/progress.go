@@ -66,8 +66,9 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		return e.finalize(ctx, w, lock, c, st)
 	}
 
+	u := e.updater(spec.GracePeriod, spec.Timeout)
 	requeue, wrote, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {
-		res, err := e.updater(spec).UpdatePod(ctx, p, target)
+		res, err := u.UpdatePod(ctx, p, target)
 		var ie *inplace.IneligibleError
 		if errors.As(err, &ie) && ie.Wait {
 			return res, nil

@@ -186,7 +186,7 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 	if len(stuck) > 0 && len(todo) > 0 {
 		notes += fmt.Sprintf("; %d pods need a person: %s", len(stuck), strings.Join(firstN(stuck, 3), "; "))
 	}
-	u := e.updater(Spec{GracePeriod: spec.GracePeriod, Timeout: spec.Timeout})
+	u := e.updater(spec.GracePeriod, spec.Timeout)
 	u.Options.RevertImages = revertImages(w, lock, before)
 	if len(strays) > 0 {
 		// Pods the controller created from the new template while the rollout held the
