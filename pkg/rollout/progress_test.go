@@ -224,6 +224,7 @@ func TestResolveUpTo(t *testing.T) {
 		{v("0%"), 0, "between 0 and 100%"},
 		{v("150%"), 0, "between 0 and 100%"},
 		{v("half"), 0, "between 0 and 100%"},
+		{v("NaN%"), 0, "between 0 and 100%"},
 	}
 	for _, tt := range tests {
 		got, err := resolveUpTo(tt.upTo, 10)

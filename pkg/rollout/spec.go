@@ -297,15 +297,15 @@ func resolveBatches(batches []intstr.IntOrString, total int, strict bool) ([]int
 	for _, b := range batches {
 		var n int
 		if b.Type == intstr.String {
-			p, err := strconv.ParseFloat(strings.TrimSuffix(b.StrVal, "%"), 64)
-			if err != nil || !strings.HasSuffix(b.StrVal, "%") || p <= 0 || p > 100 {
+			p, ok := parsePercent(b.StrVal)
+			if !ok {
 				return nil, invalid("batches %s: %q is not a percentage between 0 and 100%%", formatBatches(batches), b.StrVal)
 			}
 			if p <= prevPercent {
 				return nil, invalid("batches %s: not strictly increasing at %s", formatBatches(batches), b.StrVal)
 			}
 			prevPercent = p
-			n = int(math.Ceil(p * float64(total) / 100))
+			n = percentOf(p, total)
 		} else {
 			if b.IntVal <= 0 {
 				return nil, invalid("batches %s: a pod count must be positive, got %d", formatBatches(batches), b.IntVal)
@@ -339,6 +339,17 @@ func formatBatches(batches []intstr.IntOrString) string {
 	return strings.Join(parts, ",")
 }
 
+// parsePercent parses a percentage above 0 and up to 100, e.g. "12.5%".
+func parsePercent(s string) (float64, bool) {
+	p, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	return p, err == nil && strings.HasSuffix(s, "%") && p > 0 && p <= 100
+}
+
+// percentOf is p percent of total pods, rounded up: 10% of 5 pods is 1.
+func percentOf(p float64, total int) int {
+	return int(math.Ceil(p * float64(total) / 100))
+}
+
 // resolveUpTo resolves the hold point for total pods: nil is every pod; a count is capped at
 // total; a percentage rounds up, as batches do.
 func resolveUpTo(v *intstr.IntOrString, total int) (int, error) {
@@ -346,11 +357,11 @@ func resolveUpTo(v *intstr.IntOrString, total int) (int, error) {
 		return total, nil
 	}
 	if v.Type == intstr.String {
-		p, err := strconv.ParseFloat(strings.TrimSuffix(v.StrVal, "%"), 64)
-		if err != nil || !strings.HasSuffix(v.StrVal, "%") || p <= 0 || p > 100 {
+		p, ok := parsePercent(v.StrVal)
+		if !ok {
 			return 0, invalid("hold point %q is not a pod count or a percentage between 0 and 100%%", v.StrVal)
 		}
-		return int(math.Ceil(p * float64(total) / 100)), nil
+		return percentOf(p, total), nil
 	}
 	if v.IntVal <= 0 {
 		return 0, invalid("hold point %d: give a pod count above 0, or a percentage", v.IntVal)
