@@ -21,8 +21,8 @@ import (
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	goplugin "github.com/hashicorp/go-plugin"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/argospec"
 )
 
 // Name is the plugin's type, as Type reports it.
@@ -156,47 +156,28 @@ func stepStatus(st rollout.Status) json.RawMessage {
 	return b
 }
 
-// request is a decoded call: the Rollout's step config as the engine's spec.
+// request is a decoded call: the Rollout's step config as the engine's spec, and the driver
+// that runs it.
 type request struct {
-	rollout string // NS/NAME, for messages and logs
-	key     driverKey
-	config  string
-	spec    rollout.Spec
-	// initial: the Rollout has no stable revision yet, its first creation; nothing to do.
-	initial bool
+	argospec.Request
+	key driverKey
 }
+
+// configField is where a step's config is, for messages.
+const configField = "steps[].plugin.config"
 
 // decode reads the call's Rollout and step config. Its error is bad input, named by field, and
 // nothing is written for it.
 func decode(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (request, error) {
-	if ro == nil {
-		return request{}, errors.New("the call carries no Rollout")
-	}
-	name := ro.Namespace + "/" + ro.Name
-	req := request{rollout: name, initial: ro.Status.StableRS == ""}
 	var raw json.RawMessage
 	if c != nil {
 		raw = c.Config
 	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return req, fmt.Errorf("steps[].plugin.config of Rollout %s is empty: give the rollout spec (target, images, batches)", name)
-	}
-	in, err := v1alpha1.DecodeSpec(raw)
+	r, err := argospec.Decode(ro, raw, configField)
 	if err != nil {
-		return req, fmt.Errorf("steps[].plugin.config of Rollout %s: %w", name, err)
+		return request{Request: r}, err
 	}
-	holder := "argo:" + name
-	spec, err := rollout.FromV1alpha1(in, rollout.Caller{Namespace: ro.Namespace, Holder: holder})
-	if err != nil {
-		return req, fmt.Errorf("steps[].plugin.config of Rollout %s: %w", name, err)
-	}
-	canonical, err := json.Marshal(in)
-	if err != nil {
-		return req, fmt.Errorf("steps[].plugin.config of Rollout %s: %w", name, err)
-	}
-	req.spec, req.config = spec, string(canonical)
-	req.key = driverKey{holder: holder, target: spec.Target.String()}
-	return req, nil
+	return request{Request: r, key: driverKey{holder: r.Holder, target: r.Spec.Target.String()}}, nil
 }
 
 // Run starts the rollout of the step's config, or finds its driver, and reports at once where it
@@ -208,7 +189,7 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 	if err != nil {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
 	}
-	if req.initial {
+	if req.Initial {
 		return types.RpcStepResult{Phase: types.PhaseSuccessful,
 			Message: "the Rollout's first revision: there is nothing to roll out in place"}, types.RpcError{}
 	}
@@ -235,10 +216,10 @@ func (p *Plugin) verdict(req request, d *driver) (types.RpcStepResult, types.Rpc
 		if retryable(err) {
 			// The next Run starts a new driver, which goes on from the cluster.
 			p.forget(req.key, d)
-			return types.RpcStepResult{}, types.RpcError{ErrorString: fmt.Sprintf("Rollout %s: %v", req.rollout, err)}
+			return types.RpcStepResult{}, types.RpcError{ErrorString: fmt.Sprintf("Rollout %s: %v", req.Rollout, err)}
 		}
 		return types.RpcStepResult{Phase: types.PhaseFailed, Status: stepStatus(st),
-			Message: fmt.Sprintf("Rollout %s: %v", req.rollout, err)}, types.RpcError{}
+			Message: fmt.Sprintf("Rollout %s: %v", req.Rollout, err)}, types.RpcError{}
 	}
 	res := types.RpcStepResult{Status: stepStatus(st), Message: outcomeMessage(st)}
 	switch st.Phase {
@@ -297,13 +278,13 @@ func (p *Plugin) driverFor(e *rollout.Engine, req request, fresh bool) *driver {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := p.drivers[req.key]
-	if old != nil && old.config == req.config && !(fresh && old.finished()) {
+	if old != nil && old.config == req.Canonical && !(fresh && old.finished()) {
 		return old
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &driver{config: req.config, cancel: cancel, done: make(chan struct{})}
+	d := &driver{config: req.Canonical, cancel: cancel, done: make(chan struct{})}
 	p.drivers[req.key] = d
-	log := p.log.With("rollout", req.rollout, "target", req.key.target)
+	log := p.log.With("rollout", req.Rollout, "target", req.key.target)
 	go func() {
 		defer close(d.done)
 		if old != nil {
@@ -312,7 +293,7 @@ func (p *Plugin) driverFor(e *rollout.Engine, req request, fresh bool) *driver {
 			<-old.done
 		}
 		log.Info("driving")
-		st, err := e.Drive(ctx, req.spec, func(st rollout.Status) {
+		st, err := e.Drive(ctx, req.Spec, func(st rollout.Status) {
 			d.mu.Lock()
 			d.last = st
 			d.mu.Unlock()
@@ -355,7 +336,7 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 		// A config that never decoded never started a rollout: nothing to undo.
 		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to roll back: " + err.Error()}, types.RpcError{}
 	}
-	if req.initial {
+	if req.Initial {
 		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "the Rollout's first revision: nothing to roll back"}, types.RpcError{}
 	}
 	e, err := p.getEngine()
@@ -363,14 +344,14 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
 	}
 	p.stop(req.key)
-	s := req.spec
+	s := req.Spec
 	rb := rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
 	st, err := e.DriveAbort(context.Background(), rb, nil)
 	if err != nil {
-		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: rolling back %s: %v", req.rollout, s.Target, err)}, types.RpcError{}
+		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: rolling back %s: %v", req.Rollout, s.Target, err)}, types.RpcError{}
 	}
 	if st.Phase != rollout.PhaseRolledBack {
-		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: rolling back %s: %s", req.rollout, s.Target, outcomeMessage(st))}, types.RpcError{}
+		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: rolling back %s: %s", req.Rollout, s.Target, outcomeMessage(st))}, types.RpcError{}
 	}
 	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: outcomeMessage(st)}, types.RpcError{}
 }
@@ -380,7 +361,7 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 // next rollout of the same holder supersedes it.
 func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
 	req, err := decode(ro, c)
-	if err != nil || req.initial {
+	if err != nil || req.Initial {
 		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to stop"}, types.RpcError{}
 	}
 	p.stop(req.key)

@@ -49,6 +49,12 @@ func DecodeSpec(data []byte) (*InPlaceRolloutSpec, error) {
 	return &s, nil
 }
 
+// DecodeInto parses a document that embeds the spec (a driver's config with fields of its own)
+// into out, as strictly as DecodeSpec, with the same descriptions of the spec's field types.
+func DecodeInto(data []byte, out any) error {
+	return strictdecode.Decode(data, out, describeTypes...)
+}
+
 // DecodeFile reads and decodes an InPlaceRollout file.
 func DecodeFile(path string) (*InPlaceRollout, error) {
 	data, err := os.ReadFile(path)

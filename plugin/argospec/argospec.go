@@ -1,0 +1,98 @@
+// Package argospec reads what the Argo Rollouts plugins are given, a Rollout and a plugin config,
+// into the engine's Spec: one reading for the step plugin and the traffic router alike.
+package argospec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/strictdecode"
+)
+
+// Config is a plugin's config: the rollout spec, and FromRollout to take the images from the
+// Rollout's own pod template instead of Images.
+type Config struct {
+	v1alpha1.InPlaceRolloutSpec `json:",inline"`
+	// FromRollout takes the image of every container of the Rollout's pod template (init
+	// containers too when includeInit is set) for the target's container of the same name.
+	FromRollout bool `json:"fromRollout,omitempty"`
+}
+
+// Request is a decoded call: the Rollout it came from and the engine's Spec for it.
+type Request struct {
+	// Rollout is NS/NAME, for messages and logs.
+	Rollout string
+	// Holder is argo:NS/NAME, the lock's holder for this Rollout.
+	Holder string
+	// Spec is the rollout to run, in the Rollout's namespace.
+	Spec rollout.Spec
+	// Canonical is the config as the engine reads it (images resolved), to tell one config from
+	// another.
+	Canonical string
+	// Initial: the Rollout has no stable revision yet (its first creation); there is nothing to
+	// roll out in place.
+	Initial bool
+}
+
+// Holder is the lock holder of a Rollout.
+func Holder(ro *argov1alpha1.Rollout) string { return "argo:" + ro.Namespace + "/" + ro.Name }
+
+// Decode reads raw, the config found at field (such as "steps[].plugin.config"), for the Rollout
+// ro. Its error is bad input naming the Rollout and the field; nothing is written for it. Argo
+// passes the Rollout through gob, which drops zero values: nothing here relies on one.
+func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Request, error) {
+	if ro == nil {
+		return Request{}, errors.New("the call carries no Rollout")
+	}
+	name := ro.Namespace + "/" + ro.Name
+	req := Request{Rollout: name, Holder: Holder(ro), Initial: ro.Status.StableRS == ""}
+	if len(raw) == 0 || string(raw) == "null" {
+		return req, fmt.Errorf("%s of Rollout %s is empty: give the rollout spec (target, images or fromRollout, batches)", field, name)
+	}
+	var c Config
+	if err := v1alpha1.DecodeInto(raw, &c); err != nil {
+		if errors.Is(err, strictdecode.ErrEmpty) {
+			return req, fmt.Errorf("%s of Rollout %s is empty: give the rollout spec (target, images or fromRollout, batches)", field, name)
+		}
+		return req, fmt.Errorf("%s of Rollout %s: %w", field, name, err)
+	}
+	if c.FromRollout {
+		if len(c.Images) > 0 {
+			return req, fmt.Errorf("%s of Rollout %s: images and fromRollout both given: keep one", field, name)
+		}
+		c.Images = TemplateImages(ro, c.IncludeInit)
+		if len(c.Images) == 0 {
+			return req, fmt.Errorf("%s of Rollout %s: fromRollout is set but spec.template of the Rollout has no containers", field, name)
+		}
+	}
+	spec, err := rollout.FromV1alpha1(&c.InPlaceRolloutSpec, rollout.Caller{Namespace: ro.Namespace, Holder: req.Holder})
+	if err != nil {
+		return req, fmt.Errorf("%s of Rollout %s: %w", field, name, err)
+	}
+	canonical, err := json.Marshal(c.InPlaceRolloutSpec)
+	if err != nil {
+		return req, fmt.Errorf("%s of Rollout %s: %w", field, name, err)
+	}
+	req.Spec, req.Canonical = spec, string(canonical)
+	return req, nil
+}
+
+// TemplateImages maps the names of the containers of ro's pod template to their images, and
+// those of its init containers too when includeInit.
+func TemplateImages(ro *argov1alpha1.Rollout, includeInit bool) map[string]string {
+	images := map[string]string{}
+	for _, c := range ro.Spec.Template.Spec.Containers {
+		images[c.Name] = c.Image
+	}
+	if includeInit {
+		for _, c := range ro.Spec.Template.Spec.InitContainers {
+			images[c.Name] = c.Image
+		}
+	}
+	return images
+}

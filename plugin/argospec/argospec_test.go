@@ -1,0 +1,106 @@
+package argospec
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func testRollout(stable string) *argov1alpha1.Rollout {
+	ro := &argov1alpha1.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	ro.Status.StableRS = stable
+	ro.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "reg/app:v2"}, {Name: "side", Image: "reg/side:v2"}}
+	ro.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "reg/init:v2"}}
+	return ro
+}
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name    string
+		ro      *argov1alpha1.Rollout
+		config  string
+		want    map[string]string // the spec's images, when no error
+		wantErr string
+	}{
+		{name: "images", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"images":{"app":"reg/app:v3"}}`,
+			want: map[string]string{"app": "reg/app:v3"}},
+		{name: "fromRollout takes every container", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`,
+			want: map[string]string{"app": "reg/app:v2", "side": "reg/side:v2"}},
+		{name: "fromRollout with includeInit", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true,"includeInit":true}`,
+			want: map[string]string{"app": "reg/app:v2", "side": "reg/side:v2", "init": "reg/init:v2"}},
+		{name: "YAML is read too", ro: testRollout("abc"), config: "target: {kind: DaemonSet, name: agent}\nimages: {app: reg/app:v3}\n",
+			want: map[string]string{"app": "reg/app:v3"}},
+		{name: "both images and fromRollout", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true,"images":{"app":"x:1"}}`,
+			wantErr: "steps[].plugin.config of Rollout ns/web: images and fromRollout both given"},
+		{name: "no Rollout", ro: nil, config: `{}`, wantErr: "the call carries no Rollout"},
+		{name: "nil config, as gob delivers an empty one", ro: testRollout("abc"), config: "", wantErr: "steps[].plugin.config of Rollout ns/web is empty"},
+		{name: "null config", ro: testRollout("abc"), config: "null", wantErr: "is empty"},
+		{name: "unknown field named", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"image":{"app":"x:1"}}`,
+			wantErr: `unknown field "image"`},
+		{name: "bad kind named", ro: testRollout("abc"), config: `{"target":{"kind":"Job","name":"db"},"images":{"app":"x:1"}}`,
+			wantErr: "spec.target.kind"},
+		{name: "no images", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"}}`, wantErr: "steps[].plugin.config of Rollout ns/web: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var raw json.RawMessage
+			if tt.config != "" {
+				raw = json.RawMessage(tt.config)
+			}
+			req, err := Decode(tt.ro, raw, "steps[].plugin.config")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Decode = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if len(req.Spec.Images) != len(tt.want) {
+				t.Fatalf("images %v, want %v", req.Spec.Images, tt.want)
+			}
+			for k, v := range tt.want {
+				if req.Spec.Images[k] != v {
+					t.Errorf("image of %s = %q, want %q", k, req.Spec.Images[k], v)
+				}
+			}
+			if req.Holder != "argo:ns/web" || req.Spec.Holder != "argo:ns/web" || req.Spec.Target.Namespace != "ns" {
+				t.Errorf("holder %q, spec holder %q, target %v: want argo:ns/web in namespace ns", req.Holder, req.Spec.Holder, req.Spec.Target)
+			}
+			if req.Initial {
+				t.Error("a Rollout with a stable revision is not its first creation")
+			}
+		})
+	}
+}
+
+func TestDecodeInitialRevision(t *testing.T) {
+	req, err := Decode(testRollout(""), json.RawMessage(`{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !req.Initial {
+		t.Error("a Rollout with no stableRS is its first creation: want Initial")
+	}
+}
+
+func TestCanonicalTellsConfigsApart(t *testing.T) {
+	a, err := Decode(testRollout("abc"), json.RawMessage(`{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := testRollout("abc")
+	ro.Spec.Template.Spec.Containers[0].Image = "reg/app:v3"
+	b, err := Decode(ro, json.RawMessage(`{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Canonical == b.Canonical {
+		t.Errorf("a new image in the Rollout's template gives the same canonical config %s", a.Canonical)
+	}
+}
