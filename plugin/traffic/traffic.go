@@ -14,17 +14,19 @@
 //
 // # The sentinel
 //
-// Argo sends a weight other than 0 only when the Rollout's canary ReplicaSet has available pods.
-// A Rollout that drives a workload it does not own would run no pods at all, and would only ever
-// send SetWeight(0); so it keeps a sentinel: a pod of its own, from its own pod template, whose
-// only job is to be available. There are two ways: spec.replicas 1 (one stable pod always runs,
-// and one canary pod while a revision rolls out), or spec.replicas 0 with a first step
-// setCanaryScale {replicas: 1} (one canary pod while a revision rolls out, none otherwise).
-// The images come from the Rollout's pod template (containers named as the target's), so the
-// sentinel runs the new images; make it cheap: requests and limits as small as the image
-// allows (cpu 1m, a few Mi of memory), labels no Service selects (it must get no traffic),
-// and, when the image has a shell or a sleep, args that keep it idle instead of serving.
-// registry.k8s.io/pause cannot stand in for it: the template's images are the ones rolled out.
+// Argo sends a weight other than 0 only when the Rollout's canary ReplicaSet has available pods
+// (and 100 only once it has all of them). A Rollout that drives a workload it does not own would
+// run no pods and only ever send SetWeight(0), so it keeps a sentinel: a pod of its own, from its
+// own pod template, whose only job is to be available. Two ways, cheapest first: spec.replicas 0
+// and a first step setCanaryScale {replicas: 1}, which runs one canary pod while a revision rolls
+// out and none once it is promoted; or spec.replicas 1, which always runs one pod, and a second
+// during a rollout. The images rolled out are the template's (its containers named as the
+// target's), so the sentinel runs the new images and a tiny image such as registry.k8s.io/pause
+// cannot stand in for them. Make it cheap: requests and limits as small as the image allows
+// (cpu 1m, a few Mi of memory), labels no Service selects so that it gets no traffic, no probes
+// that need the app's dependencies, and, when the image has a shell, command and args that keep
+// it idle. Set progressDeadlineAbort on the Rollout so that a weight that never verifies (the
+// in-place rollout failed and rolled back) aborts it.
 //
 // The config, spec.strategy.canary.trafficRouting.plugins["inplace-rollout/traffic"], is the step
 // plugin's spec (target, batches, maxUnavailable, gracePeriod, soak, timeout, analysis,
@@ -278,7 +280,7 @@ func (p *Plugin) opFor(ro *argov1alpha1.Rollout, weight int32) (op, bool, error)
 	}
 	switch {
 	case weight < 0 || weight > 100:
-		return op{}, false, fmt.Errorf("Rollout %s/%s: weight %d is not between 0 and 100", ro.Namespace, ro.Name, weight)
+		return op{}, false, fmt.Errorf("weight %d for Rollout %s/%s is not between 0 and 100", weight, ro.Namespace, ro.Name)
 	case h.canary != "" && h.canary == h.stable:
 		// Full promotion, and every reconcile of a Healthy Rollout after it.
 		return op{kind: opFull}, true, nil
