@@ -466,7 +466,9 @@ func (p *Plugin) run(ctx context.Context, e *rollout.Engine, req request, d, old
 			spec.UpTo = &upTo
 		}
 		log.Info("driving", "op", d.op.String())
-		st, err = e.Drive(ctx, spec, onStatus)
+		if err = p.finishRollback(ctx, e, req, onStatus, log); err == nil {
+			st, err = e.Drive(ctx, spec, onStatus)
+		}
 	}
 	if !errors.Is(err, context.Canceled) {
 		log.Info("driver ended", "op", d.op.String(), "phase", st.Phase, "updated", st.Updated, "total", st.Total, "err", err)
@@ -497,9 +499,35 @@ func (p *Plugin) abort(ctx context.Context, e *rollout.Engine, req request, onSt
 		return rollout.Status{}, true, nil
 	}
 	log.Info("rolling back", "rollout", lock.RolloutID)
-	rb := rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
-	st, err := e.DriveAbort(ctx, rb, onStatus)
+	st, err := e.DriveAbort(ctx, rollbackOf(s), onStatus)
 	return st, false, err
+}
+
+// rollbackOf is the rollback of spec's rollout, at its pace.
+func rollbackOf(s rollout.Spec) rollout.RollbackSpec {
+	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+}
+
+// finishRollback finishes a rollback of the Rollout's earlier images that was cut short (the
+// abort's driver replaced, or the plugin process killed, before it ended): a rollout cannot
+// supersede a rollback, and the aborted revision will not call again.
+func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Engine, req request, onStatus func(rollout.Status), log *slog.Logger) error {
+	s := req.Spec
+	lock, err := e.Lock(ctx, s.Target)
+	if err != nil || lock == nil || lock.Holder != s.Holder || lock.Phase != workload.LockRollingBack || lock.SpecHash == s.Hash() {
+		// Drive reports a lock it cannot read; a rollback of these very images is Drive's own.
+		return nil
+	}
+	log.Info("finishing a rollback first", "rollout", lock.RolloutID)
+	st, err := e.DriveAbort(ctx, rollbackOf(s), onStatus)
+	if err != nil {
+		return err
+	}
+	if st.Phase != rollout.PhaseRolledBack {
+		return &rollout.BlockedError{Msg: fmt.Sprintf("rollout %s of other images was rolling back and did not finish (%s): %s; a person must look at its pods",
+			lock.RolloutID, st.Phase, st.Message)}
+	}
+	return nil
 }
 
 // retryable reports whether a driver's error may pass by itself (the API server in trouble, the

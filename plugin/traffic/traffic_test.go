@@ -492,3 +492,41 @@ func TestNewWeightReplacesDriver(t *testing.T) {
 		t.Errorf("%d drivers, want 1", n)
 	}
 }
+
+// A rollback cut short (the abort's driver gone before it ended) is finished by the next driver
+// of the Rollout before it rolls anything out: here the template went back to the stable images
+// after the abort, and Argo sends full promotion of those.
+func TestCutRollbackFinishes(t *testing.T) {
+	client := pt.NewClient(t, 4)
+	pt.PlayKubelet(t, client)
+	p := newPlugin(t, client)
+	tp := serve(t, p)
+	reconcile(t, tp, argoRollout(goodConfig, pt.ImageV2, hashV1, hashV2), hashV2, hashV1, 50)
+	<-driverOf(t, p).done
+	if got := onImage(t, client, pt.ImageV2); got != 2 {
+		t.Fatalf("at weight 50, %d pods run %s, want 2", got, pt.ImageV2)
+	}
+	// One step of a rollback, as an abort's driver cut short leaves it: the lock says RollingBack.
+	req, err := p.decode(argoRollout(goodConfig, pt.ImageV2, hashV1, hashV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), rollbackOf(req.Spec), rollout.Status{})
+	if err != nil || st.Phase != rollout.PhaseRollingBack {
+		t.Fatalf("one rollback step = %s, %v; want %s", st.Phase, err, rollout.PhaseRollingBack)
+	}
+
+	reverted := argoRollout(goodConfig, pt.ImageV1, hashV1, hashV1)
+	reconcile(t, tp, reverted, hashV1, hashV1, 0)
+	d := driverOf(t, p)
+	<-d.done
+	if v, err := reconcile(t, tp, reverted, hashV1, hashV1, 0); err.HasError() || v != types.Verified {
+		t.Fatalf("VerifyWeight(0) = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, d.final, d.err)
+	}
+	if got := onImage(t, client, pt.ImageV2); got != 0 {
+		t.Errorf("%d pods still run %s: %v", got, pt.ImageV2, pt.PodImages(t, client))
+	}
+	if got := pt.TemplateImage(t, client); got != pt.ImageV1 {
+		t.Errorf("the template runs %s, want %s", got, pt.ImageV1)
+	}
+}
