@@ -32,7 +32,7 @@ const (
 
 // serve serves p over go-plugin's in-process harness, as Argo's controller talks to it, and
 // returns the client side.
-func serve(t *testing.T, p *Plugin) argorpc.TrafficRouterPlugin {
+func serve(t testing.TB, p *Plugin) argorpc.TrafficRouterPlugin {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan *goplugin.ReattachConfig, 1)
@@ -65,7 +65,7 @@ func serve(t *testing.T, p *Plugin) argorpc.TrafficRouterPlugin {
 }
 
 // newPlugin is a plugin on client, its drivers stopped when the test ends.
-func newPlugin(t *testing.T, client *fake.Clientset) *Plugin {
+func newPlugin(t testing.TB, client *fake.Clientset) *Plugin {
 	t.Helper()
 	p := New(func() (*rollout.Engine, error) { return &rollout.Engine{Client: client}, nil }, nil)
 	t.Cleanup(func() {
@@ -101,7 +101,7 @@ func argoRollout(config, image, stable, canary string) *argov1alpha1.Rollout {
 // reconcile makes the calls of one Argo reconcile, as the controller does: UpdateHash, then
 // SetWeight and VerifyWeight of weight. It fails the test on an RpcError of UpdateHash or
 // SetWeight.
-func reconcile(t *testing.T, tp argorpc.TrafficRouterPlugin, ro *argov1alpha1.Rollout, canary, stable string, weight int32) (types.RpcVerified, types.RpcError) {
+func reconcile(t testing.TB, tp argorpc.TrafficRouterPlugin, ro *argov1alpha1.Rollout, canary, stable string, weight int32) (types.RpcVerified, types.RpcError) {
 	t.Helper()
 	if err := tp.UpdateHash(ro, canary, stable, nil); err.HasError() {
 		t.Fatalf("UpdateHash: %s", err.ErrorString)
@@ -113,7 +113,7 @@ func reconcile(t *testing.T, tp argorpc.TrafficRouterPlugin, ro *argov1alpha1.Ro
 }
 
 // driverOf returns the plugin's driver for the test's Rollout and StatefulSet.
-func driverOf(t *testing.T, p *Plugin) *driver {
+func driverOf(t testing.TB, p *Plugin) *driver {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -528,5 +528,43 @@ func TestCutRollbackFinishes(t *testing.T) {
 	}
 	if got := pt.TemplateImage(t, client); got != pt.ImageV1 {
 		t.Errorf("the template runs %s, want %s", got, pt.ImageV1)
+	}
+}
+
+// The calls of one reconcile (UpdateHash, SetWeight, VerifyWeight) of a Healthy Rollout whose
+// 100-pod target settled: Argo makes them on every reconcile, forever.
+func BenchmarkReconcileSettled(b *testing.B) {
+	client := pt.NewClient(b, 100)
+	pt.PlayKubelet(b, client)
+	p := newPlugin(b, client)
+	tp := serve(b, p)
+	ro := argoRollout(`{"target":{"kind":"StatefulSet","name":"web"},"maxUnavailable":"100%"}`, pt.ImageV2, hashV2, hashV2)
+	reconcile(b, tp, ro, hashV2, hashV2, 0)
+	<-driverOf(b, p).done
+	client.ClearActions()
+	for b.Loop() {
+		if v, err := reconcile(b, tp, ro, hashV2, hashV2, 0); err.HasError() || v != types.Verified {
+			b.Fatalf("VerifyWeight = %v, RpcError %q; want Verified", v, err.ErrorString)
+		}
+	}
+	b.ReportMetric(float64(len(client.Actions()))/float64(b.N), "API-calls/op")
+}
+
+// SetWeight of a new weight on a 100-pod target: it starts the driver and returns.
+func BenchmarkSetWeightStarts(b *testing.B) {
+	client := pt.NewClient(b, 100)
+	p := newPlugin(b, client)
+	tp := serve(b, p)
+	ro := argoRollout(goodConfig, pt.ImageV2, hashV1, hashV2)
+	if err := tp.UpdateHash(ro, hashV2, hashV1, nil); err.HasError() {
+		b.Fatal(err.ErrorString)
+	}
+	weight := int32(1)
+	for b.Loop() {
+		// Every call asks for another weight, so every call starts a driver.
+		if err := tp.SetWeight(ro, weight, nil); err.HasError() {
+			b.Fatal(err.ErrorString)
+		}
+		weight = weight%99 + 1
 	}
 }

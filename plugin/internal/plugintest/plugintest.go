@@ -38,7 +38,7 @@ func ptr[T any](v T) *T { return &v }
 
 // NewClient is a fake API server with the StatefulSet web of n pods running ImageV1, Ready for
 // an hour. Its recorded actions start empty.
-func NewClient(t *testing.T, n int) *fake.Clientset {
+func NewClient(t testing.TB, n int) *fake.Clientset {
 	t.Helper()
 	client := fake.NewClientset()
 	ctx := context.Background()
@@ -110,7 +110,7 @@ func ImageIDOf(image string) string {
 // PlayKubelet makes every read of pods see them as a kubelet reports them once it restarted
 // their containers on the images of their spec: running and Ready, or crash-looping on
 // ImageCrash.
-func PlayKubelet(t *testing.T, client *fake.Clientset) {
+func PlayKubelet(t testing.TB, client *fake.Clientset) {
 	t.Helper()
 	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
 	sync := func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -161,7 +161,7 @@ func PlayKubelet(t *testing.T, client *fake.Clientset) {
 }
 
 // PodImages lists the pods' first container images as "name=image", sorted.
-func PodImages(t *testing.T, client *fake.Clientset) []string {
+func PodImages(t testing.TB, client *fake.Clientset) []string {
 	t.Helper()
 	objs, err := client.Tracker().List(corev1.SchemeGroupVersion.WithResource("pods"), corev1.SchemeGroupVersion.WithKind("Pod"), Namespace)
 	if err != nil {
@@ -176,7 +176,7 @@ func PodImages(t *testing.T, client *fake.Clientset) []string {
 }
 
 // TemplateImage is the StatefulSet's template image, read without a recorded action.
-func TemplateImage(t *testing.T, client *fake.Clientset) string {
+func TemplateImage(t testing.TB, client *fake.Clientset) string {
 	t.Helper()
 	obj, err := client.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("statefulsets"), Namespace, StsName)
 	if err != nil {
