@@ -4,6 +4,10 @@
 // Ready and their batch passed its analysis; an abort rolls every touched pod back; full
 // promotion updates the rest and hands the workload back.
 //
+// A batch whose analysis is inconclusive pauses (onInconclusive pause): VerifyWeight says so and
+// the step waits. Promoting the Rollout past the step accepts the batch when Argo next asks for
+// a higher weight, or for full promotion; aborting it rolls back.
+//
 // Argo calls the plugin on every reconcile of the Rollout, several times a second around a
 // transition and periodically once it is Healthy, and the calls have no timeout: they never wait
 // for pods. A driver goroutine per Rollout and target runs Engine.Drive up to the weight (the
@@ -396,8 +400,8 @@ func failure(req request, d *driver) string {
 	case st.Phase == rollout.PhaseSucceeded, d.op.kind == opHold && st.Phase == rollout.PhaseHolding:
 		return ""
 	case st.Phase == rollout.PhasePaused:
-		return fmt.Sprintf("Rollout %s: %s of %s is paused (%s): %s; accept the batch to go on (inplace-rollout accept), or abort the Rollout to roll back",
-			req.Rollout, d.op, target, st.Reason, st.Message)
+		return fmt.Sprintf("Rollout %s: %s of %s: %s; to accept the batch, promote the Rollout past this step (kubectl argo rollouts promote): its next higher weight goes on from here; to undo, abort the Rollout",
+			req.Rollout, d.op, target, st.Message)
 	case st.Phase == rollout.PhaseRolledBack:
 		return fmt.Sprintf("Rollout %s: %s of %s failed and was rolled back (%s): %s; abort the Rollout, fix the images and try again",
 			req.Rollout, d.op, target, st.Reason, st.Message)
@@ -467,7 +471,7 @@ func (p *Plugin) run(ctx context.Context, e *rollout.Engine, req request, d, old
 		}
 		log.Info("driving", "op", d.op.String())
 		if err = p.finishRollback(ctx, e, req, onStatus, log); err == nil {
-			st, err = e.Drive(ctx, spec, onStatus)
+			st, err = p.drive(ctx, e, spec, d, old, onStatus, log)
 		}
 	}
 	if !errors.Is(err, context.Canceled) {
@@ -506,6 +510,37 @@ func (p *Plugin) abort(ctx context.Context, e *rollout.Engine, req request, onSt
 // rollbackOf is the rollback of spec's rollout, at its pace.
 func rollbackOf(s rollout.Spec) rollout.RollbackSpec {
 	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+}
+
+// drive runs Drive for d. When the driver it replaces paused on an inconclusive analysis and d
+// asks for more (a higher weight, or full promotion), a person promoted the Rollout past the
+// step that paused, since Argo goes on from a setWeight step only once its weight is verified
+// or promoted: that is the accept the pause waits for.
+func (p *Plugin) drive(ctx context.Context, e *rollout.Engine, spec rollout.Spec, d, old *driver, onStatus func(rollout.Status), log *slog.Logger) (rollout.Status, error) {
+	pause, paused := rollout.Pause{}, false
+	if old != nil && old.config == d.config && old.err == nil && beyond(d.op, old.op) {
+		pause, paused = rollout.PauseOf(old.final)
+	}
+	if paused {
+		// Accept only the pause that is still there: a late accept must not accept another.
+		lock, err := e.Lock(ctx, spec.Target)
+		if err == nil && lock != nil && lock.Phase == workload.LockPaused && lock.RolloutID == pause.RolloutID {
+			log.Info("accepting the paused batch: the Rollout was promoted past it", "rollout", pause.RolloutID, "batch", pause.Batch, "pods", pause.Pods)
+			return e.AcceptAndDrive(ctx, spec, pause, onStatus)
+		}
+	}
+	return e.Drive(ctx, spec, onStatus)
+}
+
+// beyond reports whether op a asks for more pods than op b.
+func beyond(a, b op) bool {
+	switch {
+	case b.kind != opHold:
+		return false
+	case a.kind == opFull:
+		return true
+	}
+	return a.kind == opHold && a.weight > b.weight
 }
 
 // finishRollback finishes a rollback of the Rollout's earlier images that was cut short (the

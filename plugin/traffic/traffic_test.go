@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -67,7 +68,13 @@ func serve(t testing.TB, p *Plugin) argorpc.TrafficRouterPlugin {
 // newPlugin is a plugin on client, its drivers stopped when the test ends.
 func newPlugin(t testing.TB, client *fake.Clientset) *Plugin {
 	t.Helper()
-	p := New(func() (*rollout.Engine, error) { return &rollout.Engine{Client: client}, nil }, nil)
+	return newPluginOf(t, &rollout.Engine{Client: client})
+}
+
+// newPluginOf is a plugin on e, its drivers stopped when the test ends.
+func newPluginOf(t testing.TB, e *rollout.Engine) *Plugin {
+	t.Helper()
+	p := New(func() (*rollout.Engine, error) { return e, nil }, nil)
 	t.Cleanup(func() {
 		p.mu.Lock()
 		ds := make([]*driver, 0, len(p.drivers))
@@ -566,5 +573,61 @@ func BenchmarkSetWeightStarts(b *testing.B) {
 			b.Fatal(err.ErrorString)
 		}
 		weight = weight%99 + 1
+	}
+}
+
+// inconclusive plays Prometheus: every analysis query has no result (Inconclusive) while on is
+// set, and passes otherwise; the reachability check always answers.
+type inconclusive struct{ on atomic.Bool }
+
+func (q *inconclusive) Query(_ context.Context, query string) (float64, bool, error) {
+	if query == "vector(1)" || !q.on.Load() {
+		return 1, true, nil
+	}
+	return 0, false, nil
+}
+
+// A weight paused on an inconclusive analysis stays paused while Argo repeats it, VerifyWeight
+// naming the way on; a higher weight (the Rollout promoted past the step) accepts the batch and
+// goes on.
+func TestPromotedPastPause(t *testing.T) {
+	client := pt.NewClient(t, 10)
+	pt.PlayKubelet(t, client)
+	q := &inconclusive{}
+	q.on.Store(true)
+	p := newPluginOf(t, &rollout.Engine{Client: client, Querier: q})
+	tp := serve(t, p)
+	config := `{"target":{"kind":"StatefulSet","name":"web"},"maxUnavailable":"100%","analysis":{"prometheus":{"address":"http://prom.example:9090"},` +
+		`"count":1,"initialDelay":"0s","consecutiveErrorLimit":0,"checks":{"errorRate":{"disabled":true},"latency":{"disabled":true},` +
+		`"traffic":{"disabled":true},"saturation":{"disabled":true},"custom":[{"name":"up","query":"min(up)","condition":"result > 0"}]}}}`
+	ro := argoRollout(config, pt.ImageV2, hashV1, hashV2)
+	reconcile(t, tp, ro, hashV2, hashV1, 20)
+	paused := driverOf(t, p)
+	<-paused.done
+	if paused.final.Phase != rollout.PhasePaused {
+		t.Fatalf("weight 20 ended %s (%v), want %s", paused.final.Phase, paused.err, rollout.PhasePaused)
+	}
+	for range 2 {
+		v, err := reconcile(t, tp, ro, hashV2, hashV1, 20)
+		if v != types.NotVerified || !strings.Contains(err.ErrorString, "paused") || !strings.Contains(err.ErrorString, "kubectl argo rollouts promote") {
+			t.Errorf("VerifyWeight(20) while paused = %v, RpcError %q; want NotVerified, naming the pause and promote", v, err.ErrorString)
+		}
+	}
+	if driverOf(t, p) != paused {
+		t.Error("a repeated SetWeight(20) replaced the paused driver")
+	}
+	if got := onImage(t, client, pt.ImageV2); got != 2 {
+		t.Errorf("paused at weight 20, %d pods run %s, want 2", got, pt.ImageV2)
+	}
+
+	q.on.Store(false)
+	reconcile(t, tp, ro, hashV2, hashV1, 50)
+	d := driverOf(t, p)
+	<-d.done
+	if v, err := tp.VerifyWeight(ro, 50, nil); err.HasError() || v != types.Verified {
+		t.Fatalf("VerifyWeight(50) after the promotion = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, d.final, d.err)
+	}
+	if got := onImage(t, client, pt.ImageV2); got != 5 {
+		t.Errorf("at weight 50, %d pods run %s, want 5", got, pt.ImageV2)
 	}
 }
