@@ -403,7 +403,7 @@ func failure(req request, d *driver) string {
 		return fmt.Sprintf("Rollout %s: %s of %s: %s; to accept the batch, promote the Rollout past this step (kubectl argo rollouts promote): its next higher weight goes on from here; to undo, abort the Rollout",
 			req.Rollout, d.op, target, st.Message)
 	case st.Phase == rollout.PhaseRolledBack:
-		return fmt.Sprintf("Rollout %s: %s of %s failed and was rolled back (%s): %s; abort the Rollout, fix the images and try again",
+		return fmt.Sprintf("Rollout %s: %s of %s failed and was rolled back (%s): %s; abort the Rollout, or put images that work in its template (a new revision)",
 			req.Rollout, d.op, target, st.Reason, st.Message)
 	}
 	return fmt.Sprintf("Rollout %s: %s of %s stopped at %s (%s): %s", req.Rollout, d.op, target, st.Phase, st.Reason, st.Message)
