@@ -11,6 +11,7 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/plugin/step"
+	"github.com/inplace-rollout/inplace-rollout/plugin/traffic"
 )
 
 // pluginEnv is the handshake variable Argo Rollouts sets when it starts a plugin process.
@@ -23,6 +24,10 @@ func servePlugin() bool {
 	case "step":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", step.Name)
 		step.Serve(step.New(func() (*rollout.Engine, error) { return pluginEngine(log) }, log))
+		return true
+	case "trafficrouter":
+		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", traffic.Name)
+		traffic.Serve(traffic.New(func() (*rollout.Engine, error) { return pluginEngine(log) }, log))
 		return true
 	}
 	return false

@@ -1,9 +1,16 @@
 package workload
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // LockAnnotation holds a workload's Lock as JSON.
@@ -101,4 +108,50 @@ func (l *Lock) encode() string {
 		panic(fmt.Sprintf("encoding rollout lock: %v", err))
 	}
 	return string(data)
+}
+
+// ReadLock reads the lock of the workload ref with one GET (of the workload, or of the
+// ConfigMap that holds the lock of a pod selector) and nothing else: no pods, no writes. It is
+// nil when there is none. A workload that does not exist is an *InvalidError.
+func ReadLock(ctx context.Context, client kubernetes.Interface, ref Ref) (*Lock, error) {
+	var (
+		meta *metav1.ObjectMeta
+		err  error
+	)
+	switch ref.Kind {
+	case StatefulSet:
+		var o *appsv1.StatefulSet
+		if o, err = client.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+			meta = &o.ObjectMeta
+		}
+	case DaemonSet:
+		var o *appsv1.DaemonSet
+		if o, err = client.AppsV1().DaemonSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+			meta = &o.ObjectMeta
+		}
+	case Deployment:
+		var o *appsv1.Deployment
+		if o, err = client.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+			meta = &o.ObjectMeta
+		}
+	case Pods:
+		var o *corev1.ConfigMap
+		o, err = client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, lockConfigMapName(ref.Selector), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			// No rollout of these pods ever started.
+			return nil, nil
+		}
+		if err == nil {
+			meta = &o.ObjectMeta
+		}
+	default:
+		return nil, &InvalidError{Msg: fmt.Sprintf("unknown workload kind %q", ref.Kind)}
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, &InvalidError{Msg: fmt.Sprintf("%s not found", ref)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the lock of %s: %w", ref, err)
+	}
+	return parseLock(ref.Kind, meta.Namespace, meta.Name, meta.Annotations)
 }
