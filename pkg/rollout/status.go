@@ -27,11 +27,14 @@ const (
 	// images and their batch passed analysis. The workload stays held; a call with a higher
 	// UpTo and the same images goes on, a rollback undoes.
 	PhaseHolding Phase = "Holding"
+	// PhaseReleased: the holder let go of the rollout part way (see Engine.Release): the
+	// workload has its update strategy back, and its template and pods are as they were.
+	PhaseReleased Phase = "Released"
 )
 
 // Terminal reports whether the rollout needs no more reconciling.
 func (p Phase) Terminal() bool {
-	return p == PhaseSucceeded || p == PhaseRolledBack || p == PhaseFailed
+	return p == PhaseSucceeded || p == PhaseRolledBack || p == PhaseFailed || p == PhaseReleased
 }
 
 // Settled reports whether the rollout stays where it is until someone asks for more: it ended,

@@ -35,6 +35,12 @@ const LockHalted = "Halted"
 // workload still held, until its holder asks it to go further or rolls it back.
 const LockHolding = "Holding"
 
+// LockReleased: the holder let go of the rollout part way (Argo's full promotion ends the step
+// that drove it). The workload has its update strategy back and keeps its template; the pods
+// keep their images and states. Like a finished rollout, it no longer holds the workload, and it
+// stays the record of the last rollout for `rollback` and `status`.
+const LockReleased = "Released"
+
 // Lock is the record of a rollout on its workload: who runs it, what it changes and what to put
 // back. While its phase is Progressing or RollingBack the workload belongs to the holder; a
 // finished lock stays as the record of the last rollout, for `rollback` and `status`.

@@ -15,10 +15,10 @@ import (
 const lockConfigMapPrefix = "inplace-rollout-pods-"
 
 // collectPodLocks deletes the lock ConfigMaps of other pod selectors in the namespace that no
-// longer record anything to act on: a rollout rolled back, or one that succeeded but whose
-// pods have all since been taken by another rollout (or are gone), so `rollback` could not
-// find them. The lock named keep, and every lock still in flight or still the last record of
-// some pod, stay.
+// longer record anything to act on: a rollout rolled back, or one that succeeded (or was
+// released) but whose pods have all since been taken by another rollout (or are gone), so
+// `rollback` could not find them. The lock named keep, and every lock still in flight or still
+// the last record of some pod, stay.
 //
 // It is housekeeping: a failure leaves a ConfigMap for the next rollout to remove, and never
 // fails the rollout that called it. Each delete carries the resourceVersion it judged, so a
@@ -40,7 +40,7 @@ func collectPodLocks(ctx context.Context, client kubernetes.Interface, ns, keep 
 		}
 		switch lock.Phase {
 		case LockRolledBack:
-		case LockSucceeded:
+		case LockSucceeded, LockReleased:
 			if pods == nil {
 				if pods = podRollouts(ctx, client, ns); pods == nil {
 					return
