@@ -8,13 +8,22 @@ BIN     := .dev/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS     = $(shell $(GO) list ./...)
 
-.PHONY: all build tools test lint bench demo cluster-up cluster-down clean
+.PHONY: all build release tools test lint bench demo cluster-up cluster-down clean
 
 all: build
 
 ## build: the inplace-rollout binary in .dev/bin
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/inplace-rollout ./cmd/inplace-rollout
+
+## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, for an argo-rollouts-config location and sha256
+release:
+	rm -rf dist && mkdir -p dist
+	for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
+			-o dist/inplace-rollout-linux-$$arch ./cmd/inplace-rollout || exit 1; \
+	done
+	cd dist && sha256sum inplace-rollout-linux-* > checksums.txt
 
 ## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, tekton-controller (cached per machine)
 tools:
