@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"os"
 
+	argoclientset "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
@@ -23,27 +25,56 @@ func servePlugin() bool {
 	switch os.Getenv(pluginEnv) {
 	case "step":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", step.Name)
-		step.Serve(step.New(func() (*rollout.Engine, error) { return pluginEngine(log) }, log))
+		step.Serve(step.New(func() (step.Clients, error) { return stepClients(log) }, step.Options{Log: log}))
 		return true
 	case "trafficrouter":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", traffic.Name)
-		traffic.Serve(traffic.New(func() (*rollout.Engine, error) { return pluginEngine(log) }, log))
+		traffic.Serve(traffic.New(func() (*rollout.Engine, error) {
+			cfg, err := pluginConfig()
+			if err != nil {
+				return nil, err
+			}
+			return pluginEngine(cfg, log)
+		}, log))
 		return true
 	}
 	return false
 }
 
-// pluginEngine is an engine on the cluster of the default loading rules: $KUBECONFIG, else the
-// in-cluster config Argo's controller pod gives its plugins.
-func pluginEngine(log *slog.Logger) (*rollout.Engine, error) {
+// pluginConfig is the cluster of the default loading rules: $KUBECONFIG, else the in-cluster
+// config Argo's controller pod gives its plugins.
+func pluginConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubeconfig (set $KUBECONFIG, or run in a pod): %w", err)
 	}
 	cfg.UserAgent = "inplace-rollout-argo-step/" + version
+	return cfg, nil
+}
+
+// pluginEngine is an engine on cfg's cluster.
+func pluginEngine(cfg *rest.Config, log *slog.Logger) (*rollout.Engine, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building a client for %s: %w", cfg.Host, err)
 	}
 	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Log: log}, nil
+}
+
+// stepClients are the step plugin's engine and its Argo Rollouts client, which lists the
+// Rollouts for rollbacks cut short.
+func stepClients(log *slog.Logger) (step.Clients, error) {
+	cfg, err := pluginConfig()
+	if err != nil {
+		return step.Clients{}, err
+	}
+	e, err := pluginEngine(cfg, log)
+	if err != nil {
+		return step.Clients{}, err
+	}
+	rollouts, err := argoclientset.NewForConfig(cfg)
+	if err != nil {
+		return step.Clients{}, fmt.Errorf("building an Argo Rollouts client for %s: %w", cfg.Host, err)
+	}
+	return step.Clients{Engine: e, Rollouts: rollouts}, nil
 }

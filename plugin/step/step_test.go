@@ -131,13 +131,18 @@ func serve(t *testing.T, p *Plugin) argorpc.StepPlugin {
 	return sp
 }
 
-// newPlugin is a plugin on client, its drivers stopped when the test ends.
+// newPlugin is a plugin on client that scans nothing, its drivers stopped when the test ends.
 func newPlugin(t *testing.T, client *fake.Clientset, budget time.Duration) *Plugin {
 	t.Helper()
-	p := New(func() (*rollout.Engine, error) {
-		return &rollout.Engine{Client: client, ErrorBudget: budget}, nil
-	}, nil)
+	return newPluginWith(t, Clients{Engine: &rollout.Engine{Client: client, ErrorBudget: budget}}, Options{})
+}
+
+// newPluginWith is a plugin on clients, its scan and drivers stopped when the test ends.
+func newPluginWith(t *testing.T, clients Clients, opts Options) *Plugin {
+	t.Helper()
+	p := New(func() (Clients, error) { return clients, nil }, opts)
 	t.Cleanup(func() {
+		p.Close()
 		p.mu.Lock()
 		keys := make([]driverKey, 0, len(p.drivers))
 		for k := range p.drivers {
@@ -336,7 +341,7 @@ func TestEngineErrorIsRpcError(t *testing.T) {
 		}
 	})
 	t.Run("no engine", func(t *testing.T) {
-		p := New(func() (*rollout.Engine, error) { return nil, errors.New("no kubeconfig") }, nil)
+		p := New(func() (Clients, error) { return Clients{}, errors.New("no kubeconfig") }, Options{})
 		sp := serve(t, p)
 		if err := sp.InitPlugin(); !strings.Contains(err.ErrorString, "no kubeconfig") {
 			t.Errorf("InitPlugin = %q, want the engine's error", err.ErrorString)
