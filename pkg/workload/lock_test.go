@@ -1,18 +1,11 @@
 package workload
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestLockActive(t *testing.T) {
@@ -106,46 +99,6 @@ func TestLockEncodeDecode(t *testing.T) {
 			again, err := parseLock(StatefulSet, "ns", "web", map[string]string{LockAnnotation: got.encode()})
 			if err != nil || !reflect.DeepEqual(again, got) {
 				t.Errorf("lock does not survive encoding: %+v, %v", again, err)
-			}
-		})
-	}
-}
-
-// ReadLock reads a lock with one GET and lists no pods.
-func TestReadLock(t *testing.T) {
-	lock := recordedLock(LockRollingBack, "reg/app:v2")
-	sts := newStatefulSet()
-	withLock(t, &sts.ObjectMeta, lock)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockConfigMapName("app=web"), Namespace: "ns"}}
-	withLock(t, &cm.ObjectMeta, lock)
-	tests := []struct {
-		name    string
-		objects []runtime.Object
-		ref     Ref
-		want    *Lock
-		wantErr string
-	}{
-		{"a StatefulSet's", []runtime.Object{sts}, Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"}, lock, ""},
-		{"a StatefulSet without one", []runtime.Object{newStatefulSet()}, Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"}, nil, ""},
-		{"label-selected pods'", []runtime.Object{cm}, Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"}, lock, ""},
-		{"label-selected pods without one", nil, Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"}, nil, ""},
-		{"no such workload", nil, Ref{Kind: DaemonSet, Namespace: "ns", Name: "agent"}, nil, "DaemonSet ns/agent not found"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			client := fake.NewClientset(tt.objects...)
-			got, err := ReadLock(context.Background(), client, tt.ref)
-			var inv *InvalidError
-			switch {
-			case tt.wantErr != "":
-				if !errors.As(err, &inv) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Errorf("ReadLock error %v, want an *InvalidError with %q", err, tt.wantErr)
-				}
-			case err != nil || !reflect.DeepEqual(got, tt.want):
-				t.Errorf("ReadLock = %+v, %v; want %+v", got, err, tt.want)
-			}
-			if a := client.Actions(); len(a) != 1 || a[0].GetVerb() != "get" {
-				t.Errorf("ReadLock made %v, want one GET", a)
 			}
 		})
 	}

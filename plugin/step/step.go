@@ -35,10 +35,6 @@ import (
 // Name is the plugin's type, as Type reports it.
 const Name = "inplace-rollout/step"
 
-// TrafficName is the traffic router's name: a Rollout that routes with it has its target's
-// rollbacks finished by the scan too.
-const TrafficName = "inplace-rollout/traffic"
-
 // Defaults of Options.
 const (
 	// DefaultScanInterval is how often the plugin looks for rollbacks cut short.
@@ -621,7 +617,10 @@ type configAt struct {
 	raw   json.RawMessage
 }
 
-// ourConfigs are the Rollout's step configs of this plugin and its traffic router's config.
+// ourConfigs are the Rollout's step configs of this plugin. The traffic router's are not: Argo
+// calls the router on every reconcile of the Rollout, aborted or not, and the router finishes its
+// own rollbacks from there; this process finishing them too would run two rollbacks of one
+// target at once, from two processes.
 func ourConfigs(ro *argov1alpha1.Rollout) []configAt {
 	canary := ro.Spec.Strategy.Canary
 	if canary == nil {
@@ -633,17 +632,12 @@ func ourConfigs(ro *argov1alpha1.Rollout) []configAt {
 			out = append(out, configAt{fmt.Sprintf("steps[%d].plugin.config", i), s.Plugin.Config})
 		}
 	}
-	if tr := canary.TrafficRouting; tr != nil {
-		if raw, ok := tr.Plugins[TrafficName]; ok {
-			out = append(out, configAt{"trafficRouting.plugins[" + TrafficName + "]", raw})
-		}
-	}
 	return out
 }
 
-// scan finds the Rollouts with our steps (or traffic router) whose target's lock is rolling back
-// for that Rollout, and finishes each rollback in a driver, unless a driver of that target is
-// under way: it drives the rollback itself. It returns how many rollbacks it started.
+// scan finds the Rollouts with our steps whose target's lock is rolling back for that Rollout,
+// and finishes each rollback in a driver, unless a driver of that target is under way: it drives
+// the rollback itself. It returns how many rollbacks it started.
 func (p *Plugin) scan(ctx context.Context, c Clients) int {
 	list, err := c.Rollouts.ArgoprojV1alpha1().Rollouts(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
