@@ -16,7 +16,7 @@ all: build
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/inplace-rollout ./cmd/inplace-rollout
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, tekton-controller (cached per machine)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller (cached per machine)
 tools:
 	hack/tools/build.sh
 
