@@ -4,7 +4,8 @@
 # Binaries live outside the clone, in a cache shared by every clone on the machine, so a fresh
 # clone builds nothing. Each tool has a key of its own: a hash of its name, package, ldflags, the
 # go.mod and go.sum of its module and, for a main of ours, its Go files, so changing one tool's
-# module rebuilds only that tool (Prometheus alone takes minutes). The binary is TOOLS/NAME-KEY/NAME, keeping its file name.
+# module rebuilds only that tool (Prometheus alone takes minutes). The binary is
+# TOOLS/NAME-KEY/NAME, keeping its file name.
 #
 # Usage: hack/tools/build.sh [TOOL...]   (default: every tool)
 set -euo pipefail
