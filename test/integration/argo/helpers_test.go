@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os/exec"
 	"testing"
 	"time"
@@ -186,15 +187,6 @@ func podsOn(t *testing.T, ns, target, image string) (n int, uids map[string]stri
 	return n, uids
 }
 
-// waitPodsOn waits until want of the target's pods run image.
-func waitPodsOn(t *testing.T, ns, target, image string, want int, timeout time.Duration) {
-	t.Helper()
-	cluster.WaitFor(t, timeout, fmt.Sprintf("%d pods of %s on %s", want, target, image), func(ctx context.Context) (bool, error) {
-		n, _ := podsOn(t, ns, target, image)
-		return n == want, fmt.Errorf("%d on it", n)
-	})
-}
-
 // specImages counts the target's pods whose app container spec is image, whatever their status.
 func specImages(t *testing.T, ns, target, image string) int {
 	t.Helper()
@@ -205,4 +197,38 @@ func specImages(t *testing.T, ns, target, image string) int {
 		}
 	}
 	return n
+}
+
+// podState is what a rollback must give back: the same pod (UID) running, Ready, the image it
+// ran before (imageID: a rollback pins the image by digest).
+type podState struct {
+	uid, imageID string
+	running      bool
+}
+
+func podStates(t *testing.T, ns, target string) map[string]podState {
+	t.Helper()
+	out := map[string]podState{}
+	for _, p := range clitest.ListPods(t, env, ns, "app="+target) {
+		st := podState{uid: string(p.UID)}
+		if cs := cluster.ContainerStatus(&p, "app"); cs != nil {
+			st.imageID = cs.ImageID
+			st.running = cs.State.Running != nil && cs.Ready && cluster.PodReady(&p)
+		}
+		out[p.Name] = st
+	}
+	return out
+}
+
+// waitRolledBack waits until every pod of the target is the pod it was in before, Running and
+// Ready on the image it ran then.
+func waitRolledBack(t *testing.T, ns, target string, before map[string]podState, timeout time.Duration) {
+	t.Helper()
+	cluster.WaitFor(t, timeout, "every pod of "+target+" back on its image", func(ctx context.Context) (bool, error) {
+		after := podStates(t, ns, target)
+		if !maps.Equal(before, after) {
+			return false, fmt.Errorf("before %v, now %v", before, after)
+		}
+		return true, nil
+	})
 }

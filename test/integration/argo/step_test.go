@@ -61,13 +61,13 @@ func TestStepRollsAStatefulSetInPlace(t *testing.T) {
 		argoTook.Round(100*time.Millisecond), cliTook.Round(100*time.Millisecond))
 }
 
-// TestStepUpToThenPause: an upTo step holds the target at 2 of 6 pods while Argo's pause step
+// TestStepUpToThenPause: an upTo step of 33% holds the target at 2 of 6 pods while Argo's pause step
 // waits; kubectl argo rollouts promote goes on, and the last step rolls the rest.
 func TestStepUpToThenPause(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", replicas)
 	steps := func(image string) []map[string]any {
-		return []map[string]any{stepConfig("web", image, map[string]any{"upTo": "34%"}), nil, stepConfig("web", image, nil)}
+		return []map[string]any{stepConfig("web", image, map[string]any{"upTo": "33%"}), nil, stepConfig("web", image, nil)}
 	}
 	createRollout(t, ns, "web", clitest.AppV1, steps)
 	old := setImage(t, ns, "web", clitest.AppV2, steps)
@@ -76,7 +76,7 @@ func TestStepUpToThenPause(t *testing.T) {
 			ro.Status.CurrentStepIndex != nil && *ro.Status.CurrentStepIndex == 1
 	})
 	if n, _ := podsOn(t, ns, "web", clitest.AppV2); n != 2 {
-		t.Errorf("%d pods on %s at the pause, want 2 (34%% of 6)", n, clitest.AppV2)
+		t.Errorf("%d pods on %s at the pause, want 2 (33%% of 6, rounded up)", n, clitest.AppV2)
 	}
 	if n := specImages(t, ns, "web", clitest.AppV2); n != 2 {
 		t.Errorf("%d pods' specs on %s at the pause, want 2", n, clitest.AppV2)
@@ -96,7 +96,7 @@ func TestStepUpToThenPause(t *testing.T) {
 func TestStepCrashFailsAndRollsBack(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", replicas)
-	_, before := podsOn(t, ns, "web", clitest.AppV1)
+	before := podStates(t, ns, "web")
 	const crash = "registry.example/app:crash"
 	createRollout(t, ns, "web", clitest.AppV1, oneStep("web", nil))
 	old := setImage(t, ns, "web", crash, oneStep("web", nil))
@@ -112,12 +112,9 @@ func TestStepCrashFailsAndRollsBack(t *testing.T) {
 	if !failed {
 		t.Errorf("no Run of the step ended Failed: %s", describeRollout(ro))
 	}
-	waitPodsOn(t, ns, "web", clitest.AppV1, replicas, time.Minute)
-	if n := specImages(t, ns, "web", clitest.AppV1); n != replicas {
-		t.Errorf("%d of %d pods' specs back on %s", n, replicas, clitest.AppV1)
-	}
-	if _, after := podsOn(t, ns, "web", clitest.AppV1); !maps.Equal(before, after) {
-		t.Errorf("pods were recreated: UIDs before %v, after %v", before, after)
+	waitRolledBack(t, ns, "web", before, time.Minute)
+	if n := specImages(t, ns, "web", crash); n != 0 {
+		t.Errorf("%d pods' specs still on %s", n, crash)
 	}
 }
 
@@ -126,7 +123,7 @@ func TestStepCrashFailsAndRollsBack(t *testing.T) {
 func TestStepAbortMidBatchRollsBack(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", replicas)
-	_, before := podsOn(t, ns, "web", clitest.AppV1)
+	before := podStates(t, ns, "web")
 	// A slow image takes 10 s to become ready, which keeps the batch in flight.
 	const slow = "registry.example/app:slow-v2"
 	createRollout(t, ns, "web", clitest.AppV1, oneStep("web", nil))
@@ -138,11 +135,8 @@ func TestStepAbortMidBatchRollsBack(t *testing.T) {
 	waitRollout(t, ns, "web", 2*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
 		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
 	})
-	waitPodsOn(t, ns, "web", clitest.AppV1, replicas, time.Minute)
-	if n := specImages(t, ns, "web", clitest.AppV1); n != replicas {
-		t.Errorf("%d of %d pods' specs back on %s", n, replicas, clitest.AppV1)
-	}
-	if _, after := podsOn(t, ns, "web", clitest.AppV1); !maps.Equal(before, after) {
-		t.Errorf("pods were recreated: UIDs before %v, after %v", before, after)
+	waitRolledBack(t, ns, "web", before, time.Minute)
+	if n := specImages(t, ns, "web", slow); n != 0 {
+		t.Errorf("%d pods' specs still on %s", n, slow)
 	}
 }
