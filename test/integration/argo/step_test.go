@@ -61,11 +61,13 @@ func TestStepRollsAStatefulSetInPlace(t *testing.T) {
 		argoTook.Round(100*time.Millisecond), cliTook.Round(100*time.Millisecond))
 }
 
-// TestStepUpToThenPause: an upTo step of 33% holds the target at 2 of 6 pods while Argo's pause step
-// waits; kubectl argo rollouts promote goes on, and the last step rolls the rest.
+// TestStepUpToThenPause: an upTo step of 33% holds the target at 2 of 6 pods while Argo's pause
+// step waits; kubectl argo rollouts promote goes on, and the last step rolls the rest. The pods
+// are written to all along, as a kubelet would, so the plugin meets conflicts.
 func TestStepUpToThenPause(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", replicas)
+	churnPods(t, ns, "web")
 	steps := func(image string) []map[string]any {
 		return []map[string]any{stepConfig("web", image, map[string]any{"upTo": "33%"}), nil, stepConfig("web", image, nil)}
 	}
