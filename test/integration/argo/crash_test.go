@@ -26,7 +26,8 @@ func appRestarts(t *testing.T, ns, target string) map[string]int32 {
 
 // TestRolloutSurvives kills the plugin process, or restarts the controller, once the rollout
 // has updated some pods and not all: the rollout completes all the same, from what is on the
-// cluster, and no container is restarted twice.
+// cluster, and no container is restarted twice. The pods are written to all along, as a kubelet
+// would.
 func TestRolloutSurvives(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -53,6 +54,7 @@ func TestRolloutSurvives(t *testing.T) {
 			clitest.CreateStatefulSet(t, env, ns, "web", replicas)
 			_, uids := podsOn(t, ns, "web", clitest.AppV1)
 			restarts := appRestarts(t, ns, "web")
+			churnPods(t, ns, "web")
 			// A soak long enough that the crash lands between the first and the last batch.
 			steps := oneStep("web", map[string]any{"soak": "5s"})
 			createRollout(t, ns, "web", clitest.AppV1, steps)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,11 +88,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "the RBAC check of config/argo/clusterrole.yaml runs only when every test runs (no -run)")
 		return code
 	}
-	if err := checkRBAC(env); err != nil {
+	beyond, err := checkRBAC(env)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "RBAC check of config/argo/clusterrole.yaml against the calls the tests made:\n%v\n", err)
 		return 1
 	}
-	fmt.Fprintln(os.Stderr, "RBAC check: config/argo/clusterrole.yaml grants exactly the calls the tests made beyond Argo's stock ClusterRole")
+	fmt.Fprintf(os.Stderr, "RBAC check: config/argo/clusterrole.yaml grants exactly the calls the tests made beyond Argo's stock ClusterRole:\n  %s\n",
+		strings.Join(beyond, "\n  "))
 	return code
 }
 

@@ -93,26 +93,26 @@ func compareRole(stock, ours []rbacv1.PolicyRule, calls map[cluster.APICall]int)
 }
 
 // checkRBAC compares config/argo/clusterrole.yaml with the calls the argo-rollouts
-// ServiceAccount made that Argo's stock ClusterRole does not grant.
-func checkRBAC(c *cluster.Cluster) error {
+// ServiceAccount made that Argo's stock ClusterRole does not grant, and returns those calls.
+func checkRBAC(c *cluster.Cluster) (beyondStock []string, err error) {
 	calls, err := c.AuditedCalls(cluster.ArgoUser)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(calls) == 0 {
-		return errors.New("the audit log holds no call of " + cluster.ArgoUser)
+		return nil, errors.New("the audit log holds no call of " + cluster.ArgoUser)
 	}
 	stock, err := cluster.ArgoStockClusterRole(c.Argo.ModuleDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	root, err := cluster.RepoRoot()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ours, err := cluster.ReadClusterRole(filepath.Join(root, "config", "argo", "clusterrole.yaml"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if problems := compareRole(stock.Rules, ours.Rules, calls); len(problems) > 0 {
 		var all []string
@@ -120,9 +120,15 @@ func checkRBAC(c *cluster.Cluster) error {
 			all = append(all, fmt.Sprintf("  %s x%d (stock grants it: %v)", c, n, allowed(stock.Rules, c)))
 		}
 		sort.Strings(all)
-		return fmt.Errorf("%s\nevery call of %s:\n%s", strings.Join(problems, "\n"), cluster.ArgoUser, strings.Join(all, "\n"))
+		return nil, fmt.Errorf("%s\nevery call of %s:\n%s", strings.Join(problems, "\n"), cluster.ArgoUser, strings.Join(all, "\n"))
 	}
-	return nil
+	for c, n := range calls {
+		if !allowed(stock.Rules, c) {
+			beyondStock = append(beyondStock, fmt.Sprintf("%s x%d", c, n))
+		}
+	}
+	sort.Strings(beyondStock)
+	return beyondStock, nil
 }
 
 // TestCompareRole checks the comparison itself, without a cluster, so that the RBAC check
