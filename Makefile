@@ -25,7 +25,7 @@ release:
 	done
 	cd dist && sha256sum inplace-rollout-linux-* > checksums.txt
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, tekton-controller (cached per machine)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller (cached per machine)
 tools:
 	hack/tools/build.sh
 
@@ -58,7 +58,7 @@ bench: tools
 demo: cluster-up build
 	hack/demo.sh
 
-## cluster-up: start the local control plane and the readiness gate controller in the background (.dev/env, .dev/kubeconfig)
+## cluster-up: start the local control plane and the readiness gate controller in the background (.dev/env, .dev/kubeconfig); ARGO=1 adds Argo Rollouts with our plugins
 cluster-up: tools build
 	$(GO) build -o $(BIN)/localcluster ./test/integration/cmd/localcluster
 	hack/cluster-up.sh

@@ -46,6 +46,7 @@ require (
 	golang.org/x/crypto v0.53.0
 	golang.org/x/term v0.44.0
 	k8s.io/api v0.34.5
+	k8s.io/apiextensions-apiserver v0.34.5
 	k8s.io/apimachinery v0.34.5
 	k8s.io/client-go v0.34.5
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397

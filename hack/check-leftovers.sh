@@ -2,7 +2,8 @@
 # Fails if a process the tests or the local control plane start is still running: a binary from
 # the hack/tools cache (etcd, kube-apiserver, ...), or the localcluster or kubeletsim command
 # (built into .dev/bin by `make cluster-up`, or by go build / go run under that name), or the
-# readiness gate controller `make cluster-up` starts from .dev/bin/inplace-rollout.
+# readiness gate controller `make cluster-up` starts from .dev/bin/inplace-rollout, or an Argo
+# Rollouts plugin process `make cluster-up ARGO=1` started from .dev/argo/plugin-bin.
 # A cluster started on purpose with `make cluster-up` is ignored: its PIDs are in .dev/*.pid.
 # Only processes working in this clone count (tests run in their package directory, cluster-up
 # in the root), so another clone's cluster or test run on the same machine is not reported.
@@ -22,10 +23,13 @@ for p in /proc/[0-9]*; do
   cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
   case "$cwd/" in "$root"/*) ;; *) continue ;; esac
   case "$exe" in
-    "$cache"* | */localcluster | */kubeletsim | "$root/.dev/bin/inplace-rollout") ;;
+    "$cache"* | */localcluster | */kubeletsim | "$root/.dev/bin/inplace-rollout" | "$root/.dev/argo/plugin-bin/"*) ;;
     *) continue ;;
   esac
   case "$keep" in *" $pid "*) continue ;; esac
+  # A plugin process of a kept Argo Rollouts controller is that controller's.
+  ppid=$(awk '/^PPid:/ {print $2}' "$p/status" 2>/dev/null)
+  case "$keep" in *" $ppid "*) continue ;; esac
   left="$left $pid:$(basename "$exe")"
 done
 if [ -n "$left" ]; then

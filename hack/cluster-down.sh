@@ -44,6 +44,13 @@ stop() { # pidfile
 for f in "$dev"/*.pid; do
   [ -e "$f" ] && stop "$f"
 done
+# Argo Rollouts' plugin processes, started from the copies in its plugin-bin: the controller
+# stops them, but one whose controller was killed outlives it.
+plugins=$(pwd -P)/$dev/argo/plugin-bin/
+for p in /proc/[0-9]*; do
+  exe=$(readlink "$p/exe" 2>/dev/null) || continue
+  case "${exe% (deleted)}" in "$plugins"*) kill -KILL "${p#/proc/}" 2>/dev/null ;; esac
+done
 rm -f "$dev/env"
 echo "local control plane stopped"
 hack/check-leftovers.sh

@@ -31,7 +31,17 @@ start_gate_controller() {
   return 1
 }
 
+# ARGO=1 adds the Argo Rollouts controller, with .dev/bin/inplace-rollout as its plugins.
+args=(--dir "$dev")
+if [ "${ARGO:-}" = 1 ]; then
+  args+=(--argo-plugin "$(pwd)/$dev/bin/inplace-rollout")
+fi
+
 if [ -f "$dev/localcluster.pid" ] && kill -0 "$(cat "$dev/localcluster.pid")" 2>/dev/null && [ -f "$dev/env" ]; then
+  if [ "${ARGO:-}" = 1 ] && ! { [ -f "$dev/rollouts-controller.pid" ] && kill -0 "$(cat "$dev/rollouts-controller.pid")" 2>/dev/null; }; then
+    echo "the local control plane runs without Argo Rollouts: make cluster-down, then make cluster-up ARGO=1" >&2
+    exit 1
+  fi
   start_gate_controller
   echo "local control plane already running (pid $(cat "$dev/localcluster.pid")); . $dev/env to use it"
   exit 0
@@ -40,7 +50,7 @@ fi
 hack/cluster-down.sh >/dev/null || true
 
 # exec, so that $! is the control plane itself and not a wrapper shell.
-(exec "$dev/bin/localcluster" --dir "$dev" >"$dev/localcluster.log" 2>&1) &
+(exec "$dev/bin/localcluster" "${args[@]}" >"$dev/localcluster.log" 2>&1) &
 pid=$!
 for _ in $(seq 1 240); do
   if [ -f "$dev/env" ]; then
@@ -49,6 +59,9 @@ for _ in $(seq 1 240); do
       exit 1
     fi
     echo "local control plane up (pid $pid); . $dev/env to use it, make cluster-down to stop it"
+    if [ "${ARGO:-}" = 1 ]; then
+      echo "Argo Rollouts controller up; log in $dev/rollouts-controller.log, kubectl-argo-rollouts on the PATH of $dev/env"
+    fi
     exit 0
   fi
   if ! kill -0 "$pid" 2>/dev/null; then

@@ -2,9 +2,10 @@
 # Builds the real control-plane binaries from the Go module proxy and links them into .dev/bin.
 #
 # Binaries live outside the clone, in a cache shared by every clone on the machine, so a fresh
-# clone builds nothing. Each tool has a key of its own: a hash of its name, package, ldflags and
-# the go.mod and go.sum of its module, so changing one tool's module rebuilds only that tool
-# (Prometheus alone takes minutes). The binary is TOOLS/NAME-KEY/NAME, keeping its file name.
+# clone builds nothing. Each tool has a key of its own: a hash of its name, package, ldflags, the
+# go.mod and go.sum of its module and, for a main of ours, its Go files, so changing one tool's
+# module rebuilds only that tool (Prometheus alone takes minutes). The binary is
+# TOOLS/NAME-KEY/NAME, keeping its file name.
 #
 # Usage: hack/tools/build.sh [TOOL...]   (default: every tool)
 set -euo pipefail
@@ -28,7 +29,7 @@ k8s_ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMinor=34 \
  -X k8s.io/client-go/pkg/version.gitVersion=v1.34.5"
 
-# name | module directory under hack/tools | package | ldflags
+# name | module directory under hack/tools | package (./DIR: a main of ours in that module) | ldflags
 specs=(
   "etcd|etcd|go.etcd.io/etcd/server/v3|-s -w"
   "kube-apiserver|.|k8s.io/kubernetes/cmd/kube-apiserver|$k8s_ldflags"
@@ -37,6 +38,7 @@ specs=(
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|-s -w"
   "staticcheck|staticcheck|honnef.co/go/tools/cmd/staticcheck|-s -w"
   "rollouts-controller|argo-rollouts|github.com/argoproj/argo-rollouts/cmd/rollouts-controller|-s -w"
+  "kubectl-argo-rollouts|argo-rollouts|./kubectl-argo-rollouts|-s -w"
   "tekton-controller|tekton|github.com/tektoncd/pipeline/cmd/controller|-s -w"
 )
 
@@ -52,9 +54,14 @@ selected() {
 exec 9>"$cache/.lock"
 flock 9
 
-# key prints the cache key of one tool: what its binary is built from.
+# key prints the cache key of one tool: what its binary is built from, including the Go files
+# of a package of ours (./DIR), so that a change to our main rebuilds it.
 key() { # name dir pkg ldflags
-  { printf '%s\n' "$1" "$3" "$4"; cat "$tools/$2/go.mod" "$tools/$2/go.sum"; } | sha256sum | cut -c1-16
+  {
+    printf '%s\n' "$1" "$3" "$4"
+    cat "$tools/$2/go.mod" "$tools/$2/go.sum"
+    case "$3" in ./*) cat "$tools/$2/$3"/*.go ;; esac
+  } | sha256sum | cut -c1-16
 }
 
 for spec in "${specs[@]}"; do

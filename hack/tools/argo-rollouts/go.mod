@@ -4,7 +4,14 @@ go 1.26.1
 
 tool github.com/argoproj/argo-rollouts/cmd/rollouts-controller
 
-require github.com/argoproj/argo-rollouts v1.10.1 // indirect
+require github.com/argoproj/argo-rollouts v1.10.1
+
+require (
+	github.com/sirupsen/logrus v1.9.3
+	github.com/spf13/cobra v1.9.1
+	k8s.io/cli-runtime v0.34.5
+	k8s.io/klog/v2 v2.140.0
+)
 
 require (
 	cloud.google.com/go v0.120.0 // indirect
@@ -96,8 +103,10 @@ require (
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/jpillora/backoff v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/juju/ansiterm v1.0.0 // indirect
 	github.com/klauspost/compress v1.18.0 // indirect
 	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de // indirect
+	github.com/lunixbochs/vtclean v1.0.0 // indirect
 	github.com/machinebox/graphql v0.2.2 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
@@ -134,11 +143,9 @@ require (
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/servicemeshinterface/smi-sdk-go v0.5.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
-	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/slack-go/slack v0.26.0 // indirect
 	github.com/spaceapegames/go-wavefront v1.8.1 // indirect
 	github.com/spf13/cast v1.7.1 // indirect
-	github.com/spf13/cobra v1.9.1 // indirect
 	github.com/spf13/pflag v1.0.6 // indirect
 	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/tomnomnom/linkheader v0.0.0-20180905144013-02ca5825eb80 // indirect
@@ -182,12 +189,10 @@ require (
 	k8s.io/apiextensions-apiserver v0.34.5 // indirect
 	k8s.io/apimachinery v0.34.5 // indirect
 	k8s.io/apiserver v0.34.5 // indirect
-	k8s.io/cli-runtime v0.34.5 // indirect
 	k8s.io/client-go v0.34.5 // indirect
 	k8s.io/component-base v0.34.5 // indirect
 	k8s.io/component-helpers v0.34.5 // indirect
 	k8s.io/controller-manager v0.34.5 // indirect
-	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20250910181357-589584f1c912 // indirect
 	k8s.io/kubectl v0.34.5 // indirect
 	k8s.io/kubelet v0.0.0 // indirect

@@ -34,6 +34,9 @@ type Options struct {
 	Prometheus bool
 	// PrometheusBasicAuth makes that Prometheus require these credentials on its HTTP API.
 	PrometheusBasicAuth *BasicAuth
+	// AuditLog makes the apiserver log, at Metadata level, every request of ArgoUser (and no
+	// one else's) to Dir/audit.log; AuditedCalls reads it.
+	AuditLog bool
 	// Logger receives one line per lifecycle event. Nil discards.
 	Logger *slog.Logger
 }
@@ -54,6 +57,8 @@ type Cluster struct {
 	PrometheusURL string
 	// BootDuration is how long Start took until every component was ready.
 	BootDuration time.Duration
+	// Argo is the Argo Rollouts controller, once StartArgo started it.
+	Argo *Argo
 
 	opts     Options
 	tempDir  bool
@@ -250,16 +255,16 @@ func (c *Cluster) startEtcd(clientPort, peerPort int) error {
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port int) error {
-	p, err := c.start("kube-apiserver",
+	args := []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdPort),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file="+certs.ServingCert,
-		"--tls-private-key-file="+certs.ServingKey,
-		"--client-ca-file="+certs.CACert,
-		"--service-account-key-file="+certs.SAPub,
-		"--service-account-signing-key-file="+certs.SAKey,
+		"--tls-cert-file=" + certs.ServingCert,
+		"--tls-private-key-file=" + certs.ServingKey,
+		"--client-ca-file=" + certs.CACert,
+		"--service-account-key-file=" + certs.SAPub,
+		"--service-account-signing-key-file=" + certs.SAKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=RBAC",
@@ -267,8 +272,16 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port
 		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--profiling=false",
-		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
-	)
+		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
+	}
+	if c.opts.AuditLog {
+		audit, err := c.auditArgs()
+		if err != nil {
+			return err
+		}
+		args = append(args, audit...)
+	}
+	p, err := c.start("kube-apiserver", args...)
 	if err != nil {
 		return err
 	}

@@ -18,36 +18,52 @@ type process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
-	pidPath string
-	started time.Time
-	done    chan struct{}
-	waitErr error
+	// logStart is where this run's lines begin in an appended log.
+	logStart int64
+	pidPath  string
+	started  time.Time
+	done     chan struct{}
+	waitErr  error
 }
 
 // startProcess starts bin with args, logging to dir/<name>.log and recording its PID in
 // dir/<name>.pid. The child is killed by the kernel if this process dies, so a crashed or
 // killed test binary leaves nothing running.
 func startProcess(dir, name, bin string, args ...string) (*process, error) {
+	return startCommand(dir, name, exec.Command(bin, args...), false)
+}
+
+// startCommand starts cmd as startProcess does; cmd may set its own Dir and Env. With appendLog
+// the log file is kept and appended to, for a process started again under the same name.
+func startCommand(dir, name string, cmd *exec.Cmd, appendLog bool) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
-	logFile, err := os.Create(logPath)
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendLog {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	logFile, err := os.OpenFile(logPath, flags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("creating log file for %s: %w", name, err)
 	}
-	cmd := exec.Command(bin, args...)
+	var logStart int64
+	if fi, err := logFile.Stat(); err == nil {
+		logStart = fi.Size()
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
+		return nil, fmt.Errorf("starting %s (%s): %w", name, cmd.Path, err)
 	}
 	p := &process{
-		name:    name,
-		cmd:     cmd,
-		logPath: logPath,
-		pidPath: filepath.Join(dir, name+".pid"),
-		started: time.Now(),
-		done:    make(chan struct{}),
+		name:     name,
+		cmd:      cmd,
+		logPath:  logPath,
+		logStart: logStart,
+		pidPath:  filepath.Join(dir, name+".pid"),
+		started:  time.Now(),
+		done:     make(chan struct{}),
 	}
 	if err := os.WriteFile(p.pidPath, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
 		_ = cmd.Process.Kill()
@@ -94,9 +110,21 @@ func (p *process) stop(grace time.Duration) error {
 	}
 }
 
+// log returns this run's part of the process log.
+func (p *process) log() ([]byte, error) {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	if p.logStart <= int64(len(data)) {
+		data = data[p.logStart:]
+	}
+	return data, nil
+}
+
 // logTail returns the last lines of the process log, for error messages.
 func (p *process) logTail() string {
-	data, err := os.ReadFile(p.logPath)
+	data, err := p.log()
 	if err != nil {
 		return ""
 	}
@@ -132,7 +160,7 @@ func freePorts(n int) ([]int, error) {
 
 // logContains reports whether the process log holds s.
 func (p *process) logContains(s string) bool {
-	data, err := os.ReadFile(p.logPath)
+	data, err := p.log()
 	return err == nil && bytes.Contains(data, []byte(s))
 }
 

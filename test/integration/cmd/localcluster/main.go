@@ -20,14 +20,15 @@ func main() {
 	dir := flag.String("dir", ".dev", "directory for state, logs, PID files, kubeconfig and env")
 	nodes := flag.Int("nodes", 3, "number of simulated nodes")
 	prom := flag.Bool("prometheus", true, "start Prometheus scraping the simulator")
+	argoPlugin := flag.String("argo-plugin", "", "start Argo Rollouts with this inplace-rollout binary registered as its plugins (config/argo); empty: no Argo")
 	flag.Parse()
-	if err := run(*dir, *nodes, *prom); err != nil {
+	if err := run(*dir, *nodes, *prom, *argoPlugin); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, prom bool) error {
+func run(dir string, nodes int, prom bool, argoPlugin string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -54,8 +55,8 @@ func run(dir string, nodes int, prom bool) error {
 		Prometheus: prom,
 		Logger:     log,
 	})
-	cancel()
 	if err != nil {
+		cancel()
 		return err
 	}
 	defer func() {
@@ -65,6 +66,15 @@ func run(dir string, nodes int, prom bool) error {
 		}
 		log.Info("control plane stopped")
 	}()
+	if argoPlugin != "" {
+		a, err := c.StartArgo(startCtx, cluster.ArgoOptions{PluginBinary: argoPlugin})
+		if err != nil {
+			cancel()
+			return fmt.Errorf("starting Argo Rollouts: %w", err)
+		}
+		log.Info("Argo Rollouts ready", "log", a.LogPath, "plugins", filepath.Join(a.Dir, "plugin-bin"))
+	}
+	cancel()
 
 	env := fmt.Sprintf("export KUBECONFIG=%s\nexport PROMETHEUS_URL=%s\nexport KUBELETSIM_URL=%s\nexport PATH=%s:$PATH\n",
 		c.Kubeconfig, c.PrometheusURL, c.Sim.MetricsURL(), filepath.Join(abs, "bin"))

@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// auditPolicy logs the requests of the Argo Rollouts controller's ServiceAccount, which its
+// plugins share, and nothing else: the RBAC test wants what that user called.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    users: ["` + ArgoUser + `"]
+  - level: None
+`
+
+func (c *Cluster) auditLogPath() string { return filepath.Join(c.Dir, "audit.log") }
+
+// auditArgs writes the audit policy and returns the apiserver flags that apply it.
+func (c *Cluster) auditArgs() ([]string, error) {
+	policy := filepath.Join(c.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", policy, err)
+	}
+	// A fresh log per start, like etcd's data.
+	_ = os.Remove(c.auditLogPath())
+	return []string{
+		"--audit-policy-file=" + policy,
+		"--audit-log-path=" + c.auditLogPath(),
+		"--audit-log-format=json",
+		// The default blocking mode writes each event before the request returns, so the log is
+		// complete when a test reads it.
+		"--audit-log-mode=blocking",
+	}, nil
+}
+
+// APICall is one kind of resource request a user made.
+type APICall struct {
+	APIGroup    string // "" for the core group
+	Resource    string
+	Subresource string
+	Verb        string // get, list, watch, create, update, patch, delete, deletecollection
+	Namespaced  bool   // the request named a namespace
+}
+
+func (a APICall) String() string {
+	group := a.APIGroup
+	if group == "" {
+		group = "core"
+	}
+	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
+	scope := "cluster-wide"
+	if a.Namespaced {
+		scope = "namespaced"
+	}
+	return fmt.Sprintf("%s %s.%s (%s)", a.Verb, res, group, scope)
+}
+
+// AuditedCalls reads the audit log (Options.AuditLog) into the resource requests user made,
+// each with how many times. Requests to non-resource URLs (discovery, /version), which every
+// authenticated user may make, are left out.
+func (c *Cluster) AuditedCalls(user string) (map[APICall]int, error) {
+	if !c.opts.AuditLog {
+		return nil, fmt.Errorf("the cluster was started without Options.AuditLog")
+	}
+	f, err := os.Open(c.auditLogPath())
+	if err != nil {
+		return nil, fmt.Errorf("opening the audit log: %w", err)
+	}
+	defer f.Close()
+	calls := map[APICall]int{}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var ev struct {
+			AuditID string `json:"auditID"`
+			Verb    string `json:"verb"`
+			User    struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef *struct {
+				APIGroup    string `json:"apiGroup"`
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+				Namespace   string `json:"namespace"`
+			} `json:"objectRef"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("decoding audit log line %q: %w", sc.Text(), err)
+		}
+		// A watch logs ResponseStarted, then ResponseComplete when it ends: one request.
+		if ev.User.Username != user || ev.ObjectRef == nil || seen[ev.AuditID] {
+			continue
+		}
+		seen[ev.AuditID] = true
+		calls[APICall{
+			APIGroup:    ev.ObjectRef.APIGroup,
+			Resource:    ev.ObjectRef.Resource,
+			Subresource: ev.ObjectRef.Subresource,
+			Verb:        ev.Verb,
+			Namespaced:  ev.ObjectRef.Namespace != "",
+		}]++
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	return calls, nil
+}
