@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	argoclientset "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
@@ -22,7 +23,16 @@ const pluginEnv = "ARGO_ROLLOUTS_RPC_PLUGIN"
 // servePlugin serves the Argo Rollouts plugin named by pluginEnv, and reports whether it was one.
 // Logs go to stderr, which Argo copies into its own log: stdout is go-plugin's.
 func servePlugin() bool {
-	switch os.Getenv(pluginEnv) {
+	kind := os.Getenv(pluginEnv)
+	if kind == "step" || kind == "trafficrouter" {
+		// Argo stops its plugins when it stops; a controller killed outright cannot, and its
+		// plugins would go on driving rollouts nobody asks about.
+		go exitWithParent(os.Getppid(), os.Getppid, parentPoll, func() {
+			fmt.Fprintln(os.Stderr, "the Argo Rollouts controller that started this plugin is gone; exiting")
+			os.Exit(0)
+		})
+	}
+	switch kind {
 	case "step":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", step.Name)
 		step.Serve(step.New(func() (step.Clients, error) { return stepClients(log) }, step.Options{Log: log}))
@@ -30,7 +40,7 @@ func servePlugin() bool {
 	case "trafficrouter":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", traffic.Name)
 		traffic.Serve(traffic.New(func() (*rollout.Engine, error) {
-			cfg, err := pluginConfig()
+			cfg, err := pluginConfig("argo-traffic")
 			if err != nil {
 				return nil, err
 			}
@@ -41,14 +51,30 @@ func servePlugin() bool {
 	return false
 }
 
-// pluginConfig is the cluster of the default loading rules: $KUBECONFIG, else the in-cluster
+// parentPoll is how often a plugin process looks whether its controller is still there.
+const parentPoll = 2 * time.Second
+
+// exitWithParent calls exit once getppid no longer returns parent: the process that started this
+// one has ended and it was re-parented.
+func exitWithParent(parent int, getppid func() int, every time.Duration, exit func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range t.C {
+		if getppid() != parent {
+			exit()
+			return
+		}
+	}
+}
+
+// pluginConfig, for the plugin named in its User-Agent, is the cluster of the default loading rules: $KUBECONFIG, else the in-cluster
 // config Argo's controller pod gives its plugins.
-func pluginConfig() (*rest.Config, error) {
+func pluginConfig(plugin string) (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubeconfig (set $KUBECONFIG, or run in a pod): %w", err)
 	}
-	cfg.UserAgent = "inplace-rollout-argo-step/" + version
+	cfg.UserAgent = "inplace-rollout-" + plugin + "/" + version
 	return cfg, nil
 }
 
@@ -64,7 +90,7 @@ func pluginEngine(cfg *rest.Config, log *slog.Logger) (*rollout.Engine, error) {
 // stepClients are the step plugin's engine and its Argo Rollouts client, which lists the
 // Rollouts for rollbacks cut short.
 func stepClients(log *slog.Logger) (step.Clients, error) {
-	cfg, err := pluginConfig()
+	cfg, err := pluginConfig("argo-step")
 	if err != nil {
 		return step.Clients{}, err
 	}
