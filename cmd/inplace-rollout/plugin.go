@@ -67,8 +67,8 @@ func exitWithParent(parent int, getppid func() int, every time.Duration, exit fu
 	}
 }
 
-// pluginConfig, for the plugin named in its User-Agent, is the cluster of the default loading rules: $KUBECONFIG, else the in-cluster
-// config Argo's controller pod gives its plugins.
+// pluginConfig is the cluster of the default loading rules ($KUBECONFIG, else the in-cluster
+// config Argo's controller pod gives its plugins), with plugin named in the User-Agent.
 func pluginConfig(plugin string) (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
