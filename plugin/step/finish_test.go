@@ -16,6 +16,8 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/plugintest"
 )
 
 // withField is goodConfig with one more field, given as JSON.
@@ -237,7 +239,7 @@ func TestScan(t *testing.T) {
 				t.Errorf("a second scan started %d rollbacks, want none", again)
 			}
 			for name, image := range podsOn(t, client) {
-				if image != imageV1 && image != imageIDOf(imageV1) {
+				if image != imageV1 && image != plugintest.ImageIDOf(imageV1) {
 					t.Errorf("pod %s on %s, want %s back", name, image, imageV1)
 				}
 			}

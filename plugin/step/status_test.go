@@ -14,6 +14,8 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/plugintest"
 )
 
 // The step's status is the same size for 5 pods or 5,000, analysis included: no pod list, no
@@ -185,7 +187,7 @@ func TestTemplateChangeSupersedes(t *testing.T) {
 		t.Fatalf("Abort = %s %q, RpcError %q; want Successful", abort.Phase, abort.Message, rpcErr.ErrorString)
 	}
 	for name, image := range podsOn(t, client) {
-		if image != imageV1 && image != imageIDOf(imageV1) {
+		if image != imageV1 && image != plugintest.ImageIDOf(imageV1) {
 			t.Errorf("after Abort pod %s on %s, want %s, the image before the first change", name, image, imageV1)
 		}
 	}

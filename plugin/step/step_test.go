@@ -2,8 +2,6 @@ package step
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,24 +14,21 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	argorpc "github.com/argoproj/argo-rollouts/rollout/steps/plugin/rpc"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
-	goplugin "github.com/hashicorp/go-plugin"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/plugintest"
 )
 
 const (
-	testNS  = "shop"
-	stsName = "web"
-	imageV1 = "reg.example/app:v1"
-	imageV2 = "reg.example/app:v2"
+	testNS  = plugintest.Namespace
+	stsName = plugintest.StsName
+	imageV1 = plugintest.ImageV1
+	imageV2 = plugintest.ImageV2
 	// goodConfig rolls the StatefulSet web to imageV2.
 	goodConfig = `{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"reg.example/app:v2"}}`
 )
@@ -41,89 +36,20 @@ const (
 func ptr[T any](v T) *T { return &v }
 
 // newClient is a fake API server with the StatefulSet web of n pods on imageV1.
-func newClient(t *testing.T, n int) *fake.Clientset {
-	t.Helper()
-	client := fake.NewClientset()
-	ctx := context.Background()
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: stsName, Namespace: testNS, UID: "uid-sts-web"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr(int32(n)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": stsName}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": stsName}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: imageV1}}},
-			},
-			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
-		},
-		Status: appsv1.StatefulSetStatus{Replicas: int32(n), CurrentRevision: "web-1", UpdateRevision: "web-1"},
-	}
-	if _, err := client.AppsV1().StatefulSets(testNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	since := metav1.NewTime(time.Now().Add(-time.Hour))
-	for i := range n {
-		name := fmt.Sprintf("%s-%d", stsName, i)
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: k8stypes.UID("uid-" + name), CreationTimestamp: since,
-				Labels:          map[string]string{"app": stsName, appsv1.ControllerRevisionHashLabelKey: "web-1"},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: stsName, UID: "uid-sts-web", Controller: ptr(true)}}},
-			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: imageV1}}},
-			Status: corev1.PodStatus{
-				Phase:      corev1.PodRunning,
-				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: since}},
-				ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: imageV1, ImageID: imageIDOf(imageV1),
-					Ready: true, Started: ptr(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: since}}}},
-			},
-		}
-		if _, err := client.CoreV1().Pods(testNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client.ClearActions()
-	return client
-}
+func newClient(t *testing.T, n int) *fake.Clientset { return plugintest.NewClient(t, n) }
 
 // writes lists the write actions the fake API server received.
-func writes(client *fake.Clientset) []string {
-	var out []string
-	for _, a := range client.Actions() {
-		switch a.GetVerb() {
-		case "get", "list", "watch":
-			continue
-		}
-		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
-	}
-	return out
-}
+func writes(client *fake.Clientset) []string { return plugintest.Writes(client) }
+
+// playKubelet makes every read of pods see them as a kubelet reports them once it restarted
+// their containers on the images of their spec.
+func playKubelet(t *testing.T, client *fake.Clientset) { plugintest.PlayKubelet(t, client) }
 
 // serve serves p over go-plugin's in-process harness, as Argo's controller talks to it, and
 // returns the client side.
 func serve(t *testing.T, p *Plugin) argorpc.StepPlugin {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	reattach := make(chan *goplugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	go goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: Handshake,
-		Plugins:         PluginMap(p),
-		Test:            &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed},
-	})
-	cfg := <-reattach
-	c := goplugin.NewClient(&goplugin.ClientConfig{HandshakeConfig: Handshake, Plugins: PluginMap(nil), Reattach: cfg})
-	t.Cleanup(func() {
-		c.Kill()
-		cancel()
-		<-closed
-	})
-	proto, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := proto.Dispense("RpcStepPlugin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := plugintest.Serve(t, Handshake, PluginMap(p), PluginMap(nil), "RpcStepPlugin")
 	sp, ok := raw.(argorpc.StepPlugin)
 	if !ok {
 		t.Fatalf("dispensed %T, want rpc.StepPlugin", raw)
@@ -419,54 +345,6 @@ func TestTerminateStopsDriver(t *testing.T) {
 	}
 }
 
-// imageIDOf is the imageID the fake kubelet reports for image.
-func imageIDOf(image string) string {
-	repo, digest, ok := strings.Cut(image, "@")
-	if !ok {
-		sum := sha256.Sum256([]byte(image))
-		digest = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
-		repo = repo[:i]
-	}
-	return repo + "@" + digest
-}
-
-// playKubelet makes every read of pods see them as a kubelet reports them once it restarted
-// their containers on the images of their spec: running and Ready.
-func playKubelet(t *testing.T, client *fake.Clientset) {
-	t.Helper()
-	podsGVR := corev1.SchemeGroupVersion.WithResource("pods")
-	sync := func(k8stesting.Action) (bool, runtime.Object, error) {
-		objs, err := client.Tracker().List(podsGVR, corev1.SchemeGroupVersion.WithKind("Pod"), testNS)
-		if err != nil {
-			return true, nil, err
-		}
-		for _, p := range objs.(*corev1.PodList).Items {
-			changed := false
-			for i, c := range p.Spec.Containers {
-				cs := &p.Status.ContainerStatuses[i]
-				if cs.Image == c.Image {
-					continue
-				}
-				changed = true
-				now := metav1.Now()
-				cs.Image, cs.ImageID, cs.RestartCount = c.Image, imageIDOf(c.Image), cs.RestartCount+1
-				cs.Ready, cs.Started = true, ptr(true)
-				cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
-			}
-			if changed {
-				if err := client.Tracker().Update(podsGVR, &p, testNS); err != nil {
-					return true, nil, err
-				}
-			}
-		}
-		return false, nil, nil
-	}
-	client.PrependReactor("list", "pods", sync)
-	client.PrependReactor("get", "pods", sync)
-}
-
 // A step whose rollout moves pods runs to Successful; Abort afterwards puts every pod back on
 // its old image within the call.
 func TestRunThenAbort(t *testing.T) {
@@ -505,7 +383,7 @@ func TestRunThenAbort(t *testing.T) {
 		t.Fatalf("Abort = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
 	}
 	// A revert pins the digest the pod ran before.
-	v1 := imageIDOf(imageV1)
+	v1 := plugintest.ImageIDOf(imageV1)
 	for _, got := range podImages() {
 		if _, image, _ := strings.Cut(got, "="); image != imageV1 && image != v1 {
 			t.Errorf("after Abort pod %s, want it on %s", got, imageV1)

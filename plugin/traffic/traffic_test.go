@@ -12,7 +12,6 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	argorpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
-	goplugin "github.com/hashicorp/go-plugin"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,29 +34,7 @@ const (
 // returns the client side.
 func serve(t testing.TB, p *Plugin) argorpc.TrafficRouterPlugin {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	reattach := make(chan *goplugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	go goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: Handshake,
-		Plugins:         PluginMap(p),
-		Test:            &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed},
-	})
-	cfg := <-reattach
-	c := goplugin.NewClient(&goplugin.ClientConfig{HandshakeConfig: Handshake, Plugins: PluginMap(nil), Reattach: cfg})
-	t.Cleanup(func() {
-		c.Kill()
-		cancel()
-		<-closed
-	})
-	proto, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := proto.Dispense("RpcTrafficRouterPlugin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := pt.Serve(t, Handshake, PluginMap(p), PluginMap(nil), "RpcTrafficRouterPlugin")
 	tp, ok := raw.(argorpc.TrafficRouterPlugin)
 	if !ok {
 		t.Fatalf("dispensed %T, want rpc.TrafficRouterPlugin", raw)

@@ -20,6 +20,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	goplugin "github.com/hashicorp/go-plugin"
 )
 
 // The fake cluster's names and images.
@@ -183,4 +185,35 @@ func TemplateImage(t testing.TB, client *fake.Clientset) string {
 		t.Fatal(err)
 	}
 	return obj.(*appsv1.StatefulSet).Spec.Template.Spec.Containers[0].Image
+}
+
+// Serve serves plugins over go-plugin's in-process harness, as Argo's controller talks to a
+// plugin process, and returns what the client side dispenses under key. clientPlugins is the
+// client's plugin map (the same kinds, with no implementation).
+func Serve(t testing.TB, handshake goplugin.HandshakeConfig, plugins, clientPlugins map[string]goplugin.Plugin, key string) any {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	reattach := make(chan *goplugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	go goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig: handshake,
+		Plugins:         plugins,
+		Test:            &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed},
+	})
+	cfg := <-reattach
+	c := goplugin.NewClient(&goplugin.ClientConfig{HandshakeConfig: handshake, Plugins: clientPlugins, Reattach: cfg})
+	t.Cleanup(func() {
+		c.Kill()
+		cancel()
+		<-closed
+	})
+	proto, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := proto.Dispense(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
