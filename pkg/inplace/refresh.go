@@ -33,6 +33,26 @@ func failingReason(cs *corev1.ContainerStatus) string {
 	return ""
 }
 
+// failingBeforeReason is failingReason for a container about to be updated, which also counts a
+// crash loop caught between two crashes: started again, not Ready yet, its last instance
+// exited with an error. A kubelet shows that state for a moment in every turn of the loop, and
+// the update must not then take the loop for the new image's fault.
+func failingBeforeReason(cs *corev1.ContainerStatus) string {
+	if reason := failingReason(cs); reason != "" {
+		return reason
+	}
+	if cs == nil || cs.Ready || cs.RestartCount == 0 {
+		return ""
+	}
+	if last := cs.LastTerminationState.Terminated; last != nil && last.ExitCode != 0 {
+		return "CrashLoopBackOff"
+	}
+	if cur := cs.State.Terminated; cur != nil && cur.ExitCode != 0 {
+		return "CrashLoopBackOff"
+	}
+	return ""
+}
+
 // Progress is how far the containers of a state are toward their target images.
 type Progress struct {
 	// Done: every container runs its target, Running and Ready (or back on its failing image

@@ -66,7 +66,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 		cs := containerStatus(pod, ch.Container, ch.Init)
 		c := ContainerState{Name: ch.Container, Init: ch.Init, BeforeImage: ch.From, AfterImage: ch.To}
 		if cs != nil {
-			c.BeforeImageID, c.RestartsBefore, c.FailingBefore = cs.ImageID, cs.RestartCount, failingReason(cs)
+			c.BeforeImageID, c.RestartsBefore, c.FailingBefore = cs.ImageID, cs.RestartCount, failingBeforeReason(cs)
 		}
 		if superseding {
 			if prev := st.container(ch.Container); prev != nil {
@@ -151,8 +151,8 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			if c.BeforeImageID != "" {
 				continue
 			}
-			if cs != nil && (cs.ImageID != "" || failingReason(cs) != "") {
-				c.BeforeImageID, c.RestartsBefore, c.FailingBefore = cs.ImageID, cs.RestartCount, failingReason(cs)
+			if cs != nil && (cs.ImageID != "" || failingBeforeReason(cs) != "") {
+				c.BeforeImageID, c.RestartsBefore, c.FailingBefore = cs.ImageID, cs.RestartCount, failingBeforeReason(cs)
 				continue
 			}
 			missing = append(missing, c.Name)
