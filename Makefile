@@ -48,7 +48,7 @@ lint:
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-## bench: Go benchmarks, then the scale scenarios (a 500-pod StatefulSet, once)
+## bench: Go benchmarks, then the scale scenarios (a 500-pod StatefulSet, the Argo plugins' latency and API calls on 100 pods, once)
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem $(shell $(GO) list ./... | grep -v /test/integration)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
