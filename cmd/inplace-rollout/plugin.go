@@ -13,6 +13,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin"
 	"github.com/inplace-rollout/inplace-rollout/plugin/step"
 	"github.com/inplace-rollout/inplace-rollout/plugin/traffic"
 )
@@ -68,13 +69,14 @@ func exitWithParent(parent int, getppid func() int, every time.Duration, exit fu
 }
 
 // pluginConfig is the cluster of the default loading rules ($KUBECONFIG, else the in-cluster
-// config Argo's controller pod gives its plugins), with plugin named in the User-Agent.
-func pluginConfig(plugin string) (*rest.Config, error) {
+// config Argo's controller pod gives its plugins), with the plugin's name in the User-Agent.
+func pluginConfig(name string) (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubeconfig (set $KUBECONFIG, or run in a pod): %w", err)
 	}
-	cfg.UserAgent = "inplace-rollout-" + plugin + "/" + version
+	cfg.UserAgent = "inplace-rollout-" + name + "/" + version
+	cfg.QPS, cfg.Burst = plugin.ClientQPS, plugin.ClientBurst
 	return cfg, nil
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin"
 	"github.com/inplace-rollout/inplace-rollout/plugin/step"
 	"github.com/inplace-rollout/inplace-rollout/plugin/traffic"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -316,13 +317,12 @@ func onTarget(b *testing.B, ns, image string) {
 }
 
 // pluginEngine is an engine as the plugin process builds it from its kubeconfig (cmd's
-// pluginEngine: client-go's default rate limit, JSON, Events recorded), on the test cluster,
+// pluginEngine: plugin.ClientQPS and ClientBurst, JSON, Events recorded), on the test cluster,
 // with every request it sends counted.
 func pluginEngine(b *testing.B) (*rollout.Engine, *apiCounter) {
 	b.Helper()
 	cfg := rest.CopyConfig(env.Config)
-	// The kubeconfig Argo's plugin process loads sets no rate limit: client-go's default.
-	cfg.QPS, cfg.Burst = 0, 0
+	cfg.QPS, cfg.Burst = plugin.ClientQPS, plugin.ClientBurst
 	counter := &apiCounter{counts: map[string]int{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, counter: counter} })
 	client, err := kubernetes.NewForConfig(cfg)
