@@ -1,0 +1,327 @@
+package argo_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+)
+
+// trafficPlugin is the traffic router's name in argo-rollouts-config.
+const trafficPlugin = "inplace-rollout/traffic"
+
+// trafficReplicas is the size of the traffic router's StatefulSet target: 20% of it is 2 pods,
+// 50% is 5.
+const trafficReplicas = 10
+
+// createTrafficRollout creates a Rollout whose traffic router rolls the StatefulSet target in
+// place, with the steps setWeight 20, pause, setWeight 50, pause, and waits until Argo counts
+// its first revision Healthy. Its sentinel is spec.replicas 1 (plugin/traffic's package doc):
+// a pod of its own template, labelled so that the target's selector does not match it.
+func createTrafficRollout(t *testing.T, ns, name, target, image string) {
+	t.Helper()
+	cfg, err := json.Marshal(map[string]any{
+		"target":      map[string]any{"kind": "StatefulSet", "name": target},
+		"gracePeriod": "1s",
+		"soak":        "1s",
+		"timeout":     "2m",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"rollout": name}
+	tmpl := clitest.Template(labels)
+	tmpl.Spec.Containers[0].Image = image
+	ro := &rolloutsv1alpha1.Rollout{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: rolloutsv1alpha1.RolloutSpec{
+			Replicas:                ptr.To[int32](1),
+			Selector:                &metav1.LabelSelector{MatchLabels: labels},
+			Template:                tmpl,
+			ProgressDeadlineSeconds: ptr.To[int32](300),
+			Strategy: rolloutsv1alpha1.RolloutStrategy{Canary: &rolloutsv1alpha1.CanaryStrategy{
+				TrafficRouting: &rolloutsv1alpha1.RolloutTrafficRouting{Plugins: map[string]json.RawMessage{trafficPlugin: cfg}},
+				Steps: []rolloutsv1alpha1.CanaryStep{
+					{SetWeight: ptr.To[int32](20)},
+					{Pause: &rolloutsv1alpha1.RolloutPause{}},
+					{SetWeight: ptr.To[int32](50)},
+					{Pause: &rolloutsv1alpha1.RolloutPause{}},
+				},
+			}},
+		},
+	}
+	if _, err := argoClient(t).ArgoprojV1alpha1().Rollouts(ns).Create(context.Background(), ro, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Rollout %s/%s: %v", ns, name, err)
+	}
+	waitRollout(t, ns, name, time.Minute, "its first revision Healthy", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS != "" && ro.Status.StableRS == ro.Status.CurrentPodHash
+	})
+}
+
+// pausedAt reports whether the Rollout, on a revision other than oldHash, is paused at step
+// index.
+func pausedAt(oldHash string, index int32) func(*rolloutsv1alpha1.Rollout) bool {
+	return func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, oldHash) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhasePaused &&
+			ro.Status.CurrentStepIndex != nil && *ro.Status.CurrentStepIndex == index
+	}
+}
+
+// readyOn reports whether the pod's app container is on image, in its spec and its status,
+// Running, and the pod Ready.
+func readyOn(p *corev1.Pod, image string) bool {
+	cs := cluster.ContainerStatus(p, "app")
+	return p.Spec.Containers[0].Image == image && cs != nil && cs.Image == image && cs.State.Running != nil && cluster.PodReady(p)
+}
+
+// gateWatch polls a traffic Rollout and its target while the Rollout goes through its setWeight
+// steps, and records every time the Rollout stood past a setWeight step with fewer of the
+// target's pods Ready on the new image than the step's weight asks.
+type gateWatch struct {
+	stop func()
+
+	mu sync.Mutex
+	// samples counts the polls that saw the new revision; gating those before the first pause
+	// that saw fewer than 2 pods Ready.
+	samples, gating int
+	violations      []string
+}
+
+// watchGate starts a gateWatch. The Rollout is read before the pods: the count of pods Ready on
+// the new image only grows while the Rollout moves forward, so a count read after the Rollout
+// that is below its step's weight was below it when the Rollout was read too.
+func watchGate(t *testing.T, ns, name, target, image, oldHash string) *gateWatch {
+	t.Helper()
+	w := &gateWatch{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	ros := argoClient(t).ArgoprojV1alpha1().Rollouts(ns)
+	// needed is the share of the target Ready on the new image that each step index implies:
+	// past setWeight 20 (index 0), 2 pods; past setWeight 50 (index 2), 5.
+	needed := func(idx int32) int {
+		switch {
+		case idx >= 3:
+			return 5
+		case idx >= 1:
+			return 2
+		}
+		return 0
+	}
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			ro, err := ros.Get(ctx, name, metav1.GetOptions{})
+			if err == nil && oldHash != "" && onNewRevision(ro, oldHash) && !ro.Status.Abort {
+				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + target})
+				if err == nil {
+					n := 0
+					for i := range pods.Items {
+						if readyOn(&pods.Items[i], image) {
+							n++
+						}
+					}
+					idx := int32(0)
+					if ro.Status.CurrentStepIndex != nil {
+						idx = *ro.Status.CurrentStepIndex
+					}
+					w.mu.Lock()
+					w.samples++
+					if idx == 0 && n < 2 {
+						w.gating++
+					}
+					if n < needed(idx) {
+						w.violations = append(w.violations, fmt.Sprintf("step index %d with %d of %d pods Ready on %s", idx, n, len(pods.Items), image))
+					}
+					w.mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	w.stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(w.stop)
+	return w
+}
+
+// check stops the watch and fails the test on any step passed before its pods were Ready.
+func (w *gateWatch) check(t *testing.T) {
+	t.Helper()
+	w.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, v := range w.violations {
+		t.Errorf("the Rollout moved past a setWeight step before its pods were Ready: %s", v)
+	}
+	t.Logf("gate watch: %d polls of the new revision, %d of them at setWeight 20 before its 2 pods were Ready", w.samples, w.gating)
+}
+
+// currentHash is the Rollout's current pod hash, the revision the next template change leaves.
+func currentHash(t *testing.T, ns, name string) string {
+	t.Helper()
+	ro, err := argoClient(t).ArgoprojV1alpha1().Rollouts(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading Rollout %s/%s: %v", ns, name, err)
+	}
+	return ro.Status.CurrentPodHash
+}
+
+// throughFirstWeights changes the Rollout's app image to AppV2 with kubectl argo rollouts set
+// image and checks the two pauses: 2 of 10 pods on AppV2 at the first, 5 after promote at the
+// second, neither step passed before its pods were Ready. It returns the revision left.
+func throughFirstWeights(t *testing.T, ns, name, target string) (oldHash string) {
+	t.Helper()
+	oldHash = currentHash(t, ns, name)
+	gate := watchGate(t, ns, name, target, clitest.AppV2, oldHash)
+	argoRollouts(t, "set", "image", name, "app="+clitest.AppV2, "-n", ns)
+	waitRollout(t, ns, name, 3*time.Minute, "paused at its first pause (after setWeight 20)", pausedAt(oldHash, 1))
+	if n, _ := podsOn(t, ns, target, clitest.AppV2); n != 2 {
+		t.Errorf("%d of %d pods Ready on %s at setWeight 20, want 2", n, trafficReplicas, clitest.AppV2)
+	}
+	if n := specImages(t, ns, target, clitest.AppV2); n != 2 {
+		t.Errorf("%d pods' specs on %s at setWeight 20, want 2", n, clitest.AppV2)
+	}
+
+	argoRollouts(t, "promote", name, "-n", ns)
+	waitRollout(t, ns, name, 3*time.Minute, "paused at its second pause (after setWeight 50)", pausedAt(oldHash, 3))
+	if n, _ := podsOn(t, ns, target, clitest.AppV2); n != 5 {
+		t.Errorf("%d of %d pods Ready on %s at setWeight 50, want 5", n, trafficReplicas, clitest.AppV2)
+	}
+	if n := specImages(t, ns, target, clitest.AppV2); n != 5 {
+		t.Errorf("%d pods' specs on %s at setWeight 50, want 5", n, clitest.AppV2)
+	}
+	gate.check(t)
+	return oldHash
+}
+
+// TestTrafficWeightsThenAbort: setWeight 20 and 50 move 2 and then 5 of a 10-pod StatefulSet to
+// the new image in place, each step held until its pods are Ready; kubectl argo rollouts abort
+// at 50% puts every pod back on its old image and the Rollout is Degraded.
+func TestTrafficWeightsThenAbort(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "cache", trafficReplicas)
+	before := podStates(t, ns, "cache")
+	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1)
+
+	began := time.Now()
+	old := throughFirstWeights(t, ns, "cache", "cache")
+	t.Logf("set image to the pause after setWeight 50: %s", time.Since(began).Round(100*time.Millisecond))
+
+	began = time.Now()
+	argoRollouts(t, "abort", "cache", "-n", ns)
+	waitRollout(t, ns, "cache", 2*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
+	})
+	waitRolledBack(t, ns, "cache", before, 2*time.Minute)
+	if n := specImages(t, ns, "cache", clitest.AppV2); n != 0 {
+		t.Errorf("%d pods' specs still on %s after the abort", n, clitest.AppV2)
+	}
+	t.Logf("abort to every pod back on its image: %s", time.Since(began).Round(100*time.Millisecond))
+}
+
+// TestTrafficFullPromotion: after the setWeight steps, promote goes on to full promotion: every
+// pod of the 10 runs the new image with its UID unchanged, the StatefulSet counts them updated on
+// one revision, the Rollout is Healthy, and later reconciles of the Healthy Rollout change no
+// pod.
+func TestTrafficFullPromotion(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "cache", trafficReplicas)
+	_, uids := podsOn(t, ns, "cache", clitest.AppV1)
+	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1)
+
+	began := time.Now()
+	old := throughFirstWeights(t, ns, "cache", "cache")
+	argoRollouts(t, "promote", "cache", "-n", ns)
+	waitRollout(t, ns, "cache", 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
+	})
+	t.Logf("set image to Healthy, two promotes: %s", time.Since(began).Round(100*time.Millisecond))
+
+	n, after := podsOn(t, ns, "cache", clitest.AppV2)
+	if n != trafficReplicas {
+		t.Errorf("%d of %d pods Ready on %s once Healthy", n, trafficReplicas, clitest.AppV2)
+	}
+	if !maps.Equal(uids, after) {
+		t.Errorf("pods were recreated: UIDs before %v, after %v", uids, after)
+	}
+	clitest.WaitStatefulSet(t, env, ns, "cache", "every replica counted updated on one revision", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == trafficReplicas &&
+			s.Status.CurrentRevision == s.Status.UpdateRevision && s.Spec.Template.Spec.Containers[0].Image == clitest.AppV2
+	})
+
+	// The Healthy Rollout's reconciles go on calling the router (UpdateHash, SetWeight and
+	// VerifyWeight on every one): they must change no pod.
+	settled := podRestarts(t, ns, "cache")
+	for i := range 3 {
+		nudgeReconcile(t, ns, "cache", i)
+	}
+	if now := podRestarts(t, ns, "cache"); !maps.Equal(settled, now) {
+		t.Errorf("pods changed on the Healthy Rollout's reconciles: before %v, after %v", settled, now)
+	}
+}
+
+// podRestarts is every pod of the target by name: its UID, app image and the restart count of
+// each container.
+func podRestarts(t *testing.T, ns, target string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, p := range clitest.ListPods(t, env, ns, "app="+target) {
+		s := fmt.Sprintf("uid=%s image=%s", p.UID, p.Spec.Containers[0].Image)
+		for _, cs := range p.Status.ContainerStatuses {
+			s += fmt.Sprintf(" %s:%d", cs.Name, cs.RestartCount)
+		}
+		out[p.Name] = s
+	}
+	return out
+}
+
+// nudgeReconcile writes an annotation on the Rollout, which Argo reconciles, and waits until
+// the controller's log shows one more reconcile of it completed.
+func nudgeReconcile(t *testing.T, ns, name string, i int) {
+	t.Helper()
+	before := reconciles(t, ns, name)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.inplace-rollout.io/nudge":"%d"}}}`, i)
+	if _, err := argoClient(t).ArgoprojV1alpha1().Rollouts(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("annotating Rollout %s/%s: %v", ns, name, err)
+	}
+	cluster.WaitFor(t, time.Minute, fmt.Sprintf("a reconcile of Rollout %s/%s after annotation %d", ns, name, i), func(context.Context) (bool, error) {
+		return reconciles(t, ns, name) > before, nil
+	})
+}
+
+// reconciles counts the completed reconciles of the Rollout in the controller's log.
+func reconciles(t *testing.T, ns, name string) int {
+	t.Helper()
+	data, err := os.ReadFile(env.Argo.LogPath)
+	if err != nil {
+		t.Fatalf("reading the controller's log: %v", err)
+	}
+	n := 0
+	for line := range bytes.Lines(data) {
+		if bytes.Contains(line, []byte(`msg="Reconciliation completed"`)) && bytes.Contains(line, []byte(" namespace="+ns+" ")) &&
+			bytes.Contains(line, []byte(" rollout="+name+" ")) {
+			n++
+		}
+	}
+	return n
+}
