@@ -29,11 +29,19 @@ const trafficPlugin = "inplace-rollout/traffic"
 // 50% is 5.
 const trafficReplicas = 10
 
-// createTrafficRollout creates a Rollout whose traffic router rolls the StatefulSet target in
-// place, with the steps setWeight 20, pause, setWeight 50, pause, and waits until Argo counts
-// its first revision Healthy. Its sentinel is spec.replicas 1 (plugin/traffic's package doc):
-// a pod of its own template, labelled so that the target's selector does not match it.
-func createTrafficRollout(t *testing.T, ns, name, target, image string) {
+// weightSteps are the traffic tests' steps: setWeight 20, pause, setWeight 50, pause.
+var weightSteps = []rolloutsv1alpha1.CanaryStep{
+	{SetWeight: ptr.To[int32](20)},
+	{Pause: &rolloutsv1alpha1.RolloutPause{}},
+	{SetWeight: ptr.To[int32](50)},
+	{Pause: &rolloutsv1alpha1.RolloutPause{}},
+}
+
+// createTrafficRollout creates a Rollout of replicas whose traffic router rolls the StatefulSet
+// target in place through steps, and waits until Argo counts its first revision Healthy. Its
+// sentinel (plugin/traffic's package doc) is a pod of its own template, labelled so that the
+// target's selector does not match it.
+func createTrafficRollout(t *testing.T, ns, name, target, image string, replicas int32, steps []rolloutsv1alpha1.CanaryStep) {
 	t.Helper()
 	cfg, err := json.Marshal(map[string]any{
 		"target":      map[string]any{"kind": "StatefulSet", "name": target},
@@ -50,18 +58,13 @@ func createTrafficRollout(t *testing.T, ns, name, target, image string) {
 	ro := &rolloutsv1alpha1.Rollout{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: rolloutsv1alpha1.RolloutSpec{
-			Replicas:                ptr.To[int32](1),
+			Replicas:                ptr.To(replicas),
 			Selector:                &metav1.LabelSelector{MatchLabels: labels},
 			Template:                tmpl,
 			ProgressDeadlineSeconds: ptr.To[int32](300),
 			Strategy: rolloutsv1alpha1.RolloutStrategy{Canary: &rolloutsv1alpha1.CanaryStrategy{
 				TrafficRouting: &rolloutsv1alpha1.RolloutTrafficRouting{Plugins: map[string]json.RawMessage{trafficPlugin: cfg}},
-				Steps: []rolloutsv1alpha1.CanaryStep{
-					{SetWeight: ptr.To[int32](20)},
-					{Pause: &rolloutsv1alpha1.RolloutPause{}},
-					{SetWeight: ptr.To[int32](50)},
-					{Pause: &rolloutsv1alpha1.RolloutPause{}},
-				},
+				Steps:          steps,
 			}},
 		},
 	}
@@ -220,7 +223,7 @@ func TestTrafficWeightsThenAbort(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "cache", trafficReplicas)
 	before := podStates(t, ns, "cache")
-	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1)
+	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1, 1, weightSteps)
 
 	began := time.Now()
 	old := throughFirstWeights(t, ns, "cache", "cache")
@@ -247,7 +250,7 @@ func TestTrafficFullPromotion(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "cache", trafficReplicas)
 	_, uids := podsOn(t, ns, "cache", clitest.AppV1)
-	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1)
+	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1, 1, weightSteps)
 
 	began := time.Now()
 	old := throughFirstWeights(t, ns, "cache", "cache")
