@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -92,6 +94,23 @@ func readyOn(p *corev1.Pod, image string) bool {
 	return p.Spec.Containers[0].Image == image && cs != nil && cs.Image == image && cs.State.Running != nil && cluster.PodReady(p)
 }
 
+// podsAt is how many of the target's pods a weight puts on the new images.
+func podsAt(weight int32) int {
+	return int(math.Ceil(float64(weight) * trafficReplicas / 100))
+}
+
+// podsPast is how many of the target's pods must be Ready on the new images once the Rollout
+// stands at step index idx: those of the highest setWeight step before it.
+func podsPast(steps []rolloutsv1alpha1.CanaryStep, idx int32) int {
+	n := 0
+	for i := range min(int(idx), len(steps)) {
+		if w := steps[i].SetWeight; w != nil {
+			n = max(n, podsAt(*w))
+		}
+	}
+	return n
+}
+
 // gateWatch polls a traffic Rollout and its target while the Rollout goes through its setWeight
 // steps, and records every time the Rollout stood past a setWeight step with fewer of the
 // target's pods Ready on the new image than the step's weight asks.
@@ -99,8 +118,8 @@ type gateWatch struct {
 	stop func()
 
 	mu sync.Mutex
-	// samples counts the polls that saw the new revision; gating those before the first pause
-	// that saw fewer than 2 pods Ready.
+	// samples counts the polls that saw the new revision; gating those at a setWeight step
+	// that saw fewer pods Ready than its weight asks, the step being held.
 	samples, gating int
 	violations      []string
 }
@@ -108,29 +127,23 @@ type gateWatch struct {
 // watchGate starts a gateWatch. The Rollout is read before the pods: the count of pods Ready on
 // the new image only grows while the Rollout moves forward, so a count read after the Rollout
 // that is below its step's weight was below it when the Rollout was read too.
-func watchGate(t *testing.T, ns, name, target, image, oldHash string) *gateWatch {
+func watchGate(t *testing.T, ns, name, target, image, oldHash string, steps []rolloutsv1alpha1.CanaryStep) *gateWatch {
 	t.Helper()
 	w := &gateWatch{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	ros := argoClient(t).ArgoprojV1alpha1().Rollouts(ns)
-	// needed is the share of the target Ready on the new image that each step index implies:
-	// past setWeight 20 (index 0), 2 pods; past setWeight 50 (index 2), 5.
-	needed := func(idx int32) int {
-		switch {
-		case idx >= 3:
-			return 5
-		case idx >= 1:
-			return 2
-		}
-		return 0
+	// A client of its own, so that its polls do not wait on the shared client's rate limit.
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatalf("building a Kubernetes client: %v", err)
 	}
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
 			ro, err := ros.Get(ctx, name, metav1.GetOptions{})
-			if err == nil && oldHash != "" && onNewRevision(ro, oldHash) && !ro.Status.Abort {
-				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + target})
+			if err == nil && onNewRevision(ro, oldHash) && !ro.Status.Abort {
+				pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + target})
 				if err == nil {
 					n := 0
 					for i := range pods.Items {
@@ -144,10 +157,10 @@ func watchGate(t *testing.T, ns, name, target, image, oldHash string) *gateWatch
 					}
 					w.mu.Lock()
 					w.samples++
-					if idx == 0 && n < 2 {
+					if int(idx) < len(steps) && steps[idx].SetWeight != nil && n < podsAt(*steps[idx].SetWeight) {
 						w.gating++
 					}
-					if n < needed(idx) {
+					if n < podsPast(steps, idx) {
 						w.violations = append(w.violations, fmt.Sprintf("step index %d with %d of %d pods Ready on %s", idx, n, len(pods.Items), image))
 					}
 					w.mu.Unlock()
@@ -174,7 +187,7 @@ func (w *gateWatch) check(t *testing.T) {
 	for _, v := range w.violations {
 		t.Errorf("the Rollout moved past a setWeight step before its pods were Ready: %s", v)
 	}
-	t.Logf("gate watch: %d polls of the new revision, %d of them at setWeight 20 before its 2 pods were Ready", w.samples, w.gating)
+	t.Logf("gate watch: %d polls of the new revision, %d of them held at a setWeight step before its pods were Ready", w.samples, w.gating)
 }
 
 // currentHash is the Rollout's current pod hash, the revision the next template change leaves.
@@ -187,29 +200,33 @@ func currentHash(t *testing.T, ns, name string) string {
 	return ro.Status.CurrentPodHash
 }
 
-// throughFirstWeights changes the Rollout's app image to AppV2 with kubectl argo rollouts set
-// image and checks the two pauses: 2 of 10 pods on AppV2 at the first, 5 after promote at the
-// second, neither step passed before its pods were Ready. It returns the revision left.
-func throughFirstWeights(t *testing.T, ns, name, target string) (oldHash string) {
+// throughPauses changes the Rollout's app image to AppV2 with kubectl argo rollouts set image
+// and goes through its steps up to the last pause, promoting at each pause but that one. At
+// each pause the target has the pods of the setWeight steps before it on AppV2, and none more;
+// no step was passed before its pods were Ready. It returns the revision left.
+func throughPauses(t *testing.T, ns, name, target string, steps []rolloutsv1alpha1.CanaryStep) (oldHash string) {
 	t.Helper()
 	oldHash = currentHash(t, ns, name)
-	gate := watchGate(t, ns, name, target, clitest.AppV2, oldHash)
+	gate := watchGate(t, ns, name, target, clitest.AppV2, oldHash, steps)
 	argoRollouts(t, "set", "image", name, "app="+clitest.AppV2, "-n", ns)
-	waitRollout(t, ns, name, 3*time.Minute, "paused at its first pause (after setWeight 20)", pausedAt(oldHash, 1))
-	if n, _ := podsOn(t, ns, target, clitest.AppV2); n != 2 {
-		t.Errorf("%d of %d pods Ready on %s at setWeight 20, want 2", n, trafficReplicas, clitest.AppV2)
+	var pauses []int32
+	for i, s := range steps {
+		if s.Pause != nil {
+			pauses = append(pauses, int32(i))
+		}
 	}
-	if n := specImages(t, ns, target, clitest.AppV2); n != 2 {
-		t.Errorf("%d pods' specs on %s at setWeight 20, want 2", n, clitest.AppV2)
-	}
-
-	argoRollouts(t, "promote", name, "-n", ns)
-	waitRollout(t, ns, name, 3*time.Minute, "paused at its second pause (after setWeight 50)", pausedAt(oldHash, 3))
-	if n, _ := podsOn(t, ns, target, clitest.AppV2); n != 5 {
-		t.Errorf("%d of %d pods Ready on %s at setWeight 50, want 5", n, trafficReplicas, clitest.AppV2)
-	}
-	if n := specImages(t, ns, target, clitest.AppV2); n != 5 {
-		t.Errorf("%d pods' specs on %s at setWeight 50, want 5", n, clitest.AppV2)
+	for i, idx := range pauses {
+		if i > 0 {
+			argoRollouts(t, "promote", name, "-n", ns)
+		}
+		want := podsPast(steps, idx)
+		waitRollout(t, ns, name, 3*time.Minute, fmt.Sprintf("paused at step %d", idx), pausedAt(oldHash, idx))
+		if n, _ := podsOn(t, ns, target, clitest.AppV2); n != want {
+			t.Errorf("%d of %d pods Ready on %s at the pause of step %d, want %d", n, trafficReplicas, clitest.AppV2, idx, want)
+		}
+		if n := specImages(t, ns, target, clitest.AppV2); n != want {
+			t.Errorf("%d pods' specs on %s at the pause of step %d, want %d", n, clitest.AppV2, idx, want)
+		}
 	}
 	gate.check(t)
 	return oldHash
@@ -226,7 +243,7 @@ func TestTrafficWeightsThenAbort(t *testing.T) {
 	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1, 1, weightSteps)
 
 	began := time.Now()
-	old := throughFirstWeights(t, ns, "cache", "cache")
+	old := throughPauses(t, ns, "cache", "cache", weightSteps)
 	t.Logf("set image to the pause after setWeight 50: %s", time.Since(began).Round(100*time.Millisecond))
 
 	began = time.Now()
@@ -253,32 +270,60 @@ func TestTrafficFullPromotion(t *testing.T) {
 	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1, 1, weightSteps)
 
 	began := time.Now()
-	old := throughFirstWeights(t, ns, "cache", "cache")
-	argoRollouts(t, "promote", "cache", "-n", ns)
-	waitRollout(t, ns, "cache", 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
+	old := throughPauses(t, ns, "cache", "cache", weightSteps)
+	promoteFully(t, ns, "cache", "cache", old, uids)
 	t.Logf("set image to Healthy, two promotes: %s", time.Since(began).Round(100*time.Millisecond))
+}
 
-	n, after := podsOn(t, ns, "cache", clitest.AppV2)
+// TestTrafficSentinelByCanaryScale: the other sentinel of plugin/traffic's package doc,
+// spec.replicas 0 with setCanaryScale {replicas: 1}, and the steps ending in setWeight 100 as the
+// doc says: the weights hold 2 and 5 pods as with a replica of its own, and the Rollout is Healthy
+// only once every pod runs the new image (without the last step Argo promotes it at 5 of 10).
+func TestTrafficSentinelByCanaryScale(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "cache", trafficReplicas)
+	_, uids := podsOn(t, ns, "cache", clitest.AppV1)
+	steps := []rolloutsv1alpha1.CanaryStep{{SetCanaryScale: &rolloutsv1alpha1.SetCanaryScale{Replicas: ptr.To[int32](1)}}}
+	steps = append(steps, weightSteps...)
+	steps = append(steps, rolloutsv1alpha1.CanaryStep{SetWeight: ptr.To[int32](100)})
+	createTrafficRollout(t, ns, "cache", "cache", clitest.AppV1, 0, steps)
+
+	began := time.Now()
+	old := throughPauses(t, ns, "cache", "cache", steps)
+	promoteFully(t, ns, "cache", "cache", old, uids)
+	t.Logf("set image to Healthy, two promotes: %s", time.Since(began).Round(100*time.Millisecond))
+}
+
+// promoteFully promotes the Rollout, paused at its last pause, and checks full promotion: once
+// the Rollout is Healthy every pod of the target runs AppV2 with its UID in uids, the
+// StatefulSet counts them updated on one revision, and later reconciles of the Healthy Rollout
+// change no pod.
+func promoteFully(t *testing.T, ns, name, target, oldHash string, uids map[string]string) {
+	t.Helper()
+	argoRollouts(t, "promote", name, "-n", ns)
+	waitRollout(t, ns, name, 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, oldHash) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
+	})
+	n, after := podsOn(t, ns, target, clitest.AppV2)
 	if n != trafficReplicas {
 		t.Errorf("%d of %d pods Ready on %s once Healthy", n, trafficReplicas, clitest.AppV2)
 	}
 	if !maps.Equal(uids, after) {
 		t.Errorf("pods were recreated: UIDs before %v, after %v", uids, after)
 	}
-	clitest.WaitStatefulSet(t, env, ns, "cache", "every replica counted updated on one revision", func(s *appsv1.StatefulSet) bool {
+	clitest.WaitStatefulSet(t, env, ns, target, "every replica counted updated on one revision", func(s *appsv1.StatefulSet) bool {
 		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == trafficReplicas &&
 			s.Status.CurrentRevision == s.Status.UpdateRevision && s.Spec.Template.Spec.Containers[0].Image == clitest.AppV2
 	})
 
 	// The Healthy Rollout's reconciles go on calling the router (UpdateHash, SetWeight and
 	// VerifyWeight on every one): they must change no pod.
-	settled := podRestarts(t, ns, "cache")
+	settled := podRestarts(t, ns, target)
 	for i := range 3 {
-		nudgeReconcile(t, ns, "cache", i)
+		nudgeReconcile(t, ns, name, i)
 	}
-	if now := podRestarts(t, ns, "cache"); !maps.Equal(settled, now) {
+	if now := podRestarts(t, ns, target); !maps.Equal(settled, now) {
 		t.Errorf("pods changed on the Healthy Rollout's reconciles: before %v, after %v", settled, now)
 	}
 }
