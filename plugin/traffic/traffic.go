@@ -21,10 +21,18 @@
 // Argo sends a weight other than 0 only when the Rollout's canary ReplicaSet has available pods
 // (and 100 only once it has all of them). A Rollout that drives a workload it does not own would
 // run no pods and only ever send SetWeight(0), so it keeps a sentinel: a pod of its own, from its
-// own pod template, whose only job is to be available. Two ways, cheapest first: spec.replicas 0
-// and a first step setCanaryScale {replicas: 1}, which runs one canary pod while a revision rolls
-// out and none once it is promoted; or spec.replicas 1, which always runs one pod, and a second
-// during a rollout. The images rolled out are the template's (its containers named as the
+// own pod template, whose only job is to be available. Two ways:
+//   - spec.replicas 1 always runs one pod, and a second during a rollout. At the end of the steps
+//     Argo sends 100 and promotes only once VerifyWeight(100) is Verified: the Rollout is Healthy
+//     when every pod of the target runs the new images.
+//   - spec.replicas 0 and a first step setCanaryScale {replicas: 1} runs one canary pod while a
+//     revision rolls out and none once it is promoted. But at the end of the steps Argo scales
+//     that pod away and promotes without sending 100 (its canary has no available pod), so the
+//     Rollout is Healthy while the router is still updating the rest of the target. End the
+//     steps with setWeight 100: that step runs while the canary pod is still there, sends 100,
+//     and waits until every pod is updated.
+//
+// The images rolled out are the template's (its containers named as the
 // target's), so the sentinel runs the new images and a tiny image such as registry.k8s.io/pause
 // cannot stand in for them. Make it cheap: requests and limits as small as the image allows
 // (cpu 1m, a few Mi of memory), labels no Service selects so that it gets no traffic, no probes

@@ -68,7 +68,8 @@ type Argo struct {
 // StartArgo installs Argo Rollouts as its manifests do (CRDs, namespace, ServiceAccount, Argo's
 // stock ClusterRole) plus config/argo (our ClusterRole and the plugin registrations, pointed at
 // opts.PluginBinary), then starts the controller as that ServiceAccount and waits until its
-// rollout workers run.
+// rollout workers run. With the cluster's Prometheus, the controller's
+// ARGO_ROLLOUTS_PROMETHEUS_ADDRESS is its URL.
 func (c *Cluster) StartArgo(ctx context.Context, opts ArgoOptions) (*Argo, error) {
 	if _, err := os.Stat(c.bin(argoProcess)); err != nil {
 		return nil, fmt.Errorf("%s is missing from %s: run `make tools` (hack/tools/build.sh) first: %w", argoProcess, c.opts.BinDir, err)
@@ -303,6 +304,11 @@ func (a *Argo) start() error {
 		// Plugins get the controller's environment, not its --kubeconfig flag; POD_NAMESPACE is
 		// where it reads argo-rollouts-config.
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+a.Kubeconfig, "POD_NAMESPACE="+ArgoNamespace)
+		if a.c.PrometheusURL != "" {
+			// The address of an AnalysisTemplate's prometheus provider that sets none, as an
+			// installation sets it once for its cluster's Prometheus.
+			cmd.Env = append(cmd.Env, "ARGO_ROLLOUTS_PROMETHEUS_ADDRESS="+a.c.PrometheusURL)
+		}
 		cmd.Dir = a.Dir
 		p, err := startCommand(a.c.Dir, argoProcess, cmd, true)
 		if err != nil {
