@@ -78,6 +78,11 @@ func run(m *testing.M) int {
 	fmt.Fprintf(os.Stderr, "control plane ready in %s, Argo Rollouts in %s more\n",
 		env.BootDuration.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 
+	// The tests wait on the controller, not the CPU: run more of them at once than -parallel's
+	// default, the number of cores, unless it was given.
+	if !flagSet("test.parallel") {
+		_ = flag.Set("test.parallel", "6")
+	}
 	code := m.Run()
 	if code != 0 {
 		return code
@@ -108,4 +113,11 @@ func keepArgoLog() {
 	if data, err := os.ReadFile(env.Argo.LogPath); err == nil {
 		_ = os.WriteFile(dst, data, 0o644)
 	}
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
