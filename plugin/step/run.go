@@ -1,0 +1,132 @@
+package step
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/argospec"
+)
+
+// request is a decoded call: the Rollout's step config as the engine's spec, and the driver
+// that runs it.
+type request struct {
+	argospec.Request
+	key driverKey
+}
+
+// configField is where a step's config is, for messages.
+const configField = "steps[].plugin.config"
+
+// decode reads the call's Rollout and step config. Its error is bad input, named by field, and
+// nothing is written for it.
+func decode(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (request, error) {
+	var raw json.RawMessage
+	if c != nil {
+		raw = c.Config
+	}
+	return decodeAt(ro, raw, configField)
+}
+
+// decodeAt reads the config raw found at field of the Rollout ro. A step's rollout supersedes
+// the Rollout's rollout in flight: Argo restarts the steps on a template change with no Abort,
+// and the newest images win.
+func decodeAt(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (request, error) {
+	r, err := argospec.Decode(ro, raw, field)
+	if err != nil {
+		return request{Request: r}, err
+	}
+	r.Spec.Supersede = true
+	return request{Request: r, key: driverKey{holder: r.Holder, target: r.Spec.Target.String()}}, nil
+}
+
+// rollbackSpec is the rollback of req's rollout, at its pace.
+func (r request) rollbackSpec() rollout.RollbackSpec {
+	s := r.Spec
+	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+}
+
+// Run starts the rollout of the step's config, or finds its driver, and reports at once where it
+// is: Running while it moves, Successful once it succeeded or holds at its upTo, Failed when it
+// rolled back, failed or its config is wrong. Trouble that may pass is an RpcError, which Argo
+// retries; never Phase Error, which would wedge the step. While the target's rollback or release
+// is under way, Run waits for it (Running) rather than stop it.
+func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+	req, err := decode(ro, c)
+	if err != nil {
+		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
+	}
+	if req.Initial {
+		return types.RpcStepResult{Phase: types.PhaseSuccessful,
+			Message: "the Rollout's first revision: there is nothing to roll out in place"}, types.RpcError{}
+	}
+	cl, err := p.getClients()
+	if err != nil {
+		return types.RpcStepResult{}, types.RpcError{ErrorString: err.Error()}
+	}
+	// A step started afresh (Argo resets the step status on a new revision and on a retry)
+	// re-observes the cluster rather than trusting a finished driver's verdict.
+	fresh := c == nil || len(c.Status) == 0 || string(c.Status) == "null"
+	d := p.driverFor(cl.Engine, req, fresh)
+	if d.kind != driveRollout {
+		st := d.status()
+		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
+			Message: fmt.Sprintf("waiting for the %s of %s to end first: %s", d.kind, req.key.target, runningMessage(st))}, types.RpcError{}
+	}
+	if !d.finished() {
+		st := d.status()
+		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
+			Message: runningMessage(st)}, types.RpcError{}
+	}
+	return p.verdict(req, d)
+}
+
+// verdict maps a finished driver's outcome to Argo's phases.
+func (p *Plugin) verdict(req request, d *driver) (types.RpcStepResult, types.RpcError) {
+	st, err := d.final, d.err
+	if err != nil {
+		if retryable(err) {
+			// The next Run starts a new driver, which goes on from the cluster.
+			p.forget(req.key, d)
+			return types.RpcStepResult{}, types.RpcError{ErrorString: fmt.Sprintf("Rollout %s: %v", req.Rollout, err)}
+		}
+		return types.RpcStepResult{Phase: types.PhaseFailed, Status: stepStatus(st),
+			Message: fmt.Sprintf("Rollout %s: %v", req.Rollout, err)}, types.RpcError{}
+	}
+	res := types.RpcStepResult{Status: stepStatus(st), Message: outcomeMessage(st)}
+	switch st.Phase {
+	case rollout.PhaseSucceeded, rollout.PhaseHolding:
+		res.Phase = types.PhaseSuccessful
+	case rollout.PhasePaused:
+		// A person accepts the batch or aborts the Rollout; the next Run looks again.
+		p.forget(req.key, d)
+		res.Phase, res.RequeueAfter = types.PhaseRunning, RequeueAfter
+	default:
+		res.Phase = types.PhaseFailed
+	}
+	return res, types.RpcError{}
+}
+
+// retryable reports whether a driver's error may pass by itself: the API server in trouble, or
+// the driver stopped for a newer one.
+func retryable(err error) bool {
+	var (
+		unavailable *rollout.APIUnavailableError
+		inv         *rollout.InvalidError
+		sup         *rollout.SupersededError
+		blk         *rollout.BlockedError
+		per         *rollout.PermanentError
+	)
+	switch {
+	case errors.As(err, &unavailable), errors.Is(err, context.Canceled):
+		return true
+	case errors.As(err, &inv), errors.As(err, &sup), errors.As(err, &blk), errors.As(err, &per):
+		return false
+	}
+	return true
+}
