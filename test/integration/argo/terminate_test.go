@@ -1,0 +1,74 @@
+package argo_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+)
+
+// TestStepPromoteFullTerminates: `kubectl argo rollouts promote --full` while the step is still
+// Running makes Argo call Terminate: the pods updated in place stay as they are, the lock is
+// released and the StatefulSet gets its own update strategy back, so its controller brings the
+// remaining pods to the template's images its own way; the Rollout ends Healthy.
+func TestStepPromoteFullTerminates(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "web", replicas)
+	// A long soak keeps the step Running once the first pod is updated.
+	steps := oneStep("web", map[string]any{"soak": "2m", "timeout": "5m"})
+	createRollout(t, ns, "web", clitest.AppV1, steps)
+	old := setImage(t, ns, "web", clitest.AppV2, steps)
+	cluster.WaitFor(t, 2*time.Minute, "the first pod of web updated in place", func(context.Context) (bool, error) {
+		n, _ := podsOn(t, ns, "web", clitest.AppV2)
+		return n >= 1, nil
+	})
+	_, uids := podsOn(t, ns, "web", clitest.AppV2)
+	updated := map[string]bool{}
+	for _, p := range clitest.ListPods(t, env, ns, "app=web") {
+		updated[p.Name] = p.Spec.Containers[0].Image == clitest.AppV2
+	}
+
+	argoRollouts(t, "promote", "--full", "web", "-n", ns)
+	ro := waitRollout(t, ns, "web", 2*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
+	})
+	terminated := false
+	for _, sp := range ro.Status.Canary.StepPluginStatuses {
+		if sp.Operation == rolloutsv1alpha1.StepPluginOperationTerminate {
+			terminated = true
+			if sp.Phase != rolloutsv1alpha1.StepPluginPhaseSuccessful {
+				t.Errorf("Terminate ended %s: %s", sp.Phase, sp.Message)
+			}
+		}
+	}
+	if !terminated {
+		t.Errorf("Argo did not call Terminate: %s", describeRollout(ro))
+	}
+	cluster.WaitFor(t, time.Minute, "the lock of web released", func(context.Context) (bool, error) {
+		l := lockOf(t, ns, "web")
+		if l == nil || l.Phase != workload.LockReleased {
+			return false, fmt.Errorf("lock %+v", l)
+		}
+		return true, nil
+	})
+	clitest.WaitStatefulSet(t, env, ns, "web", "its own RollingUpdate back and every replica on the template's images",
+		func(s *appsv1.StatefulSet) bool {
+			return s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType &&
+				s.Spec.Template.Spec.Containers[0].Image == clitest.AppV2 &&
+				s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == replicas && s.Status.ReadyReplicas == replicas
+		})
+	_, after := podsOn(t, ns, "web", clitest.AppV2)
+	for pod, was := range updated {
+		if was && after[pod] != uids[pod] {
+			t.Errorf("pod %s, updated in place before the promotion, was recreated", pod)
+		}
+	}
+}
