@@ -313,3 +313,62 @@ func TestAbortJoinsRollback(t *testing.T) {
 		t.Errorf("rollback ended %+v, %v; want RolledBack", first.final, first.err)
 	}
 }
+
+// A Rollout fully promoted while its target is still held for it (promote --full at a pause
+// between two upTo steps: no step Running, so no Terminate) gets its target released by the
+// scan; one still on its way keeps the hold.
+func TestScanReleasesAfterFullPromotion(t *testing.T) {
+	tests := []struct {
+		name     string
+		promoted bool
+		want     string // the lock's phase after the scan
+	}{
+		{"fully promoted", true, workload.LockReleased},
+		{"between two steps", false, workload.LockHolding},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := newClient(t, 3)
+			playKubelet(t, client)
+			held := withField(goodConfig, `"upTo":1`)
+			ro := scanRollout("web", []argov1alpha1.CanaryStep{pluginStep(Name, held), {Pause: &argov1alpha1.RolloutPause{}}, pluginStep(Name, goodConfig)}, "")
+			req, err := decode(ro, stepContext(held, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := (&rollout.Engine{Client: client}).Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
+				t.Fatalf("rollout = %+v, %v; want Holding", st, err)
+			}
+			ro.Status.CurrentPodHash = "85c5855485"
+			if tt.promoted {
+				ro.Status.StableRS = ro.Status.CurrentPodHash
+			}
+			clients := Clients{Engine: &rollout.Engine{Client: client}, Rollouts: argofake.NewSimpleClientset(ro)}
+			p := newPluginWith(t, clients, Options{})
+			started := p.scan(context.Background(), clients)
+			if tt.promoted {
+				if started != 1 {
+					t.Fatalf("scan started %d drivers, want the release", started)
+				}
+				p.mu.Lock()
+				d := p.drivers[req.key]
+				p.mu.Unlock()
+				if d == nil || d.kind != driveRelease {
+					t.Fatalf("driver of %v: %+v, want a release", req.key, d)
+				}
+				<-d.done
+				if d.err != nil {
+					t.Fatalf("release driver: %v", d.err)
+				}
+			} else if started != 0 {
+				t.Fatalf("scan started %d drivers, want none", started)
+			}
+			if l := lockOf(t, client); l.Phase != tt.want {
+				t.Errorf("lock %s, want %s", l.Phase, tt.want)
+			}
+			if got := stsOf(t, client).Spec.UpdateStrategy.Type; tt.promoted && got != appsv1.RollingUpdateStatefulSetStrategyType {
+				t.Errorf("StatefulSet update strategy %s after the release, want its RollingUpdate back", got)
+			}
+		})
+	}
+}

@@ -64,8 +64,10 @@ func ourConfigs(ro *argov1alpha1.Rollout) []configAt {
 }
 
 // scan finds the Rollouts with our steps whose target's lock is rolling back for that Rollout,
-// and finishes each rollback in a driver, unless a driver of that target is under way: it drives
-// the rollback itself. It returns how many rollbacks it started.
+// and finishes each rollback in a driver; and those fully promoted while their target is still
+// held for them (`promote --full` at an Argo pause between two steps, when no step is Running
+// for Argo to Terminate), and releases the target as Terminate would. It leaves a target alone
+// while a driver of it is under way, and returns how many drivers it started.
 func (p *Plugin) scan(ctx context.Context, c Clients) int {
 	list, err := c.Rollouts.ArgoprojV1alpha1().Rollouts(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -93,12 +95,18 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 				}
 				continue
 			}
-			if lock == nil || lock.Holder != req.Holder || lock.Phase != workload.LockRollingBack {
-				continue
-			}
-			if p.finishRollback(c.Engine, req) {
-				log.Info("finishing a rollback cut short", "rolloutID", lock.RolloutID, "reason", lock.Reason)
-				started++
+			switch {
+			case lock == nil || lock.Holder != req.Holder:
+			case lock.Phase == workload.LockRollingBack:
+				if p.finishRollback(c.Engine, req) {
+					log.Info("finishing a rollback cut short", "rolloutID", lock.RolloutID, "reason", lock.Reason)
+					started++
+				}
+			case lock.Active() && fullyPromoted(ro):
+				if p.releaseIdle(c.Engine, req) {
+					log.Info("releasing a target still held after the Rollout's full promotion", "rolloutID", lock.RolloutID, "phase", lock.Phase)
+					started++
+				}
 			}
 		}
 	}
@@ -117,5 +125,24 @@ func (p *Plugin) finishRollback(e *rollout.Engine, req request) bool {
 	p.startLocked(req.key, driveRollback, "", req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return e.DriveAbort(ctx, rb, d.record)
 	})
+	return true
+}
+
+// fullyPromoted reports whether the Rollout's current revision is its stable one: Argo has
+// nothing left to run or terminate for it.
+func fullyPromoted(ro *argov1alpha1.Rollout) bool {
+	return ro.Status.StableRS != "" && ro.Status.StableRS == ro.Status.CurrentPodHash
+}
+
+// releaseIdle starts a release driver for req unless a driver of its target is under way, and
+// says whether it started one.
+func (p *Plugin) releaseIdle(e *rollout.Engine, req request) bool {
+	p.mu.Lock()
+	d := p.drivers[req.key]
+	p.mu.Unlock()
+	if d != nil && !d.finished() {
+		return false
+	}
+	p.releaseFor(e, req)
 	return true
 }
