@@ -72,3 +72,42 @@ func TestStepPromoteFullTerminates(t *testing.T) {
 		}
 	}
 }
+
+// TestStepPromoteFullAtPauseReleases: `promote --full` at Argo's pause between two upTo steps
+// leaves no step Running, so Argo calls no Terminate; the plugin's scan, within its minute,
+// releases the StatefulSet held for the Rollout just as Terminate would.
+func TestStepPromoteFullAtPauseReleases(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "web", replicas)
+	steps := func(image string) []map[string]any {
+		return []map[string]any{stepConfig("web", image, map[string]any{"upTo": 1}), nil, stepConfig("web", image, nil)}
+	}
+	createRollout(t, ns, "web", clitest.AppV1, steps)
+	old := setImage(t, ns, "web", clitest.AppV2, steps)
+	waitRollout(t, ns, "web", 3*time.Minute, "paused after the hold", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhasePaused &&
+			ro.Status.CurrentStepIndex != nil && *ro.Status.CurrentStepIndex == 1
+	})
+	if l := lockOf(t, ns, "web"); l == nil || l.Phase != workload.LockHolding {
+		t.Fatalf("lock %+v at the pause, want Holding", l)
+	}
+
+	argoRollouts(t, "promote", "--full", "web", "-n", ns)
+	waitRollout(t, ns, "web", 2*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
+	})
+	// The scan runs every minute: two of them at most.
+	cluster.WaitFor(t, 150*time.Second, "the lock of web released by the plugin's scan", func(context.Context) (bool, error) {
+		l := lockOf(t, ns, "web")
+		if l == nil || l.Phase != workload.LockReleased {
+			return false, fmt.Errorf("lock %+v", l)
+		}
+		return true, nil
+	})
+	clitest.WaitStatefulSet(t, env, ns, "web", "its own RollingUpdate back and every replica on the template's images",
+		func(s *appsv1.StatefulSet) bool {
+			return s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType &&
+				s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == replicas && s.Status.ReadyReplicas == replicas
+		})
+}
