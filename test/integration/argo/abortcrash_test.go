@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
-
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -56,9 +54,7 @@ func TestStepAbortSurvivesPluginKilled(t *testing.T) {
 	}
 	t.Logf("killed plugin processes %v mid-Abort with %d pods still on %s", killed, left, clitest.AppV2)
 
-	waitRollout(t, ns, "web", 2*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
-	})
+	abortedOn(t, ns, "web", old)
 	waitRolledBack(t, ns, "web", before, 3*time.Minute)
 	if n := specImages(t, ns, "web", clitest.AppV2); n != 0 {
 		t.Errorf("%d pods' specs still on %s", n, clitest.AppV2)

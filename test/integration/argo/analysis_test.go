@@ -90,9 +90,7 @@ func TestStepAnalysisTemplateFailsAndRollsBack(t *testing.T) {
 		analysisStep,
 		step(t, stepConfig("web", errs, nil)),
 	})
-	ro := waitRollout(t, ns, "web", 3*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
-	})
+	ro := abortedOn(t, ns, "web", old)
 	// Argo puts the step index back to 0 on an abort: its message says which step aborted.
 	if !strings.Contains(ro.Status.Message, "Step-based analysis") {
 		t.Errorf("the Rollout was not aborted by its analysis step: %s", describeRollout(ro))

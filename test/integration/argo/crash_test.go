@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
-
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -67,9 +65,7 @@ func TestRolloutSurvives(t *testing.T) {
 				t.Fatalf("every pod was updated before the crash: the test proves nothing")
 			}
 			tt.crash(t)
-			waitRollout(t, ns, "web", 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-				return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-			})
+			healthyOn(t, ns, "web", old)
 			n, after := podsOn(t, ns, "web", clitest.AppV2)
 			if n != replicas {
 				t.Errorf("%d of %d pods on %s", n, replicas, clitest.AppV2)

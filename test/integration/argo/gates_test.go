@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,9 +48,7 @@ func TestStepDrainsGatedPods(t *testing.T) {
 	steps := oneStep("web", map[string]any{"gracePeriod": "2s"})
 	createRollout(t, ns, "web", clitest.AppV1, steps)
 	old := setImage(t, ns, "web", clitest.AppV2, steps)
-	waitRollout(t, ns, "web", 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
+	healthyOn(t, ns, "web", old)
 	n, after := podsOn(t, ns, "web", clitest.AppV2)
 	if n != 3 {
 		t.Errorf("%d of 3 pods Running and Ready on %s", n, clitest.AppV2)

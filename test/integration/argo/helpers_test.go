@@ -261,3 +261,19 @@ func churnPods(t *testing.T, ns, target string) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// healthyOn waits until the Rollout is Healthy on a revision other than old.
+func healthyOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
+	t.Helper()
+	return waitRollout(t, ns, name, 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
+	})
+}
+
+// abortedOn waits until the Rollout is aborted and Degraded on a revision other than old.
+func abortedOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
+	t.Helper()
+	return waitRollout(t, ns, name, 3*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
+	})
+}

@@ -36,22 +36,6 @@ func fromRolloutStep(target map[string]any, extra map[string]any) stepsFunc {
 	}
 }
 
-// healthyOn waits until the Rollout is Healthy on a revision other than old.
-func healthyOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
-	t.Helper()
-	return waitRollout(t, ns, name, 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
-}
-
-// abortedOn waits until the Rollout is aborted and Degraded on a revision other than old.
-func abortedOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
-	t.Helper()
-	return waitRollout(t, ns, name, 3*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
-	})
-}
-
 // createDeployment creates a Deployment of Template pods labelled app=NAME and waits until its
 // controller has rolled it out: every replica updated and available, from one ReplicaSet.
 func createDeployment(t *testing.T, ns, name string, replicas int32) {

@@ -31,9 +31,7 @@ func TestStepRetryAfterAbort(t *testing.T) {
 		t.Fatalf("every pod was on %s before the abort: the test proves nothing", clitest.AppV2)
 	}
 	argoRollouts(t, "abort", "web", "-n", ns)
-	waitRollout(t, ns, "web", 3*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
-	})
+	abortedOn(t, ns, "web", old)
 	waitRolledBack(t, ns, "web", before, 2*time.Minute)
 
 	argoRollouts(t, "retry", "rollout", "web", "-n", ns)

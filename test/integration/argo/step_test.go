@@ -34,9 +34,7 @@ func TestStepRollsAStatefulSetInPlace(t *testing.T) {
 	createRollout(t, ns, "web", clitest.AppV1, oneStep("web", nil))
 	began := time.Now()
 	old := setImage(t, ns, "web", clitest.AppV2, oneStep("web", nil))
-	waitRollout(t, ns, "web", 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
+	healthyOn(t, ns, "web", old)
 	argoTook := time.Since(began)
 
 	n, after := podsOn(t, ns, "web", clitest.AppV2)
@@ -85,9 +83,7 @@ func TestStepUpToThenPause(t *testing.T) {
 	}
 
 	argoRollouts(t, "promote", "web", "-n", ns)
-	waitRollout(t, ns, "web", 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
+	healthyOn(t, ns, "web", old)
 	if n, _ := podsOn(t, ns, "web", clitest.AppV2); n != replicas {
 		t.Errorf("%d of %d pods on %s after promote", n, replicas, clitest.AppV2)
 	}
@@ -102,9 +98,7 @@ func TestStepCrashFailsAndRollsBack(t *testing.T) {
 	const crash = "registry.example/app:crash"
 	createRollout(t, ns, "web", clitest.AppV1, oneStep("web", nil))
 	old := setImage(t, ns, "web", crash, oneStep("web", nil))
-	ro := waitRollout(t, ns, "web", 3*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
-	})
+	ro := abortedOn(t, ns, "web", old)
 	failed := false
 	for _, sp := range ro.Status.Canary.StepPluginStatuses {
 		if sp.Operation == rolloutsv1alpha1.StepPluginOperationRun && sp.Phase == rolloutsv1alpha1.StepPluginPhaseFailed {
@@ -134,9 +128,7 @@ func TestStepAbortMidBatchRollsBack(t *testing.T) {
 		return specImages(t, ns, "web", slow) > 0, nil
 	})
 	argoRollouts(t, "abort", "web", "-n", ns)
-	waitRollout(t, ns, "web", 2*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
-	})
+	abortedOn(t, ns, "web", old)
 	waitRolledBack(t, ns, "web", before, time.Minute)
 	if n := specImages(t, ns, "web", slow); n != 0 {
 		t.Errorf("%d pods' specs still on %s", n, slow)

@@ -37,9 +37,7 @@ func TestStepPromoteFullTerminates(t *testing.T) {
 	}
 
 	argoRollouts(t, "promote", "--full", "web", "-n", ns)
-	ro := waitRollout(t, ns, "web", 2*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
+	ro := healthyOn(t, ns, "web", old)
 	terminated := false
 	for _, sp := range ro.Status.Canary.StepPluginStatuses {
 		if sp.Operation == rolloutsv1alpha1.StepPluginOperationTerminate {
@@ -94,9 +92,7 @@ func TestStepPromoteFullAtPauseReleases(t *testing.T) {
 	}
 
 	argoRollouts(t, "promote", "--full", "web", "-n", ns)
-	waitRollout(t, ns, "web", 2*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
+	healthyOn(t, ns, "web", old)
 	// The scan runs every minute: two of them at most.
 	cluster.WaitFor(t, 150*time.Second, "the lock of web released by the plugin's scan", func(context.Context) (bool, error) {
 		l := lockOf(t, ns, "web")

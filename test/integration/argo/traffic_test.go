@@ -248,9 +248,7 @@ func TestTrafficWeightsThenAbort(t *testing.T) {
 
 	began = time.Now()
 	argoRollouts(t, "abort", "cache", "-n", ns)
-	waitRollout(t, ns, "cache", 2*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
-	})
+	abortedOn(t, ns, "cache", old)
 	waitRolledBack(t, ns, "cache", before, 2*time.Minute)
 	if n := specImages(t, ns, "cache", clitest.AppV2); n != 0 {
 		t.Errorf("%d pods' specs still on %s after the abort", n, clitest.AppV2)
@@ -302,9 +300,7 @@ func TestTrafficSentinelByCanaryScale(t *testing.T) {
 func promoteFully(t *testing.T, ns, name, target, oldHash string, uids map[string]string) {
 	t.Helper()
 	argoRollouts(t, "promote", name, "-n", ns)
-	waitRollout(t, ns, name, 3*time.Minute, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
-		return onNewRevision(ro, oldHash) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
-	})
+	healthyOn(t, ns, name, oldHash)
 	n, after := podsOn(t, ns, target, clitest.AppV2)
 	if n != trafficReplicas {
 		t.Errorf("%d of %d pods Ready on %s once Healthy", n, trafficReplicas, clitest.AppV2)
