@@ -16,7 +16,8 @@ all: build
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/inplace-rollout ./cmd/inplace-rollout
 
-## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, for an argo-rollouts-config location and sha256
+## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, and dist/argo-rollouts-config.yaml pointing at RELEASE_URL with the amd64 binary's sha256
+RELEASE_URL ?= https://github.com/inplace-rollout/inplace-rollout/releases/download/$(VERSION)
 release:
 	rm -rf dist && mkdir -p dist
 	for arch in amd64 arm64; do \
@@ -24,6 +25,7 @@ release:
 			-o dist/inplace-rollout-linux-$$arch ./cmd/inplace-rollout || exit 1; \
 	done
 	cd dist && sha256sum inplace-rollout-linux-* > checksums.txt
+	hack/argo-config.sh $(RELEASE_URL) > dist/argo-rollouts-config.yaml
 
 ## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller (cached per machine)
 tools:
