@@ -95,7 +95,7 @@ func (c *Cluster) StartArgo(ctx context.Context, opts ArgoOptions) (*Argo, error
 	if err := c.installArgo(ctx, a.ModuleDir, filepath.Join(root, "config", "argo"), plugin); err != nil {
 		return nil, err
 	}
-	if a.Kubeconfig, err = c.writeArgoKubeconfig(ctx, a.Dir); err != nil {
+	if a.Kubeconfig, err = c.writeServiceAccountKubeconfig(ctx, ArgoNamespace, ArgoServiceAccount, a.Dir); err != nil {
 		return nil, err
 	}
 	if err := a.start(); err != nil {
@@ -265,24 +265,24 @@ func argoConfigMap(path, plugin string) (*corev1.ConfigMap, error) {
 	return &cm, nil
 }
 
-// argoTokenLifetime is how long the controller's token lasts: longer than any test run or
+// tokenLifetime is how long a controller's token lasts: longer than any test run or
 // `make cluster-up` session, since nothing renews it.
-const argoTokenLifetime = 7 * 24 * time.Hour
+const tokenLifetime = 7 * 24 * time.Hour
 
-// writeArgoKubeconfig writes a kubeconfig that authenticates as ArgoUser with a token from a
-// TokenRequest, and returns its path.
-func (c *Cluster) writeArgoKubeconfig(ctx context.Context, dir string) (string, error) {
+// writeServiceAccountKubeconfig writes dir/kubeconfig, authenticating as the ServiceAccount
+// namespace/name with a token from a TokenRequest, and returns its path.
+func (c *Cluster) writeServiceAccountKubeconfig(ctx context.Context, namespace, name, dir string) (string, error) {
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr.To(int64(argoTokenLifetime / time.Second)),
+		ExpirationSeconds: ptr.To(int64(tokenLifetime / time.Second)),
 	}}
-	tr, err := c.Client.CoreV1().ServiceAccounts(ArgoNamespace).CreateToken(ctx, ArgoServiceAccount, tr, metav1.CreateOptions{})
+	tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, tr, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", ArgoNamespace, ArgoServiceAccount, err)
+		return "", fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", namespace, name, err)
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
-	kc.AuthInfos[ArgoServiceAccount] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: ArgoServiceAccount, Namespace: ArgoNamespace}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name, Namespace: namespace}
 	kc.CurrentContext = "local"
 	path := filepath.Join(dir, "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {

@@ -59,6 +59,8 @@ type Cluster struct {
 	BootDuration time.Duration
 	// Argo is the Argo Rollouts controller, once StartArgo started it.
 	Argo *Argo
+	// Tekton is the Tekton Pipelines controller, once StartTekton started it.
+	Tekton *Tekton
 
 	opts     Options
 	tempDir  bool
