@@ -1,0 +1,3 @@
+// Package tekton holds the integration tests that run the real Tekton Pipelines controller
+// against the local control plane.
+package tekton
