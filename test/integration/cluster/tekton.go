@@ -77,7 +77,7 @@ type Tekton struct {
 // StartTekton installs Tekton Pipelines as its release manifests do (CRDs, namespace, the
 // seven ConfigMaps it requires, its ServiceAccount with Tekton's own roles and bindings), then
 // starts the controller as that ServiceAccount and waits until its informers have synced and
-// its controllers run. No webhook runs: objects are created as tekton.dev/v1 (CustomRun as
+// its PipelineRun reconciler runs. No webhook runs: objects are created as tekton.dev/v1 (CustomRun as
 // v1beta1, its only version), so the apiserver never calls the conversion webhook the CRDs
 // name, and the controller validates and defaults what it reconciles itself.
 func (c *Cluster) StartTekton(ctx context.Context) (*Tekton, error) {
@@ -299,17 +299,12 @@ var tektonImages = []string{
 	"-shell-image-win", "example.invalid/tekton/shell-win",
 }
 
-// tektonFixedProbesPort is where knative's sharedmain serves its own health probes in the
-// controller, whatever PROBES_PORT says: it cannot be moved, so one Tekton controller at a time
-// can run on a machine.
-const tektonFixedProbesPort = 8080
-
 // maxKnativeMetricsPort is the highest port knative's metrics exporter accepts: it parses
 // METRICS_PROMETHEUS_PORT as a signed 16-bit number.
 const maxKnativeMetricsPort = 32767
 
 // start starts the controller with free ports for its probes, metrics and profiling servers
-// and waits until its controllers run and it serves knative's probes.
+// and waits until its PipelineRun reconciler runs.
 func (t *Tekton) start() error {
 	return t.c.onFreePorts(tektonProcess, 2, func(ports []int) error {
 		metricsPort, err := freePortBelow(maxKnativeMetricsPort)
@@ -343,18 +338,22 @@ func (t *Tekton) start() error {
 		t.c.procs = append(t.c.procs, p)
 		t.proc = p
 		t.c.log.Info("started", "process", tektonProcess, "pid", p.cmd.Process.Pid)
-		// sharedmain binds the fixed port after "Starting controllers...", which it logs once
-		// the informers have synced, and exits if the port is taken.
-		err = t.c.waitFor(60*time.Second, p, fmt.Sprintf("tekton-controller (its log line \"Starting controllers...\" and its probes on port %d)", tektonFixedProbesPort), func() error {
-			if !p.logContains("Starting controllers...") {
-				return errors.New("controllers not started yet")
+		// knative's sharedmain logs "Starting controllers..." once the informers have synced,
+		// then each controller logs "Started workers". It also serves probes on port 8080,
+		// which no setting moves; with that port taken it runs on without them, so the harness
+		// neither needs nor checks it.
+		return t.c.waitFor(60*time.Second, p, "tekton-controller (its PipelineRun reconciler's log line \"Started workers\")", func() error {
+			data, err := p.log()
+			if err != nil {
+				return err
 			}
-			return listensOn(p.cmd.Process.Pid, tektonFixedProbesPort)
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, "Started workers") && strings.Contains(line, "pipelinerun.Reconciler") {
+					return nil
+				}
+			}
+			return errors.New("the PipelineRun reconciler's workers have not started yet")
 		})
-		if err != nil && p.logContains(fmt.Sprintf(":%d: bind: address already in use", tektonFixedProbesPort)) {
-			return fmt.Errorf("starting %s: port %d, where it serves knative's probes and which cannot be changed, is taken (another Tekton controller on this machine?): %v", tektonProcess, tektonFixedProbesPort, err)
-		}
-		return err
 	})
 }
 
@@ -371,36 +370,6 @@ func freePortBelow(max int) (int, error) {
 		return port, nil
 	}
 	return 0, fmt.Errorf("finding a free loopback port between %d and %d: 100 tries found none", min, max)
-}
-
-// listensOn reports, as nil, that process pid has a socket listening on TCP port port.
-func listensOn(pid, port int) error {
-	inodes := map[string]bool{}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return fmt.Errorf("listing the sockets of pid %d: %w", pid, err)
-	}
-	for _, fd := range fds {
-		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(link, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
-		}
-	}
-	want := fmt.Sprintf(":%04X", port)
-	for _, table := range []string{"tcp", "tcp6"} {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
-		if err != nil {
-			continue
-		}
-		// Columns: sl local_address rem_address st ... inode; state 0A is LISTEN.
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) > 9 && strings.HasSuffix(f[1], want) && f[3] == "0A" && inodes[f[9]] {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("pid %d does not listen on port %d yet", pid, port)
 }
 
 // PID is the controller process's id.

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -29,22 +28,6 @@ func TestSplitYAML(t *testing.T) {
 				t.Errorf("splitYAML(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
-	}
-}
-
-func TestListensOn(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := listensOn(os.Getpid(), port); err != nil {
-		t.Errorf("listensOn(self, %d) with a listener open: %v", port, err)
-	}
-	l.Close()
-	if err := listensOn(os.Getpid(), port); err == nil {
-		t.Errorf("listensOn(self, %d) after the listener closed: nil error", port)
 	}
 }
 
