@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,8 +17,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -89,7 +85,7 @@ func (c *Cluster) StartArgo(ctx context.Context, opts ArgoOptions) (*Argo, error
 	if err := os.MkdirAll(a.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", a.Dir, err)
 	}
-	if err := c.applyArgoCRDs(ctx, a.ModuleDir); err != nil {
+	if err := c.applyCRDs(ctx, "Argo Rollouts", filepath.Join(a.ModuleDir, "manifests", "crds", "*-crd.yaml")); err != nil {
 		return nil, err
 	}
 	if err := c.installArgo(ctx, a.ModuleDir, filepath.Join(root, "config", "argo"), plugin); err != nil {
@@ -103,68 +99,6 @@ func (c *Cluster) StartArgo(ctx context.Context, opts ArgoOptions) (*Argo, error
 	}
 	c.Argo = a
 	return a, nil
-}
-
-// ArgoModuleDir returns Argo Rollouts' module directory, downloading the module when missing,
-// as the tool module hack/tools/argo-rollouts of the repository at root pins it.
-func ArgoModuleDir(root string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/argoproj/argo-rollouts@"+ArgoVersion)
-	cmd.Dir = filepath.Join(root, "hack", "tools", "argo-rollouts")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("finding the Argo Rollouts %s module (go mod download in %s): %w: %s", ArgoVersion, cmd.Dir, err, strings.TrimSpace(stderr.String()))
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil {
-		return "", fmt.Errorf("reading go mod download's answer for Argo Rollouts %s: %w", ArgoVersion, err)
-	}
-	if mod.Error != "" || mod.Dir == "" {
-		return "", fmt.Errorf("downloading the Argo Rollouts %s module: %s", ArgoVersion, mod.Error)
-	}
-	return mod.Dir, nil
-}
-
-// applyArgoCRDs creates the CRDs of manifests/crds and waits until each is Established.
-func (c *Cluster) applyArgoCRDs(ctx context.Context, moduleDir string) error {
-	client, err := apiextensions.NewForConfig(c.Config)
-	if err != nil {
-		return fmt.Errorf("building an apiextensions client: %w", err)
-	}
-	files, err := filepath.Glob(filepath.Join(moduleDir, "manifests", "crds", "*-crd.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no Argo Rollouts CRDs in %s/manifests/crds (%v)", moduleDir, err)
-	}
-	var names []string
-	for _, f := range files {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := readYAML(f, &crd); err != nil {
-			return err
-		}
-		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating CRD %s from %s: %w", crd.Name, f, err)
-		}
-		names = append(names, crd.Name)
-	}
-	for _, name := range names {
-		err := waitUntil(ctx, 30*time.Second, func() error {
-			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-			return errors.New("not Established yet")
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for CRD %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // installArgo creates the controller's namespace and ServiceAccount, binds it to Argo's stock
@@ -426,4 +360,10 @@ func waitUntil(ctx context.Context, timeout time.Duration, check func() error) e
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// ArgoModuleDir returns Argo Rollouts' module directory, downloading the module when missing,
+// as the tool module hack/tools/argo-rollouts of the repository at root pins it.
+func ArgoModuleDir(root string) (string, error) {
+	return moduleDir(root, "argo-rollouts", "github.com/argoproj/argo-rollouts", ArgoVersion, "Argo Rollouts")
 }

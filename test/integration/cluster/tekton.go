@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,8 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -96,7 +93,7 @@ func (c *Cluster) StartTekton(ctx context.Context) (*Tekton, error) {
 		return nil, fmt.Errorf("creating %s: %w", t.Dir, err)
 	}
 	config := filepath.Join(t.ModuleDir, "config")
-	if err := c.applyTektonCRDs(ctx, filepath.Join(config, "300-crds")); err != nil {
+	if err := c.applyCRDs(ctx, "Tekton", filepath.Join(config, "300-crds", "*.yaml")); err != nil {
 		return nil, err
 	}
 	if err := c.installTekton(ctx, config); err != nil {
@@ -110,68 +107,6 @@ func (c *Cluster) StartTekton(ctx context.Context) (*Tekton, error) {
 	}
 	c.Tekton = t
 	return t, nil
-}
-
-// TektonModuleDir returns Tekton Pipelines' module directory, downloading the module when
-// missing, as the tool module hack/tools/tekton of the repository at root pins it.
-func TektonModuleDir(root string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/tektoncd/pipeline@"+TektonVersion)
-	cmd.Dir = filepath.Join(root, "hack", "tools", "tekton")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("finding the Tekton Pipelines %s module (go mod download in %s): %w: %s", TektonVersion, cmd.Dir, err, strings.TrimSpace(stderr.String()))
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil {
-		return "", fmt.Errorf("reading go mod download's answer for Tekton Pipelines %s: %w", TektonVersion, err)
-	}
-	if mod.Error != "" || mod.Dir == "" {
-		return "", fmt.Errorf("downloading the Tekton Pipelines %s module: %s", TektonVersion, mod.Error)
-	}
-	return mod.Dir, nil
-}
-
-// applyTektonCRDs creates every CRD of dir, unchanged, and waits until each is Established.
-func (c *Cluster) applyTektonCRDs(ctx context.Context, dir string) error {
-	client, err := apiextensions.NewForConfig(c.Config)
-	if err != nil {
-		return fmt.Errorf("building an apiextensions client: %w", err)
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no Tekton CRDs in %s (%v)", dir, err)
-	}
-	var names []string
-	for _, f := range files {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := readYAML(f, &crd); err != nil {
-			return err
-		}
-		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating CRD %s from %s: %w", crd.Name, f, err)
-		}
-		names = append(names, crd.Name)
-	}
-	for _, name := range names {
-		err := waitUntil(ctx, 30*time.Second, func() error {
-			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-			return errors.New("not Established yet")
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for CRD %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // installTekton creates, from the module's config directory, the namespace, the
@@ -390,4 +325,10 @@ func (t *Tekton) Restart() error {
 		return fmt.Errorf("stopping %s: %w", tektonProcess, err)
 	}
 	return t.start()
+}
+
+// TektonModuleDir returns Tekton Pipelines' module directory, downloading the module when
+// missing, as the tool module hack/tools/tekton of the repository at root pins it.
+func TektonModuleDir(root string) (string, error) {
+	return moduleDir(root, "tekton", "github.com/tektoncd/pipeline", TektonVersion, "Tekton Pipelines")
 }
