@@ -146,7 +146,7 @@ func (r *retrier) succeeded() { r.errorsFrom, r.backoff = time.Time{}, 0 }
 // failed returns how long to wait before trying again after err, or the error to return: err
 // itself when no retry fixes it, an *APIUnavailableError once errors outlasted the budget.
 func (r *retrier) failed(err error, rollingBack bool) (time.Duration, error) {
-	if !retryable(err) {
+	if !Retryable(err) {
 		return 0, err
 	}
 	now := r.e.now()
@@ -161,9 +161,10 @@ func (r *retrier) failed(err error, rollingBack bool) (time.Duration, error) {
 	return r.backoff, nil
 }
 
-// retryable reports whether a step's error may go away by itself: not one of the typed errors
-// that say otherwise.
-func retryable(err error) bool {
+// Retryable reports whether an error of the engine may go away by itself: not one of the typed
+// errors that say otherwise (bad input, superseded, blocked, permanent). Drivers use it to tell
+// trouble worth retrying from a verdict.
+func Retryable(err error) bool {
 	var (
 		inv *InvalidError
 		sup *SupersededError

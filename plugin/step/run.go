@@ -1,9 +1,7 @@
 package step
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
@@ -90,7 +88,7 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 func (p *Plugin) verdict(req request, d *driver) (types.RpcStepResult, types.RpcError) {
 	st, err := d.final, d.err
 	if err != nil {
-		if retryable(err) {
+		if rollout.Retryable(err) {
 			// The next Run starts a new driver, which goes on from the cluster.
 			p.forget(req.key, d)
 			return types.RpcStepResult{}, types.RpcError{ErrorString: fmt.Sprintf("Rollout %s: %v", req.Rollout, err)}
@@ -110,23 +108,4 @@ func (p *Plugin) verdict(req request, d *driver) (types.RpcStepResult, types.Rpc
 		res.Phase = types.PhaseFailed
 	}
 	return res, types.RpcError{}
-}
-
-// retryable reports whether a driver's error may pass by itself: the API server in trouble, or
-// the driver stopped for a newer one.
-func retryable(err error) bool {
-	var (
-		unavailable *rollout.APIUnavailableError
-		inv         *rollout.InvalidError
-		sup         *rollout.SupersededError
-		blk         *rollout.BlockedError
-		per         *rollout.PermanentError
-	)
-	switch {
-	case errors.As(err, &unavailable), errors.Is(err, context.Canceled):
-		return true
-	case errors.As(err, &inv), errors.As(err, &sup), errors.As(err, &blk), errors.As(err, &per):
-		return false
-	}
-	return true
 }

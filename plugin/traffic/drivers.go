@@ -63,7 +63,7 @@ func (p *Plugin) driverFor(e *rollout.Engine, req request, o op) *driver {
 		if !old.finished() {
 			return old
 		}
-		if old.lockErr == nil && !retryable(old.err) {
+		if old.lockErr == nil && settled(old.err) {
 			lock, err := e.Lock(context.Background(), req.Spec.Target)
 			if err == nil && sameLock(lock, old.lock) {
 				return old
@@ -123,7 +123,7 @@ func (p *Plugin) run(ctx context.Context, e *rollout.Engine, req request, d, old
 		lock    *workload.Lock
 		lockErr error
 	)
-	if !retryable(err) {
+	if settled(err) {
 		// The outcome stands while the lock stays as it is now.
 		lock, lockErr = e.Lock(context.WithoutCancel(ctx), req.Spec.Target)
 	}
@@ -196,20 +196,9 @@ func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Engine, req requ
 	return nil
 }
 
-// retryable reports whether a driver's error may pass by itself (the API server in trouble, the
-// driver stopped): the next call starts a new driver rather than keep its verdict.
-func retryable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var (
-		inv *rollout.InvalidError
-		sup *rollout.SupersededError
-		blk *rollout.BlockedError
-		per *rollout.PermanentError
-	)
-	return !errors.As(err, &inv) && !errors.As(err, &sup) && !errors.As(err, &blk) && !errors.As(err, &per)
-}
+// settled reports whether a driver that ended with err reached an outcome that stands (none, or
+// an error no retry fixes) rather than trouble that may pass.
+func settled(err error) bool { return err == nil || !rollout.Retryable(err) }
 
 // sameLock reports whether two reads of a lock say the same.
 func sameLock(a, b *workload.Lock) bool {
