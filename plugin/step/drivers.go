@@ -126,10 +126,28 @@ func (p *Plugin) rollbackFor(e *rollout.Engine, req request) *driver {
 	if old := p.drivers[req.key]; old != nil && old.kind == driveRollback && !old.finished() {
 		return old
 	}
+	return p.startRollbackLocked(e, req)
+}
+
+// startRollbackLocked starts the rollback of req's target in place of the key's driver. p.mu
+// must be held.
+func (p *Plugin) startRollbackLocked(e *rollout.Engine, req request) *driver {
 	rb := req.rollbackSpec()
 	return p.startLocked(req.key, driveRollback, "", req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return e.DriveAbort(ctx, rb, d.record)
 	})
+}
+
+// startIdle calls start, with p.mu held, unless a driver of key is under way, and says whether
+// it did.
+func (p *Plugin) startIdle(key driverKey, start func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d := p.drivers[key]; d != nil && !d.finished() {
+		return false
+	}
+	start()
+	return true
 }
 
 // forget drops d from the registry, if it is still there.
@@ -141,18 +159,6 @@ func (p *Plugin) forget(key driverKey, d *driver) {
 	}
 }
 
-// stop stops the driver of key, if any, and waits for it to end its step.
-func (p *Plugin) stop(key driverKey) {
-	p.mu.Lock()
-	d := p.drivers[key]
-	delete(p.drivers, key)
-	p.mu.Unlock()
-	if d != nil {
-		d.cancel()
-		<-d.done
-	}
-}
-
 // releaseFor starts the release of req's target in place of its rollout's driver, or returns the
 // rollback under way, which goes on.
 func (p *Plugin) releaseFor(e *rollout.Engine, req request) *driver {
@@ -161,6 +167,12 @@ func (p *Plugin) releaseFor(e *rollout.Engine, req request) *driver {
 	if old := p.drivers[req.key]; old != nil && old.kind != driveRollout && !old.finished() {
 		return old
 	}
+	return p.startReleaseLocked(e, req)
+}
+
+// startReleaseLocked starts the release of req's target in place of the key's driver. p.mu must
+// be held.
+func (p *Plugin) startReleaseLocked(e *rollout.Engine, req request) *driver {
 	target, holder := req.Spec.Target, req.Holder
 	return p.startLocked(req.key, driveRelease, "", req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		st, err := e.Release(ctx, target, holder)

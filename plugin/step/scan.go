@@ -116,16 +116,7 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 // finishRollback starts a rollback driver for req unless a driver of its target is under way,
 // and says whether it started one.
 func (p *Plugin) finishRollback(e *rollout.Engine, req request) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if d := p.drivers[req.key]; d != nil && !d.finished() {
-		return false
-	}
-	rb := req.rollbackSpec()
-	p.startLocked(req.key, driveRollback, "", req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
-		return e.DriveAbort(ctx, rb, d.record)
-	})
-	return true
+	return p.startIdle(req.key, func() { p.startRollbackLocked(e, req) })
 }
 
 // fullyPromoted reports whether the Rollout's current revision is its stable one: Argo has
@@ -137,12 +128,5 @@ func fullyPromoted(ro *argov1alpha1.Rollout) bool {
 // releaseIdle starts a release driver for req unless a driver of its target is under way, and
 // says whether it started one.
 func (p *Plugin) releaseIdle(e *rollout.Engine, req request) bool {
-	p.mu.Lock()
-	d := p.drivers[req.key]
-	p.mu.Unlock()
-	if d != nil && !d.finished() {
-		return false
-	}
-	p.releaseFor(e, req)
-	return true
+	return p.startIdle(req.key, func() { p.startReleaseLocked(e, req) })
 }

@@ -413,3 +413,15 @@ func TestNewConfigReplacesDriver(t *testing.T) {
 		t.Errorf("the old driver ended with %v, want it stopped (context.Canceled)", old.err)
 	}
 }
+
+// stop stops the driver of key, if any, and waits for it to end its step.
+func (p *Plugin) stop(key driverKey) {
+	p.mu.Lock()
+	d := p.drivers[key]
+	delete(p.drivers, key)
+	p.mu.Unlock()
+	if d != nil {
+		d.cancel()
+		<-d.done
+	}
+}
