@@ -20,6 +20,8 @@ type releaseAction int
 const (
 	// releaseNone: the holder has no rollout holding the workload; nothing is written.
 	releaseNone releaseAction = iota
+	// releaseDone: the holder's rollout was released before; nothing is written.
+	releaseDone
 	// releaseWait: pods are mid-update; nothing is written until they finish.
 	releaseWait
 	// releaseRefuse: the rollout is rolling back, which goes on.
@@ -37,7 +39,7 @@ func decideRelease(lock *workload.Lock, holder string, inflight int) (releaseAct
 	case lock.Holder != holder:
 		return releaseNone, fmt.Sprintf("rollout %s is %s's, not %s's; nothing to release", lock.RolloutID, lock.Holder, holder)
 	case lock.Phase == workload.LockReleased:
-		return releaseNone, fmt.Sprintf("rollout %s is already released", lock.RolloutID)
+		return releaseDone, fmt.Sprintf("rollout %s is already released", lock.RolloutID)
 	case !lock.Active():
 		return releaseNone, fmt.Sprintf("rollout %s is %s; nothing to release", lock.RolloutID, lock.Phase)
 	case lock.Phase == workload.LockRollingBack:
@@ -87,9 +89,9 @@ func (e *Engine) release(ctx context.Context, target workload.Ref, holder string
 		st.Message = msg
 		switch action {
 		case releaseNone:
-			if lock != nil && lock.Holder == holder && lock.Phase == workload.LockReleased {
-				st.Phase = PhaseReleased
-			}
+			return st, nil
+		case releaseDone:
+			st.Phase = PhaseReleased
 			return st, nil
 		case releaseWait:
 			st.Phase = PhaseProgressing

@@ -33,7 +33,7 @@ func TestDecideRelease(t *testing.T) {
 		{"another holder's, pods in flight", lock("cli", workload.LockProgressing), 2, releaseNone, "nothing to release"},
 		{"succeeded", lock("argo:ns/ro", workload.LockSucceeded), 0, releaseNone, "is Succeeded"},
 		{"rolled back", lock("argo:ns/ro", workload.LockRolledBack), 0, releaseNone, "is RolledBack"},
-		{"already released", lock("argo:ns/ro", workload.LockReleased), 0, releaseNone, "already released"},
+		{"already released", lock("argo:ns/ro", workload.LockReleased), 0, releaseDone, "already released"},
 		{"rolling back", lock("argo:ns/ro", workload.LockRollingBack), 0, releaseRefuse, "the rollback goes on"},
 		{"rolling back, pods in flight", lock("argo:ns/ro", workload.LockRollingBack), 3, releaseRefuse, "rolling back"},
 		{"progressing, pods in flight", lock("argo:ns/ro", workload.LockProgressing), 1, releaseWait, "1 pods of rollout r-1 are mid-update"},
