@@ -279,16 +279,7 @@ func (a *Argo) Restart() error {
 }
 
 func (a *Argo) stop() error {
-	for i, p := range a.c.procs {
-		if p == a.proc {
-			a.c.procs = append(a.c.procs[:i], a.c.procs[i+1:]...)
-			break
-		}
-	}
-	if err := a.proc.stop(30 * time.Second); err != nil {
-		return fmt.Errorf("stopping %s: %w", argoProcess, err)
-	}
-	return nil
+	return a.c.stopProcess(a.proc, 30*time.Second)
 }
 
 // PluginPIDs returns the running plugin processes: those whose executable is under

@@ -203,6 +203,21 @@ func (c *Cluster) onFreePorts(name string, n int, start func(ports []int) error)
 	}
 }
 
+// stopProcess forgets p, so that Stop does not stop it again, and stops it, giving it grace to
+// end.
+func (c *Cluster) stopProcess(p *process, grace time.Duration) error {
+	for i, q := range c.procs {
+		if q == p {
+			c.procs = append(c.procs[:i], c.procs[i+1:]...)
+			break
+		}
+	}
+	if err := p.stop(grace); err != nil {
+		return fmt.Errorf("stopping %s: %w", p.name, err)
+	}
+	return nil
+}
+
 // dropExited forgets the processes called name that have ended, removing their PID files, so
 // that a retry's process is the only one of that name Stop knows.
 func (c *Cluster) dropExited(name string) {

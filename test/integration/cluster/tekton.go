@@ -315,14 +315,8 @@ func (t *Tekton) PID() int {
 // Restart stops the controller (SIGTERM) and starts it again, as a controller Pod restarting
 // would.
 func (t *Tekton) Restart() error {
-	for i, p := range t.c.procs {
-		if p == t.proc {
-			t.c.procs = append(t.c.procs[:i], t.c.procs[i+1:]...)
-			break
-		}
-	}
-	if err := t.proc.stop(30 * time.Second); err != nil {
-		return fmt.Errorf("stopping %s: %w", tektonProcess, err)
+	if err := t.c.stopProcess(t.proc, 30*time.Second); err != nil {
+		return err
 	}
 	return t.start()
 }
