@@ -10,7 +10,6 @@ import (
 	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -40,27 +39,6 @@ sum(rate(http_requests_total{namespace="{{args.namespace}}"}[30s]))`,
 			}},
 		},
 	}
-}
-
-// setImageSteps is setImage with any canary steps, Argo's own among them.
-func setImageSteps(t *testing.T, ns, name, image string, steps []rolloutsv1alpha1.CanaryStep) (oldHash string) {
-	t.Helper()
-	c := argoClient(t).ArgoprojV1alpha1().Rollouts(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ro, err := c.Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		oldHash = ro.Status.CurrentPodHash
-		ro.Spec.Template.Spec.Containers[0].Image = image
-		ro.Spec.Strategy.Canary.Steps = steps
-		_, err = c.Update(context.Background(), ro, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("setting Rollout %s/%s to %s: %v", ns, name, image, err)
-	}
-	return oldHash
 }
 
 // TestStepAnalysisTemplateFailsAndRollsBack: an errors image (30% 5xx) held at 33% by an upTo

@@ -86,9 +86,7 @@ func createRollout(t *testing.T, ns, name, image string, steps stepsFunc) *rollo
 			Strategy:                rolloutsv1alpha1.RolloutStrategy{Canary: &rolloutsv1alpha1.CanaryStrategy{}},
 		},
 	}
-	for _, cfg := range steps(image) {
-		ro.Spec.Strategy.Canary.Steps = append(ro.Spec.Strategy.Canary.Steps, step(t, cfg))
-	}
+	ro.Spec.Strategy.Canary.Steps = canarySteps(t, steps(image))
 	if _, err := argoClient(t).ArgoprojV1alpha1().Rollouts(ns).Create(context.Background(), ro, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating Rollout %s/%s: %v", ns, name, err)
 	}
@@ -97,9 +95,25 @@ func createRollout(t *testing.T, ns, name, image string, steps stepsFunc) *rollo
 	})
 }
 
+// canarySteps turns step configs into canary steps (see step).
+func canarySteps(t *testing.T, cfgs []map[string]any) []rolloutsv1alpha1.CanaryStep {
+	t.Helper()
+	var out []rolloutsv1alpha1.CanaryStep
+	for _, cfg := range cfgs {
+		out = append(out, step(t, cfg))
+	}
+	return out
+}
+
 // setImage changes the Rollout's template to image and its steps to steps(image) in one update,
 // which is a new revision for Argo, and returns the hash of the revision it leaves.
 func setImage(t *testing.T, ns, name, image string, steps stepsFunc) (oldHash string) {
+	t.Helper()
+	return setImageSteps(t, ns, name, image, canarySteps(t, steps(image)))
+}
+
+// setImageSteps is setImage with any canary steps, Argo's own among them.
+func setImageSteps(t *testing.T, ns, name, image string, steps []rolloutsv1alpha1.CanaryStep) (oldHash string) {
 	t.Helper()
 	c := argoClient(t).ArgoprojV1alpha1().Rollouts(ns)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -109,10 +123,7 @@ func setImage(t *testing.T, ns, name, image string, steps stepsFunc) (oldHash st
 		}
 		oldHash = ro.Status.CurrentPodHash
 		ro.Spec.Template.Spec.Containers[0].Image = image
-		ro.Spec.Strategy.Canary.Steps = nil
-		for _, cfg := range steps(image) {
-			ro.Spec.Strategy.Canary.Steps = append(ro.Spec.Strategy.Canary.Steps, step(t, cfg))
-		}
+		ro.Spec.Strategy.Canary.Steps = steps
 		_, err = c.Update(context.Background(), ro, metav1.UpdateOptions{})
 		return err
 	})
