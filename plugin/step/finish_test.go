@@ -17,7 +17,7 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 
-	"github.com/inplace-rollout/inplace-rollout/plugin/internal/plugintest"
+	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
 
 // withField is goodConfig with one more field, given as JSON.

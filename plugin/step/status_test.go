@@ -15,7 +15,7 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 
-	"github.com/inplace-rollout/inplace-rollout/plugin/internal/plugintest"
+	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
 
 // The step's status is the same size for 5 pods or 5,000, analysis included: no pod list, no

@@ -21,7 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/plugin/internal/plugintest"
+	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
 
 const (

@@ -19,7 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	pt "github.com/inplace-rollout/inplace-rollout/plugin/internal/plugintest"
+	pt "github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
 
 const (

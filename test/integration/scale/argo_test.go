@@ -28,6 +28,7 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/plugin"
+	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 	"github.com/inplace-rollout/inplace-rollout/plugin/step"
 	"github.com/inplace-rollout/inplace-rollout/plugin/traffic"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -367,28 +368,7 @@ func serveTraffic(b *testing.B, p *traffic.Plugin) trafficrpc.TrafficRouterPlugi
 // dispense serves plugins in this process and returns the client of the one named name.
 func dispense[T any](b *testing.B, hs goplugin.HandshakeConfig, server, client map[string]goplugin.Plugin, name string) T {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	reattach := make(chan *goplugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	go goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: hs,
-		Plugins:         server,
-		Test:            &goplugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed},
-	})
-	c := goplugin.NewClient(&goplugin.ClientConfig{HandshakeConfig: hs, Plugins: client, Reattach: <-reattach})
-	b.Cleanup(func() {
-		c.Kill()
-		cancel()
-		<-closed
-	})
-	proto, err := c.Client()
-	if err != nil {
-		b.Fatalf("connecting to the plugin: %v", err)
-	}
-	raw, err := proto.Dispense(name)
-	if err != nil {
-		b.Fatalf("dispensing %s: %v", name, err)
-	}
+	raw := plugintest.Serve(b, hs, server, client, name)
 	out, ok := raw.(T)
 	if !ok {
 		b.Fatalf("dispensed %T, want %T", raw, out)

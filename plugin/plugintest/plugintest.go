@@ -1,6 +1,8 @@
-// Package plugintest is the fake cluster the Argo plugins' unit tests run the engine on: a fake
-// API server with a StatefulSet and its pods, and a kubelet that restarts containers on their
-// new images when the pods are read.
+// Package plugintest is what the Argo plugins' tests share: Serve, which serves a plugin over
+// go-plugin's in-process harness as Argo's controller talks to it (the scale benchmarks use it
+// too), and the fake cluster their unit tests run the engine on: a fake API server with a
+// StatefulSet and its pods, and a kubelet that restarts containers on their new images when the
+// pods are read.
 package plugintest
 
 import (
