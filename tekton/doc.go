@@ -1,4 +1,3 @@
-// Package tekton is for the catalog-style Task, the CustomRun controller for
-// inplace-rollout.io/v1alpha1 InPlaceRollout, and the Tekton results writer. It holds no code
-// yet; the command's --results-dir already writes Tekton-style result files.
+// Package tekton holds the Tekton side of inplace-rollout: the catalog-style Task under task/, and
+// the CustomRun controller in package customrun.
 package tekton

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
@@ -70,40 +65,14 @@ func runGateController(cmd *cobra.Command, kubeconfig, namespace, selector, heal
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if healthAddr != "" {
-		lis, err := net.Listen("tcp", healthAddr)
-		if err != nil {
-			return badInput("--health-addr %s: %v", healthAddr, err)
-		}
-		srv := &http.Server{Handler: healthHandler(ctrl), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("health endpoint stopped", "addr", healthAddr, "err", err)
-			}
-		}()
-		defer func() {
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
-		}()
+	stopHealth, err := serveHealth(healthAddr, healthHandler(ctrl.Synced, "pods not listed yet"), log)
+	if err != nil {
+		return err
 	}
+	defer stopHealth()
 	if err := ctrl.Run(ctx); err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("gate controller: %w", err)}
 	}
 	return nil
 }
 
-// healthHandler answers /healthz while the process runs and /readyz once the controller has
-// listed the pods.
-func healthHandler(ctrl *gate.Controller) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ctrl.Synced() {
-			http.Error(w, "pods not listed yet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = fmt.Fprintln(w, "ok")
-	})
-	return mux
-}

@@ -57,6 +57,6 @@ failing (run again to resume), 130 stopped by Ctrl-C (run again to resume).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newGateControllerCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newGateControllerCommand(), newTektonControllerCommand(), newVersionCommand())
 	return root
 }

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	tektonclient "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/tekton/customrun"
+)
+
+// tektonFlags are the tekton-controller command's flags.
+type tektonFlags struct {
+	kubeconfig, namespace, healthAddr string
+	leaderElect                       bool
+	leaseNamespace, leaseName         string
+	workers                           int
+	qps                               float32
+	burst                             int
+}
+
+func newTektonControllerCommand() *cobra.Command {
+	var f tektonFlags
+	cmd := &cobra.Command{
+		Use:   "tekton-controller",
+		Short: "Run the Tekton custom task: reconcile CustomRuns of kind InPlaceRollout",
+		Long: `tekton-controller runs until stopped. It reconciles tekton.dev/v1beta1 CustomRuns
+whose customRef or customSpec is inplace-rollout.io/v1alpha1 InPlaceRollout: each run rolls
+its workload out in place, batch by batch, gated on analysis, in the run's namespace, and
+no pod is created for it. The run's status shows the progress (extraFields), and on success
+the results phase, updated-pods, rolled-back and message. A run that is cancelled (its
+PipelineRun cancelled or timed out) or outlives its own timeout is rolled back first, then
+fails with reason CustomRunCancelled or CustomRunTimedOut. A rollout that rolls back is
+tried again while the run has retries left, each attempt from the rolled-back workload.
+A wrong spec or param fails the run naming the field, with nothing changed. Analysis
+credentials come only from Secrets in the run's namespace, never from files.
+
+With --leader-elect (the default) replicas share one Lease and only its holder reconciles;
+the others keep their cache warm and take over when it stops.
+
+Exit codes: 0 stopped by SIGTERM or Ctrl-C, 1 lost its Lease or could not list CustomRuns,
+2 bad input.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTektonController(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "path of the kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
+	fl.StringVarP(&f.namespace, "namespace", "n", "", "reconcile CustomRuns in this namespace only (default: all namespaces)")
+	fl.StringVar(&f.healthAddr, "health-addr", "", "serve /healthz and /readyz (ready once CustomRuns are listed) on this address, e.g. :8081 (default: off)")
+	fl.BoolVar(&f.leaderElect, "leader-elect", true, "reconcile only while holding the Lease, so that several replicas can run")
+	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "", "namespace of the Lease (default: $POD_NAMESPACE, else inplace-rollout-system)")
+	fl.StringVar(&f.leaseName, "leader-election-id", "inplace-rollout-tekton-controller", "name of the Lease")
+	fl.IntVar(&f.workers, "workers", customrun.DefaultWorkers, "CustomRuns reconciled at once")
+	fl.Float32Var(&f.qps, "kube-api-qps", 50, "requests per second to the Kubernetes API, sustained")
+	fl.IntVar(&f.burst, "kube-api-burst", 100, "requests to the Kubernetes API allowed in a burst above --kube-api-qps")
+	return cmd
+}
+
+func runTektonController(cmd *cobra.Command, f tektonFlags) error {
+	if f.workers < 1 {
+		return badInput("--workers must be at least 1")
+	}
+	if f.qps <= 0 || f.burst <= 0 {
+		return badInput("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if f.leaseNamespace == "" {
+		f.leaseNamespace = os.Getenv("POD_NAMESPACE")
+	}
+	if f.leaseNamespace == "" {
+		f.leaseNamespace = "inplace-rollout-system"
+	}
+	for flag, v := range map[string]string{"--leader-election-namespace": f.leaseNamespace, "--leader-election-id": f.leaseName} {
+		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+			return badInput("%s %q: %s", flag, v, errs[0])
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return badInput("loading kubeconfig (pass --kubeconfig, set $KUBECONFIG, or run in a pod): %v", err)
+	}
+	cfg.UserAgent = "inplace-rollout-tekton-controller/" + version
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return badInput("building a client for %s: %v", cfg.Host, err)
+	}
+	tekton, err := tektonclient.NewForConfig(cfg)
+	if err != nil {
+		return badInput("building a Tekton client for %s: %v", cfg.Host, err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return badInput("building a dynamic client for %s: %v", cfg.Host, err)
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	engine := &rollout.Engine{Client: kube, Events: inplace.ClientEventRecorder{Client: kube}, Log: log}
+	ctrl := customrun.New(tekton, engine, customrun.DynamicSpecs{Client: dyn}, customrun.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stopHealth, err := serveHealth(f.healthAddr, healthHandler(ctrl.Synced, "CustomRuns not listed yet"), log)
+	if err != nil {
+		return err
+	}
+	defer stopHealth()
+	if err := ctrl.Watch(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return &exitError{code: 1, err: fmt.Errorf("tekton controller: %w", err)}
+	}
+	if !f.leaderElect {
+		ctrl.Reconcile(ctx)
+		return nil
+	}
+	return lead(ctx, kube, f, log, ctrl.Reconcile)
+}
+
+// lead runs reconcile while this process holds the Lease. Losing it ends the process (exit 1),
+// as client-go's leader election expects: another replica has taken over.
+func lead(ctx context.Context, kube kubernetes.Interface, f tektonFlags, log *slog.Logger, reconcile func(context.Context)) error {
+	id, err := os.Hostname()
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("naming this replica for the Lease: %w", err)}
+	}
+	id = fmt.Sprintf("%s_%d", id, os.Getpid())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, f.leaseNamespace, f.leaseName,
+		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return badInput("Lease %s/%s: %v", f.leaseNamespace, f.leaseName, err)
+	}
+	lost := false
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		ReleaseOnCancel: true,
+		Name:            f.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("leading", "lease", f.leaseNamespace+"/"+f.leaseName, "identity", id)
+				reconcile(ctx)
+			},
+			OnStoppedLeading: func() {
+				lost = ctx.Err() == nil
+			},
+			OnNewLeader: func(leader string) {
+				if leader != id {
+					log.Info("another replica leads", "lease", f.leaseNamespace+"/"+f.leaseName, "leader", leader)
+				}
+			},
+		},
+	})
+	if lost {
+		return &exitError{code: 1, err: fmt.Errorf("lost Lease %s/%s: another replica reconciles now", f.leaseNamespace, f.leaseName)}
+	}
+	return nil
+}

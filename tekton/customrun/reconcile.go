@@ -1,0 +1,311 @@
+package customrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
+	tektonv1beta1 "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/typed/pipeline/v1beta1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// Pacing of a run while nothing on the cluster says when to look again.
+const (
+	// pausedRequeue is how often a paused rollout is looked at: a person may accept its batch.
+	pausedRequeue = 30 * time.Second
+	// minRequeue keeps a step that asks to be called again at once from spinning.
+	minRequeue = 200 * time.Millisecond
+)
+
+// Reconciler takes one step of one CustomRun: it observes the run and its workload, takes one
+// step of the rollout (or of its rollback), and writes the run's status once, with the
+// resourceVersion it observed.
+type Reconciler struct {
+	Engine *rollout.Engine
+	// Runs writes CustomRun status.
+	Runs tektonv1beta1.CustomRunsGetter
+	// Specs reads the InPlaceRollout objects runs reference.
+	Specs SpecGetter
+	// Log receives one line per event; nil discards.
+	Log *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Reconcile takes the next step of run and writes its status when it changed. It returns when to
+// look again (0: when the run changes). A returned error is worth a retry; the run's status
+// already says what is wrong when it is not.
+func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (time.Duration, error) {
+	if !ours(run) || run.IsDone() {
+		return 0, nil
+	}
+	next := run.DeepCopy()
+	requeue, stepErr := r.step(ctx, next)
+	if equality.Semantic.DeepEqual(next.Status, run.Status) {
+		return requeue, stepErr
+	}
+	if _, err := r.Runs.CustomRuns(run.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+		// A conflict means the run changed since it was read (cancelled, say): the next
+		// reconcile decides again from what it is now.
+		return 0, fmt.Errorf("writing the status of CustomRun %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	r.logOutcome(run, next)
+	return requeue, stepErr
+}
+
+// step decides and takes run's next step, setting its status.
+func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun) (time.Duration, error) {
+	s := &run.Status
+	if !run.HasStarted() {
+		// Tekton shows the run as started only from here; the rollout begins with the next step.
+		if s.StartTime.IsZero() {
+			s.StartTime = &metav1.Time{Time: r.now()}
+		}
+		s.InitializeConditions()
+		return 0, nil
+	}
+	if len(run.Spec.Workspaces) > 0 {
+		s.MarkCustomRunFailed(v1beta1.CustomRunReasonWorkspaceNotSupported.String(),
+			"CustomRun %s/%s binds workspaces; an %s uses none: remove them", run.Namespace, run.Name, "InPlaceRollout")
+		return 0, nil
+	}
+	spec, err := decodeSpec(ctx, run, r.Specs)
+	var bad *specError
+	switch {
+	case errors.As(err, &bad) && run.IsCancelled():
+		s.MarkCustomRunFailed(v1beta1.CustomRunReasonCancelled.String(), "cancelled; nothing was changed (the spec is wrong: %s)", bad.msg)
+		return 0, nil
+	case errors.As(err, &bad):
+		s.MarkCustomRunFailed(ReasonInvalidSpec, "CustomRun %s/%s: %s; nothing was changed", run.Namespace, run.Name, bad.msg)
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	if reason, why := stopReason(run, r.now()); reason != "" {
+		return r.stepRollback(ctx, run, spec, reason, why)
+	}
+	return r.stepRollout(ctx, run, spec)
+}
+
+// stopReason says whether run must stop and roll back, and why: cancelled (by a person, or by
+// its PipelineRun, also when that timed out) or past its own timeout.
+func stopReason(run *v1beta1.CustomRun, now time.Time) (reason, why string) {
+	switch {
+	case run.IsCancelled():
+		why = "cancelled"
+		if run.Spec.StatusMessage != "" {
+			why = "cancelled: " + string(run.Spec.StatusMessage)
+		}
+		return v1beta1.CustomRunReasonCancelled.String(), why
+	case timedOut(run, now):
+		return v1beta1.CustomRunReasonTimedOut.String(), fmt.Sprintf("timed out after %s", run.GetTimeout())
+	}
+	return "", ""
+}
+
+// timedOut reports whether the run's attempt ran longer than its timeout (0: none).
+func timedOut(run *v1beta1.CustomRun, now time.Time) bool {
+	if run.Status.StartTime.IsZero() {
+		return false
+	}
+	timeout := run.GetTimeout()
+	return timeout > 0 && now.Sub(run.Status.StartTime.Time) > timeout
+}
+
+// stepRollout takes the next step of the run's rollout.
+func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec) (time.Duration, error) {
+	s := &run.Status
+	prev := progressFrom(s)
+	if ended, err := r.endedBefore(ctx, spec.Target, prev); err != nil || ended != nil {
+		if err != nil {
+			return r.engineError(run, prev.status(), err)
+		}
+		return r.settle(run, spec, *ended, 0), nil
+	}
+	st, res, err := r.Engine.Reconcile(context.WithoutCancel(ctx), spec, prev.status())
+	if err != nil {
+		return r.engineError(run, st, err)
+	}
+	setProgress(s, progressOf(st, spec.Target.String()))
+	return r.settle(run, spec, st, res.RequeueAfter), nil
+}
+
+// endedBefore is the outcome of the run's rollout when it ended in an earlier step whose status
+// the run does not show (the controller stopped between the two): the engine would start the
+// same images afresh, since an ended rollout no longer holds its workload.
+func (r *Reconciler) endedBefore(ctx context.Context, target workload.Ref, prev Progress) (*rollout.Status, error) {
+	if prev.RolloutID == "" || prev.Phase.Terminal() {
+		return nil, nil
+	}
+	lock, err := r.Engine.Lock(ctx, target)
+	if err != nil || lock == nil || lock.RolloutID != prev.RolloutID || lock.Active() {
+		return nil, err
+	}
+	st := prev.status()
+	switch lock.Phase {
+	case workload.LockSucceeded:
+		st.Phase, st.Updated, st.Message = rollout.PhaseSucceeded, st.Total, "rollout "+lock.RolloutID+" succeeded"
+	case workload.LockRolledBack:
+		st.Phase, st.Message = rollout.PhaseRolledBack, "rollout "+lock.RolloutID+" rolled back: "+lock.Reason
+	case workload.LockReleased:
+		st.Phase, st.Message = rollout.PhaseReleased, "rollout "+lock.RolloutID+" was released"
+	default:
+		st.Phase, st.Message = rollout.PhaseFailed, "rollout "+lock.RolloutID+" failed: "+lock.Reason
+	}
+	st.Reason = rollout.Reason(lock.ReasonCode)
+	return &st, nil
+}
+
+// settle sets the run's condition from the rollout's status, and says when to look again.
+func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollout.Status, after time.Duration) time.Duration {
+	s := &run.Status
+	setProgress(s, progressOf(st, spec.Target.String()))
+	switch st.Phase {
+	case rollout.PhaseSucceeded:
+		msg := outcomeMessage(st)
+		setResults(s, st, msg)
+		s.MarkCustomRunSucceeded(v1beta1.CustomRunReasonSuccessful.String(), "%s", msg)
+		return 0
+	case rollout.PhaseRolledBack:
+		msg := outcomeMessage(st)
+		if run.GetRetryCount() < run.Spec.Retries {
+			r.retry(run, reasonOf(st, "RolledBack"), msg)
+			return 0
+		}
+		setResults(s, st, msg)
+		s.MarkCustomRunFailed(reasonOf(st, "RolledBack"), "%s", msg)
+		return 0
+	case rollout.PhaseFailed, rollout.PhaseReleased, rollout.PhaseHolding:
+		msg := outcomeMessage(st)
+		if st.Reason == rollout.ReasonTemplateChanged {
+			msg += fmt.Sprintf("; %s stays held by %s: roll it back with `inplace-rollout rollback`, or put the rollout's images back in its template", spec.Target, spec.Holder)
+		}
+		setResults(s, st, msg)
+		s.MarkCustomRunFailed(reasonOf(st, ReasonRollbackIncomplete), "%s", msg)
+		return 0
+	case rollout.PhasePaused:
+		s.MarkCustomRunRunning(string(rollout.PhasePaused), "%s; cancel the run to roll back", runningMessage(st))
+		return pausedRequeue
+	}
+	s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "%s", runningMessage(st))
+	return max(after, minRequeue)
+}
+
+// retry ends the run's attempt, which rolled back, and starts the next: Tekton's contract keeps
+// the attempt in retriesStatus and the run Unknown. The next step starts a new rollout from the
+// rolled-back workload.
+func (r *Reconciler) retry(run *v1beta1.CustomRun, reason, msg string) {
+	s := &run.Status
+	attempt := s.DeepCopy()
+	attempt.RetriesStatus = nil
+	attempt.MarkCustomRunFailed(reason, "%s", msg)
+	s.RetriesStatus = append(s.RetriesStatus, *attempt)
+	s.StartTime = &metav1.Time{Time: r.now()}
+	s.CompletionTime = nil
+	s.Results = nil
+	setProgress(s, Progress{})
+	s.MarkCustomRunRunning(ReasonRetrying, "attempt %d of %d rolled back (%s); attempt %d starts", run.GetRetryCount(), run.Spec.Retries+1, reason, run.GetRetryCount()+1)
+}
+
+// stepRollback takes the next step of the rollback of a run that was cancelled or timed out.
+func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec, reason, why string) (time.Duration, error) {
+	s := &run.Status
+	prev := progressFrom(s)
+	rb := rollout.RollbackSpec{Target: spec.Target, Holder: spec.Holder, MaxUnavailable: spec.MaxUnavailable,
+		GracePeriod: spec.GracePeriod, Timeout: spec.Timeout}
+	st, res, err := r.Engine.Abort(context.WithoutCancel(ctx), rb, prev.status())
+	var invalid *rollout.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		// Nothing of this run's holds the workload: it never started, or someone else's
+		// rollout does.
+		s.MarkCustomRunFailed(reason, "%s; nothing to roll back: %s", why, invalid.Error())
+		return 0, nil
+	case err != nil && rollout.Retryable(err):
+		return 0, fmt.Errorf("rolling back %s for CustomRun %s/%s (%s): %w", spec.Target, run.Namespace, run.Name, why, err)
+	case err != nil:
+		setProgress(s, progressOf(st, spec.Target.String()))
+		s.MarkCustomRunFailed(reason, "%s; the rollback of %s is incomplete, a person must look: %v", why, spec.Target, err)
+		return 0, nil
+	}
+	setProgress(s, progressOf(st, spec.Target.String()))
+	switch st.Phase {
+	case rollout.PhaseRolledBack:
+		msg := fmt.Sprintf("%s; %s", why, outcomeMessage(st))
+		setResults(s, st, msg)
+		s.MarkCustomRunFailed(reason, "%s", msg)
+		return 0, nil
+	case rollout.PhaseFailed:
+		msg := fmt.Sprintf("%s; the rollback is incomplete, a person must look: %s", why, outcomeMessage(st))
+		setResults(s, st, msg)
+		s.MarkCustomRunFailed(reason, "%s", msg)
+		return 0, nil
+	}
+	s.MarkCustomRunRunning(string(rollout.PhaseRollingBack), "%s; %s", why, runningMessage(st))
+	return max(res.RequeueAfter, minRequeue), nil
+}
+
+// engineError records what a typed engine error means for the run: bad input, an API error no
+// retry fixes, something blocked for a person, or a superseded rollout end it; any other error
+// is worth a retry and is returned.
+func (r *Reconciler) engineError(run *v1beta1.CustomRun, st rollout.Status, err error) (time.Duration, error) {
+	s := &run.Status
+	var (
+		invalid    *rollout.InvalidError
+		permanent  *rollout.PermanentError
+		blocked    *rollout.BlockedError
+		superseded *rollout.SupersededError
+	)
+	switch {
+	case errors.As(err, &invalid):
+		s.MarkCustomRunFailed(ReasonRefused, "%v; nothing was changed", err)
+	case errors.As(err, &permanent):
+		s.MarkCustomRunFailed(ReasonAPIError, "%v", err)
+	case errors.As(err, &blocked):
+		setProgress(s, progressOf(st, ""))
+		s.MarkCustomRunFailed(reasonOf(st, "Blocked"), "%v", err)
+	case errors.As(err, &superseded):
+		s.MarkCustomRunFailed(string(rollout.ReasonSuperseded), "%v", err)
+	default:
+		return 0, fmt.Errorf("CustomRun %s/%s: %w", run.Namespace, run.Name, err)
+	}
+	return 0, nil
+}
+
+// reasonOf is the engine's reason for st, or fallback.
+func reasonOf(st rollout.Status, fallback string) string {
+	if st.Reason != "" {
+		return string(st.Reason)
+	}
+	return fallback
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// logOutcome logs a run's condition when it changed.
+func (r *Reconciler) logOutcome(before, after *v1beta1.CustomRun) {
+	was, now := before.Status.GetCondition("Succeeded"), after.Status.GetCondition("Succeeded")
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
+		return
+	}
+	r.log().Info("customrun", "customrun", after.Namespace+"/"+after.Name, "succeeded", string(now.Status), "reason", now.Reason, "message", now.Message)
+}

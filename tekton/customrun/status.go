@@ -1,0 +1,145 @@
+package customrun
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
+
+	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+)
+
+// Result names of a run, the same as the catalog Task's (the CLI's --results-dir files).
+const (
+	ResultPhase       = "phase"
+	ResultUpdatedPods = "updated-pods"
+	ResultRolledBack  = "rolled-back"
+	ResultMessage     = "message"
+)
+
+// Condition reasons of our own, beside Tekton's (Started, Running, Succeeded, Failed,
+// CustomRunCancelled, CustomRunTimedOut, CustomRunWorkspaceNotSupported). A failed rollout's
+// reason is the engine's (PodFailed, AnalysisFailed, DeadlineExceeded, TemplateChanged, ...).
+const (
+	// ReasonInvalidSpec: the spec, the referenced InPlaceRollout or a param is wrong; nothing
+	// was changed.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonRefused: the engine refused to start (no such workload, another holder's rollout in
+	// flight, unreadable pod states); nothing was changed.
+	ReasonRefused = "Refused"
+	// ReasonAPIError: an API error no retry fixes.
+	ReasonAPIError = "APIError"
+	// ReasonRollbackIncomplete: a rollback could not finish; a person must look.
+	ReasonRollbackIncomplete = "RollbackIncomplete"
+	// ReasonRetrying: an attempt rolled back and the next one starts.
+	ReasonRetrying = "Retrying"
+)
+
+// Progress is what a run keeps in status.extraFields: where its rollout is, in counts, the same
+// size whatever the number of pods.
+type Progress struct {
+	RolloutID  string         `json:"rolloutID,omitempty"`
+	Target     string         `json:"target,omitempty"`
+	Phase      rollout.Phase  `json:"phase,omitempty"`
+	Batch      int            `json:"batch"`
+	Batches    int            `json:"batches"`
+	Updated    int            `json:"updated"`
+	Total      int            `json:"total"`
+	RolledBack int            `json:"rolledBack"`
+	Unhealthy  int            `json:"unhealthy,omitempty"`
+	Reason     rollout.Reason `json:"reason,omitempty"`
+	// Verdict is the last batch analysis: Pass, Fail, Inconclusive, or Running while it measures.
+	Verdict *Verdict `json:"verdict,omitempty"`
+}
+
+// Verdict is a batch analysis' outcome.
+type Verdict struct {
+	Batch   int    `json:"batch"`
+	Verdict string `json:"verdict"`
+}
+
+// progressOf is st in a run's words.
+func progressOf(st rollout.Status, target string) Progress {
+	p := Progress{RolloutID: st.RolloutID, Target: target, Phase: st.Phase, Batch: st.Batch, Batches: st.Batches,
+		Updated: st.Updated, Total: st.Total, RolledBack: st.RolledBack, Unhealthy: st.Unhealthy, Reason: st.Reason,
+		Verdict: verdictOf(st.Analysis)}
+	return p
+}
+
+func verdictOf(run *analysis.Run) *Verdict {
+	if run == nil {
+		return nil
+	}
+	v := &Verdict{Batch: run.Batch, Verdict: string(run.Verdict)}
+	if v.Verdict == "" {
+		v.Verdict = "Running"
+	}
+	return v
+}
+
+// status is p as the engine's Status, for the next step.
+func (p Progress) status() rollout.Status {
+	return rollout.Status{RolloutID: p.RolloutID, Phase: p.Phase, Batch: p.Batch, Batches: p.Batches, Total: p.Total,
+		Updated: p.Updated, RolledBack: p.RolledBack, Unhealthy: p.Unhealthy, Reason: p.Reason}
+}
+
+// progressFrom reads a run's extraFields; what does not decode is no progress, which the
+// engine then observes afresh from the cluster.
+func progressFrom(s *v1beta1.CustomRunStatus) Progress {
+	var p Progress
+	if err := s.DecodeExtraFields(&p); err != nil {
+		return Progress{}
+	}
+	return p
+}
+
+func setProgress(s *v1beta1.CustomRunStatus, p Progress) {
+	if err := s.EncodeExtraFields(p); err != nil {
+		// A struct of strings and ints always marshals.
+		panic(err)
+	}
+}
+
+// setResults writes the run's results from its last status.
+func setResults(s *v1beta1.CustomRunStatus, st rollout.Status, message string) {
+	s.Results = []v1beta1.CustomRunResult{
+		{Name: ResultPhase, Value: string(st.Phase)},
+		{Name: ResultUpdatedPods, Value: strconv.Itoa(st.Updated)},
+		{Name: ResultRolledBack, Value: strconv.Itoa(st.RolledBack)},
+		{Name: ResultMessage, Value: message},
+	}
+}
+
+// runningMessage says where a rollout in flight is.
+func runningMessage(st rollout.Status) string {
+	if st.Phase == "" {
+		return "starting"
+	}
+	msg := fmt.Sprintf("%s: batch %d of %d, %d of %d pods updated", st.Phase, st.Batch, st.Batches, st.Updated, st.Total)
+	if st.Phase == rollout.PhaseRollingBack {
+		msg = fmt.Sprintf("%s: %d pods back on their previous images", st.Phase, st.RolledBack)
+	}
+	if st.Message != "" {
+		msg += "; " + st.Message
+	}
+	return msg
+}
+
+// outcomeMessage says how a rollout ended.
+func outcomeMessage(st rollout.Status) string {
+	msg := fmt.Sprintf("%s: %d of %d pods updated", st.Phase, st.Updated, st.Total)
+	if st.RolledBack > 0 {
+		msg += fmt.Sprintf(", %d rolled back", st.RolledBack)
+	}
+	if st.Unhealthy > 0 {
+		msg += fmt.Sprintf(", %d already failing before their update", st.Unhealthy)
+	}
+	if st.Reason != "" {
+		msg += " (" + string(st.Reason) + ")"
+	}
+	if st.Message != "" {
+		msg += ": " + st.Message
+	}
+	return msg
+}
