@@ -75,4 +75,3 @@ func runGateController(cmd *cobra.Command, kubeconfig, namespace, selector, heal
 	}
 	return nil
 }
-
