@@ -22,6 +22,9 @@ var (
 	taskRunsGVR      = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
 	ourAPIVersion    = "inplace-rollout.io/v1alpha1"
 	ourKind          = "InPlaceRollout"
+	// A kind no controller here reconciles, to see what Tekton alone does with a custom task.
+	otherAPIVersion  = "example.dev/v1alpha1"
+	otherKind        = "Report"
 	reconcileTimeout = 60 * time.Second
 )
 
@@ -88,11 +91,11 @@ spec:
 	}
 }
 
-// TestPipelineRunCreatesCustomRun shows the real Tekton controller reconciling: for a
-// PipelineRun whose one task is of our kind, by reference or embedded, it creates a CustomRun
+// TestPipelineRunCreatesCustomRun shows what the real Tekton controller does alone: for a
+// PipelineRun whose one task is a custom task, by reference or embedded, it creates a CustomRun
 // owned by the PipelineRun with the task's params, records it as the PipelineRun's child and
-// runs no Pod. No controller of ours runs, so the CustomRun keeps no status: Tekton never
-// writes one.
+// runs no Pod. The task's kind is one no controller here reconciles, so the CustomRun keeps no
+// status: Tekton never writes one.
 func TestPipelineRunCreatesCustomRun(t *testing.T) {
 	tests := []struct {
 		name string
@@ -108,7 +111,7 @@ func TestPipelineRunCreatesCustomRun(t *testing.T) {
         taskRef:
           apiVersion: %s
           kind: %s
-          name: web-rollout`, ourAPIVersion, ourKind),
+          name: web-rollout`, otherAPIVersion, otherKind),
 			wantField: []string{"spec", "customRef"},
 		},
 		{
@@ -119,7 +122,7 @@ func TestPipelineRunCreatesCustomRun(t *testing.T) {
           kind: %s
           spec:
             target: statefulset/web
-            batches: [1, 50, 100]`, ourAPIVersion, ourKind),
+            batches: [1, 50, 100]`, otherAPIVersion, otherKind),
 			wantField: []string{"spec", "customSpec"},
 			wantSpec:  map[string]any{"target": "statefulset/web", "batches": []any{int64(1), int64(50), int64(100)}},
 		},
@@ -155,7 +158,7 @@ spec:
 
 			ref, _, _ := unstructured.NestedMap(run.Object, tt.wantField...)
 			if ref["apiVersion"] != ourAPIVersion || ref["kind"] != ourKind {
-				t.Errorf("CustomRun %s: %v = %v, want apiVersion %s kind %s", run.GetName(), tt.wantField, ref, ourAPIVersion, ourKind)
+				t.Errorf("CustomRun %s: %v = %v, want apiVersion %s kind %s", run.GetName(), tt.wantField, ref, otherAPIVersion, otherKind)
 			}
 			if tt.wantSpec != nil {
 				spec, _, _ := unstructured.NestedMap(run.Object, "spec", "customSpec", "spec")

@@ -8,10 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
-var env *cluster.Cluster
+var (
+	env *cluster.Cluster
+	// cli is the inplace-rollout binary built for these tests; it runs as our CustomRun controller.
+	cli string
+	// controller is our CustomRun controller, running as a process.
+	controller *ourController
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -19,13 +26,22 @@ func TestMain(m *testing.M) {
 
 // run starts the control plane and the Tekton controller, runs the tests and stops both.
 func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "inplace-rollout-tekton-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if cli, err = clitest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	opts := cluster.Options{}
 	if os.Getenv("INPLACE_ROLLOUT_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	var err error
 	env, err = cluster.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the local control plane: %v\n", err)
@@ -42,6 +58,11 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "starting Tekton: %v\n", err)
 		return 1
 	}
+	if controller, err = startOurController(ctx, dir); err != nil {
+		fmt.Fprintf(os.Stderr, "starting the inplace-rollout tekton-controller: %v\n", err)
+		return 1
+	}
+	defer controller.stop()
 	fmt.Fprintf(os.Stderr, "control plane ready in %s, Tekton in %s more\n",
 		env.BootDuration.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	return m.Run()
