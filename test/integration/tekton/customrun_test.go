@@ -17,11 +17,11 @@ import (
 )
 
 var (
-	customRunsGVR    = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1beta1", Resource: "customruns"}
-	pipelineRunsGVR  = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "pipelineruns"}
-	taskRunsGVR      = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
-	ourAPIVersion    = "inplace-rollout.io/v1alpha1"
-	ourKind          = "InPlaceRollout"
+	customRunsGVR   = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1beta1", Resource: "customruns"}
+	pipelineRunsGVR = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "pipelineruns"}
+	taskRunsGVR     = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
+	ourAPIVersion   = "inplace-rollout.io/v1alpha1"
+	ourKind         = "InPlaceRollout"
 	// A kind no controller here reconciles, to see what Tekton alone does with a custom task.
 	otherAPIVersion  = "example.dev/v1alpha1"
 	otherKind        = "Report"
