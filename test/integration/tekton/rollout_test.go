@@ -33,9 +33,11 @@ func tektonClient(t *testing.T) tektonclient.Interface {
 type podRecord struct {
 	uid      string
 	restarts int32
+	// imageID is the app container's image by digest, what a revert must put back exactly.
+	imageID string
 }
 
-// recordPods maps the pods of app to their UID and container restarts.
+// recordPods maps the pods of app to their UID, container restarts and app image digest.
 func recordPods(t *testing.T, ns, app string) map[string]podRecord {
 	t.Helper()
 	out := map[string]podRecord{}
@@ -44,7 +46,11 @@ func recordPods(t *testing.T, ns, app string) map[string]podRecord {
 		for _, c := range p.Status.ContainerStatuses {
 			restarts += c.RestartCount
 		}
-		out[p.Name] = podRecord{uid: string(p.UID), restarts: restarts}
+		rec := podRecord{uid: string(p.UID), restarts: restarts}
+		if cs := cluster.ContainerStatus(&p, "app"); cs != nil {
+			rec.imageID = cs.ImageID
+		}
+		out[p.Name] = rec
 	}
 	return out
 }
@@ -223,4 +229,10 @@ spec:
 	if len(taskRuns.Items) != 0 {
 		t.Errorf("namespace %s has %d TaskRuns, want none for custom tasks", ns, len(taskRuns.Items))
 	}
+}
+
+// waitUntil polls cond until it holds, failing the test after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	cluster.WaitFor(t, timeout, what, cond)
 }
