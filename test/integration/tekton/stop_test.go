@@ -1,0 +1,139 @@
+package tekton_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
+)
+
+// slowImage takes ten seconds to become Ready in the simulated kubelet: a rollout of it is
+// still in its first batch when the test stops it.
+const slowImage = "registry.example/app:slow-v2"
+
+// updating reports whether the run's rollout has begun changing pods.
+func updating(t *testing.T) func(*v1beta1.CustomRun) bool {
+	return func(run *v1beta1.CustomRun) bool {
+		p := progress(t, &run.Status)
+		return p["rolloutID"] != nil && p["phase"] == "Progressing"
+	}
+}
+
+// TestStoppedRunRollsBack: a run stopped mid-rollout, by cancelling its PipelineRun, by the
+// PipelineRun's timeout, or by its own timeout, rolls the workload back before it fails with
+// the reason Tekton expects.
+func TestStoppedRunRollsBack(t *testing.T) {
+	tests := []struct {
+		name string
+		// pipelineRun is the PipelineRun's spec lines beside its pipelineSpec.
+		pipelineRun string
+		// task is extra YAML of the rollout task.
+		task string
+		// stop, when set, stops the PipelineRun once the rollout is updating pods.
+		stop         func(t *testing.T, ns string)
+		wantReason   string
+		wantPRReason string
+	}{
+		{
+			name: "PipelineRun cancelled",
+			stop: func(t *testing.T, ns string) {
+				patch := []byte(`{"spec":{"status":"Cancelled"}}`)
+				if _, err := tektonClient(t).TektonV1().PipelineRuns(ns).Patch(context.Background(), "stop", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					t.Fatalf("cancelling PipelineRun %s/stop: %v", ns, err)
+				}
+			},
+			wantReason: "CustomRunCancelled", wantPRReason: "Cancelled",
+		},
+		{
+			name:        "PipelineRun timed out",
+			pipelineRun: "  timeouts: {pipeline: 5s}\n",
+			wantReason:  "CustomRunCancelled", wantPRReason: "PipelineRunTimeout",
+		},
+		{
+			name:       "run timed out",
+			task:       "        timeout: 5s\n",
+			wantReason: "CustomRunTimedOut", wantPRReason: "Failed",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t)
+			clitest.CreateStatefulSet(t, env, ns, "web", 3)
+			before := recordPods(t, ns, "web")
+			create(t, dynamicClient(t), pipelineRunsGVR, ns, `
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: stop
+spec:
+`+tt.pipelineRun+`  pipelineSpec:
+    tasks:`+rolloutTask("rollout", slowImage, tt.task))
+			waitCustomRun(t, ns, "stop", "rollout", rolloutTimeout, "updating pods", updating(t))
+			if tt.stop != nil {
+				tt.stop(t, ns)
+			}
+			run := waitCustomRun(t, ns, "stop", "rollout", rolloutTimeout, "done", isDone)
+			c := succeeded(run)
+			if c.Status != corev1.ConditionFalse || c.Reason != tt.wantReason {
+				t.Errorf("CustomRun %s: Succeeded %s %s: %s; want False %s", run.Name, c.Status, c.Reason, c.Message, tt.wantReason)
+			}
+			if got := result(run, "phase"); got != "RolledBack" {
+				raw, _ := json.Marshal(run.Status)
+				t.Errorf("CustomRun %s: result phase %q, want RolledBack; status %s", run.Name, got, raw)
+			}
+			if !strings.Contains(c.Message, "rolled back") && !strings.Contains(c.Message, "RolledBack") {
+				t.Errorf("CustomRun %s: message %q, want it to say the rollout rolled back", run.Name, c.Message)
+			}
+			checkBackOnV1(t, ns, before)
+			if cond := waitPipelineRun(t, ns, "stop", rolloutTimeout); cond.Status != corev1.ConditionFalse || cond.Reason != tt.wantPRReason {
+				t.Errorf("PipelineRun %s/stop: Succeeded %s %s: %s; want False %s", ns, cond.Status, cond.Reason, cond.Message, tt.wantPRReason)
+			}
+		})
+	}
+}
+
+// TestControllerKilledMidRollout: our controller killed (SIGKILL) in the middle of a rollout and
+// started again finishes it; no pod is recreated and no container restarts more than once.
+func TestControllerKilledMidRollout(t *testing.T) {
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "web", 3)
+	before := recordPods(t, ns, "web")
+	create(t, dynamicClient(t), pipelineRunsGVR, ns, `
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: kill
+spec:
+  pipelineSpec:
+    tasks:`+rolloutTask("rollout", slowImage, ""))
+	waitCustomRun(t, ns, "kill", "rollout", rolloutTimeout, "updating pods", updating(t))
+	controller.kill()
+	// The rollout stands still while no controller runs: the next pods do not start.
+	time.Sleep(2 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := controller.start(ctx); err != nil {
+		t.Fatalf("starting the controller again: %v", err)
+	}
+	if cond := waitPipelineRun(t, ns, "kill", rolloutTimeout); cond.Status != corev1.ConditionTrue {
+		t.Fatalf("PipelineRun %s/kill: Succeeded %s %s: %s; want True", ns, cond.Status, cond.Reason, cond.Message)
+	}
+	if imgs := podImages(t, ns, "web"); imgs[slowImage] != 3 {
+		t.Errorf("pods by image: %v, want all 3 on %s", imgs, slowImage)
+	}
+	for name, a := range recordPods(t, ns, "web") {
+		b := before[name]
+		if a.uid != b.uid || a.restarts > b.restarts+1 {
+			t.Errorf("pod %s: uid %s, %d restarts; was uid %s, %d restarts: want the same pod, restarted at most once", name, a.uid, a.restarts, b.uid, b.restarts)
+		}
+	}
+}
