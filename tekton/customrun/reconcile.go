@@ -65,10 +65,12 @@ func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun) (time.Dur
 	s := &run.Status
 	if !run.HasStarted() {
 		// Tekton shows the run as started only from here; the rollout begins with the next step.
-		if s.StartTime.IsZero() {
+		fresh := s.StartTime.IsZero()
+		s.InitializeConditions()
+		if fresh {
+			// The controller's clock, not the global one InitializeConditions reads.
 			s.StartTime = &metav1.Time{Time: r.now()}
 		}
-		s.InitializeConditions()
 		return 0, nil
 	}
 	if len(run.Spec.Workspaces) > 0 {

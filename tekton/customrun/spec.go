@@ -78,21 +78,24 @@ func decodeSpec(ctx context.Context, run *v1beta1.CustomRun, objects SpecGetter)
 	if doc.UpTo != nil {
 		return rollout.Spec{}, specErrorf("spec.upTo: a CustomRun's rollout ends with its run, so it cannot hold part way; remove upTo")
 	}
+	if promURL != "" {
+		if err := analysis.CheckAddress(promURL); err != nil {
+			return rollout.Spec{}, specErrorf("params[%s]: %v", ParamPrometheusURL, err)
+		}
+		if doc.Analysis == nil {
+			return rollout.Spec{}, specErrorf("params[%s]: there is no analysis to query it: give the %s param or spec.analysis too", ParamPrometheusURL, ParamAnalysis)
+		}
+		// A copy: the document's analysis may be shared with the object it was read from.
+		a := *doc.Analysis
+		a.Prometheus.Address = promURL
+		doc.Analysis = &a
+	}
 	if a := doc.Analysis; a != nil && a.Prometheus.BasicAuth != nil && a.Prometheus.BasicAuth.Password != "" {
 		return rollout.Spec{}, specErrorf("analysis.prometheus.basicAuth.password: a CustomRun takes credentials from a Secret only; put the password in a Secret of namespace %s and name it in passwordSecret", run.Namespace)
 	}
 	spec, err := rollout.FromV1alpha1(doc, rollout.Caller{Namespace: run.Namespace, Holder: Holder(run)})
 	if err != nil {
 		return rollout.Spec{}, &specError{msg: err.Error()}
-	}
-	if promURL != "" {
-		if err := analysis.CheckAddress(promURL); err != nil {
-			return rollout.Spec{}, specErrorf("params[%s]: %v", ParamPrometheusURL, err)
-		}
-		if spec.Analysis == nil {
-			return rollout.Spec{}, specErrorf("params[%s]: there is no analysis to query it: give the %s param or spec.analysis too", ParamPrometheusURL, ParamAnalysis)
-		}
-		spec.PrometheusURL = promURL
 	}
 	return spec, nil
 }
@@ -171,6 +174,9 @@ func applyParam(doc *v1alpha1.InPlaceRolloutSpec, p v1beta1.Param) error {
 		doc.Target.Selector = v
 	case ParamBatches:
 		batches, err := rollout.ParseBatches(v)
+		if err == nil {
+			err = rollout.CheckBatches(batches)
+		}
 		if err != nil {
 			return err
 		}
