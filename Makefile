@@ -50,10 +50,11 @@ lint:
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-## bench: Go benchmarks, then the scale scenarios (a 500-pod StatefulSet, the Argo plugins' latency and API calls on 100 pods, once)
+## bench: Go benchmarks, then the scale scenarios (a 500-pod StatefulSet, the Argo plugins' latency and API calls on 100 pods, once) and the Tekton controller's latency and memory
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem $(shell $(GO) list ./... | grep -v /test/integration)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
+	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 10m ./test/integration/tekton
 	hack/check-leftovers.sh
 
 ## demo: bring the local control plane up and run the demo against it

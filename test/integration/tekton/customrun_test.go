@@ -28,7 +28,7 @@ var (
 	reconcileTimeout = 60 * time.Second
 )
 
-func dynamicClient(t *testing.T) dynamic.Interface {
+func dynamicClient(t testing.TB) dynamic.Interface {
 	t.Helper()
 	client, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
@@ -38,7 +38,7 @@ func dynamicClient(t *testing.T) dynamic.Interface {
 }
 
 // create creates the object manifest describes in namespace ns.
-func create(t *testing.T, client dynamic.Interface, gvr schema.GroupVersionResource, ns, manifest string) *unstructured.Unstructured {
+func create(t testing.TB, client dynamic.Interface, gvr schema.GroupVersionResource, ns, manifest string) *unstructured.Unstructured {
 	t.Helper()
 	var obj unstructured.Unstructured
 	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {

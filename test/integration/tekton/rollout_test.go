@@ -20,7 +20,7 @@ import (
 // rolloutTimeout bounds a rollout of a few pods with short soaks, on a loaded machine.
 const rolloutTimeout = 3 * time.Minute
 
-func tektonClient(t *testing.T) tektonclient.Interface {
+func tektonClient(t testing.TB) tektonclient.Interface {
 	t.Helper()
 	c, err := tektonclient.NewForConfig(env.Config)
 	if err != nil {
