@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
@@ -15,6 +16,11 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
+
+// AcceptAnnotation on a CustomRun accepts the batch it names (1-based, as extraFields.verdict
+// says) when the run's rollout is paused on that batch's inconclusive analysis: the rollout goes
+// on, as after a person's `inplace-rollout resume`.
+const AcceptAnnotation = "inplace-rollout.io/accept-batch"
 
 // Pacing of a run while nothing on the cluster says when to look again.
 const (
@@ -131,11 +137,25 @@ func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, sp
 		}
 		return r.settle(run, spec, *ended, 0), nil
 	}
+	if p, ok := prev.pause(); ok && run.Annotations[AcceptAnnotation] == strconv.Itoa(p.Batch) {
+		st, err := r.Engine.Accept(context.WithoutCancel(ctx), spec.Target, spec.Holder, p)
+		var invalid *rollout.InvalidError
+		switch {
+		case errors.As(err, &invalid):
+			// The pause is over (accepted, or the rollout moved on): the next step sees where.
+		case err != nil:
+			return 0, fmt.Errorf("accepting batch %d of %s for CustomRun %s/%s: %w", p.Batch, spec.Target, run.Namespace, run.Name, err)
+		default:
+			r.log().Info("batch accepted", "customrun", run.Namespace+"/"+run.Name, "target", spec.Target.String(), "batch", p.Batch)
+			setProgress(s, prev.next(st, spec.Target.String()))
+			s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "batch %d accepted by annotation %s; %s", p.Batch, AcceptAnnotation, runningMessage(st))
+			return minRequeue, nil
+		}
+	}
 	st, res, err := r.Engine.Reconcile(context.WithoutCancel(ctx), spec, prev.status())
 	if err != nil {
 		return r.engineError(run, st, err)
 	}
-	setProgress(s, progressOf(st, spec.Target.String()))
 	return r.settle(run, spec, st, res.RequeueAfter), nil
 }
 
@@ -168,7 +188,7 @@ func (r *Reconciler) endedBefore(ctx context.Context, target workload.Ref, prev 
 // settle sets the run's condition from the rollout's status, and says when to look again.
 func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollout.Status, after time.Duration) time.Duration {
 	s := &run.Status
-	setProgress(s, progressOf(st, spec.Target.String()))
+	setProgress(s, progressFrom(s).next(st, spec.Target.String()))
 	switch st.Phase {
 	case rollout.PhaseSucceeded:
 		msg := outcomeMessage(st)
@@ -193,7 +213,11 @@ func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollou
 		s.MarkCustomRunFailed(reasonOf(st, ReasonRollbackIncomplete), "%s", msg)
 		return 0
 	case rollout.PhasePaused:
-		s.MarkCustomRunRunning(string(rollout.PhasePaused), "%s; cancel the run to roll back", runningMessage(st))
+		batch := st.Batch
+		if st.Analysis != nil {
+			batch = st.Analysis.Batch
+		}
+		s.MarkCustomRunRunning(string(rollout.PhasePaused), "%s; to go on, annotate the CustomRun %s=%d; to roll back, cancel it", runningMessage(st), AcceptAnnotation, batch)
 		return pausedRequeue
 	}
 	s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "%s", runningMessage(st))
@@ -233,11 +257,11 @@ func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, s
 	case err != nil && rollout.Retryable(err):
 		return 0, fmt.Errorf("rolling back %s for CustomRun %s/%s (%s): %w", spec.Target, run.Namespace, run.Name, why, err)
 	case err != nil:
-		setProgress(s, progressOf(st, spec.Target.String()))
+		setProgress(s, prev.next(st, spec.Target.String()))
 		s.MarkCustomRunFailed(reason, "%s; the rollback of %s is incomplete, a person must look: %v", why, spec.Target, err)
 		return 0, nil
 	}
-	setProgress(s, progressOf(st, spec.Target.String()))
+	setProgress(s, prev.next(st, spec.Target.String()))
 	switch st.Phase {
 	case rollout.PhaseRolledBack:
 		msg := fmt.Sprintf("%s; %s", why, outcomeMessage(st))
@@ -271,7 +295,7 @@ func (r *Reconciler) engineError(run *v1beta1.CustomRun, st rollout.Status, err 
 	case errors.As(err, &permanent):
 		s.MarkCustomRunFailed(ReasonAPIError, "%v", err)
 	case errors.As(err, &blocked):
-		setProgress(s, progressOf(st, ""))
+		setProgress(s, progressFrom(s).next(st, ""))
 		s.MarkCustomRunFailed(reasonOf(st, "Blocked"), "%v", err)
 	case errors.As(err, &superseded):
 		s.MarkCustomRunFailed(string(rollout.ReasonSuperseded), "%v", err)

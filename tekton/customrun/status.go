@@ -53,9 +53,11 @@ type Progress struct {
 	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
-// Verdict is a batch analysis' outcome.
+// Verdict is a batch analysis' outcome: the 1-based batch, the updated pod count it ends at,
+// and the verdict.
 type Verdict struct {
 	Batch   int    `json:"batch"`
+	Pods    int    `json:"pods"`
 	Verdict string `json:"verdict"`
 }
 
@@ -67,11 +69,24 @@ func progressOf(st rollout.Status, target string) Progress {
 	return p
 }
 
+// next is the progress after p when the rollout's status is st: a status that carries no
+// analysis (an ended rollout's, read from its lock) keeps the last verdict of the same rollout.
+func (p Progress) next(st rollout.Status, target string) Progress {
+	n := progressOf(st, target)
+	if n.Verdict == nil && n.RolloutID == p.RolloutID {
+		n.Verdict = p.Verdict
+	}
+	if n.Target == "" {
+		n.Target = p.Target
+	}
+	return n
+}
+
 func verdictOf(run *analysis.Run) *Verdict {
 	if run == nil {
 		return nil
 	}
-	v := &Verdict{Batch: run.Batch, Verdict: string(run.Verdict)}
+	v := &Verdict{Batch: run.Batch, Pods: run.Pods, Verdict: string(run.Verdict)}
 	if v.Verdict == "" {
 		v.Verdict = "Running"
 	}
@@ -82,6 +97,14 @@ func verdictOf(run *analysis.Run) *Verdict {
 func (p Progress) status() rollout.Status {
 	return rollout.Status{RolloutID: p.RolloutID, Phase: p.Phase, Batch: p.Batch, Batches: p.Batches, Total: p.Total,
 		Updated: p.Updated, RolledBack: p.RolledBack, Unhealthy: p.Unhealthy, Reason: p.Reason}
+}
+
+// pause is the batch p says is paused on an inconclusive analysis, if any.
+func (p Progress) pause() (rollout.Pause, bool) {
+	if p.Phase != rollout.PhasePaused || p.Verdict == nil {
+		return rollout.Pause{}, false
+	}
+	return rollout.Pause{RolloutID: p.RolloutID, Batch: p.Verdict.Batch, Pods: p.Verdict.Pods}, true
 }
 
 // progressFrom reads a run's extraFields; what does not decode is no progress, which the

@@ -12,6 +12,12 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
+// The Prometheus credentials; the analysis tests check that the password never shows.
+const (
+	promUser     = "inplace"
+	promPassword = "pw-4c81d0b7aa"
+)
+
 var (
 	env *cluster.Cluster
 	// cli is the inplace-rollout binary built for these tests; it runs as our CustomRun controller.
@@ -36,7 +42,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	opts := cluster.Options{}
+	opts := cluster.Options{
+		Prometheus:          true,
+		PrometheusBasicAuth: &cluster.BasicAuth{Username: promUser, Password: promPassword},
+	}
 	if os.Getenv("INPLACE_ROLLOUT_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
