@@ -361,6 +361,11 @@ type PermanentError struct {
 	Err error
 	// RollingBack says a rollback was in progress, and is left incomplete.
 	RollingBack bool
+	// RolloutID, when set, is the rollout the step was driving, left in flight: the workload
+	// still held and Updated pods on the new images. Once the cause is fixed, the same call goes
+	// on from there, or a rollback undoes it. Empty, the step changed nothing.
+	RolloutID string
+	Updated   int
 }
 
 func (e *PermanentError) Error() string { return e.Err.Error() }
@@ -380,7 +385,7 @@ func classify(err error, st Status) error {
 	case errors.As(err, &se):
 		return &BlockedError{fmt.Sprintf("%v; restore it or remove it (if the pod was updated, put its images back by hand first), then run the same command again to go on, or roll back", err)}
 	case permanentAPIError(err):
-		return &PermanentError{Err: err, RollingBack: st.Phase == PhaseRollingBack}
+		return &PermanentError{Err: err, RollingBack: st.Phase == PhaseRollingBack, RolloutID: st.RolloutID, Updated: st.Updated}
 	}
 	return err
 }
