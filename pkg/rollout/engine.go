@@ -204,8 +204,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		return Status{}, Result{}, err
 	}
 	if tags := observeTagDigests(pods, spec.Images); len(tags.split()) > 0 {
-		e.log().Warn("pods run one target tag as different content: the tag was pushed again between pulls", "target", w.Ref().String(),
-			"digests", tags.describe(spec.Images))
+		e.warnTagDigests(ctx, w.Ref(), pods, tags, spec.Images)
 	}
 	e.log().Info("rollout started", "target", w.Ref().String(), "rollout", next.RolloutID, "images", mustJSON(spec.Images), "pods", len(pods))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
