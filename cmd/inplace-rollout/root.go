@@ -50,8 +50,9 @@ golden signals, and a failed batch puts every touched pod back on the exact imag
 it ran before.
 
 Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input or a request the API
-server refused (nothing changed), 3 a person must look (rollback incomplete, or a pod's
-state annotation unreadable), 4 paused by an inconclusive analysis (resume or roll
+server refused (nothing changed), 3 a person must look (rollback incomplete, a pod's
+state annotation unreadable, or a request the API server refused mid-rollout, which is
+left in flight: fix the cause, then run again or roll back), 4 paused by an inconclusive analysis (resume or roll
 back), 5 superseded by another run (which carries the pods on), 6 the API server kept
 failing (run again to resume), 130 stopped by Ctrl-C (run again to resume).`,
 		SilenceUsage:  true,

@@ -226,8 +226,11 @@ func (d *driver) finish(st rollout.Status, err error, resultsDir, output string,
 		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("%s: stopped, a person must look: %w", d.target, err)}
 	case errors.As(err, &permanent) && (permanent.RollingBack || st.Phase == rollout.PhaseRollingBack):
 		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: the API server refused a request, and retrying will not change that: %w; fix the cause, then run `inplace-rollout rollback` again", err)}
+	case errors.As(err, &permanent) && permanent.RolloutID != "":
+		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w; rollout %s is left in flight (%d pods updated, %s still held): fix the cause, then run the same command again to resume, or `inplace-rollout rollback` to undo",
+			err, permanent.RolloutID, permanent.Updated, d.target)}
 	case errors.As(err, &permanent):
-		return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w", err)}
+		return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w (nothing changed)", err)}
 	case errors.As(err, &unavailable) && unavailable.RollingBack:
 		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: giving up after %s of errors from the API server; run `inplace-rollout rollback` again to finish it: %w", shortDuration(unavailable.For), unavailable.Err)}
 	case errors.As(err, &unavailable):

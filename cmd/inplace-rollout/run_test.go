@@ -71,6 +71,8 @@ func TestFinishMapsWhatTheEngineReturns(t *testing.T) {
 		{"blocked", rollout.Status{}, &rollout.BlockedError{Msg: "bad state"}, false, exitRollbackIncomplete, target.String() + ": stopped, a person must look: bad state"},
 		{"refused", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden")}, false, exitBadInput,
 			"the API server refused a request, and retrying will not change that: forbidden"},
+		{"refused mid-rollout", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden"), RolloutID: "r1", Updated: 2}, false, exitRollbackIncomplete,
+			"forbidden; rollout r1 is left in flight (2 pods updated, StatefulSet shop/web still held): fix the cause, then run the same command again to resume, or `inplace-rollout rollback` to undo"},
 		{"refused while rolling back", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden"), RollingBack: true}, false, exitRollbackIncomplete,
 			"rollback incomplete: the API server refused a request"},
 		{"API down", rollout.Status{}, &rollout.APIUnavailableError{For: 2 * time.Minute, Err: apiDown}, false, exitAPIUnavailable,

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,7 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
+
+// EventTagContentDiffers is the reason of the Warning Event a rollout records when it starts
+// while pods run one of its target tags as different content.
+const EventTagContentDiffers = "TagContentDiffers"
 
 // tagDigests are, for each target image given by tag, the digests the pods that run that tag
 // report, with how many pods run each. Targets pinned by digest are left out: their content
@@ -92,4 +98,39 @@ func alreadyThere(what string, pods []*corev1.Pod, images map[string]string) str
 		msg += fmt.Sprintf(". Warning: the pods run different content under one tag for container %s", strings.Join(split, ", "))
 	}
 	return msg
+}
+
+// warnTagDigests warns that pods run a target tag as different content, which a rollout to
+// that tag leaves as it is: in the log and in one Warning Event, on the first pod that runs such
+// a tag. The Event is a notice: failing to record it is logged, and the rollout goes on.
+func (e *Engine) warnTagDigests(ctx context.Context, ref workload.Ref, pods []*corev1.Pod, tags tagDigests, images map[string]string) {
+	what := tags.describe(images)
+	e.log().Warn("pods run one target tag as different content: the tag was pushed again between pulls", "target", ref.String(), "digests", what)
+	if e.Events == nil {
+		return
+	}
+	split := tags.split()
+	for _, p := range pods {
+		if !slices.ContainsFunc(split, func(name string) bool { return runsTag(p, name, images[name]) }) {
+			continue
+		}
+		ev := inplace.Event{Type: corev1.EventTypeWarning, Reason: EventTagContentDiffers, Message: fmt.Sprintf(
+			"pods of %s run one target tag as different content (the tag was pushed again between pulls): %s; a rollout to the tag does not restart the pods already on it: give the image by digest (IMAGE@sha256:...) to run one content on every pod", ref, what)}
+		if err := e.Events.Record(ctx, p, ev); err != nil {
+			e.log().Warn("recording an Event", "target", ref.String(), "err", err)
+		}
+		return
+	}
+}
+
+// runsTag reports whether the pod's container name runs tag, with a digest reported.
+func runsTag(p *corev1.Pod, name, tag string) bool {
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			if c.Name == name && inplace.SameImage(tag, c.Image) && digestReported(p, name) != "" {
+				return true
+			}
+		}
+	}
+	return false
 }

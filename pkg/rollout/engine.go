@@ -204,8 +204,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		return Status{}, Result{}, err
 	}
 	if tags := observeTagDigests(pods, spec.Images); len(tags.split()) > 0 {
-		e.log().Warn("pods run one target tag as different content: the tag was pushed again between pulls", "target", w.Ref().String(),
-			"digests", tags.describe(spec.Images))
+		e.warnTagDigests(ctx, w.Ref(), pods, tags, spec.Images)
 	}
 	e.log().Info("rollout started", "target", w.Ref().String(), "rollout", next.RolloutID, "images", mustJSON(spec.Images), "pods", len(pods))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
@@ -361,6 +360,11 @@ type PermanentError struct {
 	Err error
 	// RollingBack says a rollback was in progress, and is left incomplete.
 	RollingBack bool
+	// RolloutID, when set, is the rollout the step was driving, left in flight: the workload
+	// still held and Updated pods on the new images. Once the cause is fixed, the same call goes
+	// on from there, or a rollback undoes it. Empty, the step changed nothing.
+	RolloutID string
+	Updated   int
 }
 
 func (e *PermanentError) Error() string { return e.Err.Error() }
@@ -380,7 +384,7 @@ func classify(err error, st Status) error {
 	case errors.As(err, &se):
 		return &BlockedError{fmt.Sprintf("%v; restore it or remove it (if the pod was updated, put its images back by hand first), then run the same command again to go on, or roll back", err)}
 	case permanentAPIError(err):
-		return &PermanentError{Err: err, RollingBack: st.Phase == PhaseRollingBack}
+		return &PermanentError{Err: err, RollingBack: st.Phase == PhaseRollingBack, RolloutID: st.RolloutID, Updated: st.Updated}
 	}
 	return err
 }

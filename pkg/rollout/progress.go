@@ -66,6 +66,15 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		return e.finalize(ctx, w, lock, c, st)
 	}
 
+	if next, ok := recordTouched(w, lock, d.work); ok {
+		// The lock names a pod before its first write, so that a rollback can find it whatever
+		// becomes of its state; the pods are stepped on the next call.
+		if err := w.SetLock(ctx, next); err != nil {
+			return st, Result{}, err
+		}
+		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, total)
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	}
 	u := e.updater(spec.GracePeriod, spec.Timeout)
 	requeue, wrote, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {
 		res, err := u.UpdatePod(ctx, p, target)
@@ -573,4 +582,36 @@ func notReadyWhy(p *corev1.Pod) string {
 		}
 	}
 	return fmt.Sprintf("phase %s", p.Status.Phase)
+}
+
+// maxTouched bounds the pod names a lock records as touched, so the lock stays small whatever the
+// number of pods; beyond it, the lock counts them.
+const maxTouched = 100
+
+// recordTouched returns the lock with the pods of work it does not name yet added to its touched
+// pods, and whether that changed it. Past maxTouched, it records instead how many of the
+// workload's pods carry a state of the rollout (or of one it superseded) without being named:
+// the most it ever saw, as those pods may lose their state later.
+func recordTouched(w workload.Workload, lock *workload.Lock, work []*corev1.Pod) (*workload.Lock, bool) {
+	next := *lock
+	next.Touched = slices.Clone(lock.Touched)
+	named := func(p *corev1.Pod) bool {
+		return slices.ContainsFunc(next.Touched, func(t workload.TouchedPod) bool { return t.UID == p.UID })
+	}
+	for _, p := range work {
+		if len(next.Touched) < maxTouched && !named(p) {
+			next.Touched = append(next.Touched, workload.TouchedPod{Name: p.Name, UID: p.UID})
+		}
+	}
+	if len(next.Touched) >= maxTouched {
+		ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
+		unnamed := 0
+		for _, p := range w.Pods() {
+			if s, _ := inplace.ReadState(p); s != nil && slices.Contains(ours, s.RolloutID) && !named(p) {
+				unnamed++
+			}
+		}
+		next.TouchedMore = max(next.TouchedMore, unnamed)
+	}
+	return &next, len(next.Touched) != len(lock.Touched) || next.TouchedMore != lock.TouchedMore
 }

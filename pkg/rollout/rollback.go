@@ -127,10 +127,12 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 	var stuck, skipped []string
 	adoption := inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}
 	before := lockBeforeImages(lock)
-	pods, err := e.rollbackPods(ctx, w, ours)
+	pods, byName, err := e.rollbackPods(ctx, w, ours)
 	if err != nil {
 		return st, Result{}, err
 	}
+	// found are the pods that carry a state of the rollout, or go back with it as strays.
+	found := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue // going away; the controller replaces it from the template Restore puts back
@@ -142,6 +144,7 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 			skipped = append(skipped, p.Name)
 			continue
 		case errors.As(err, &unreadable):
+			found[p.UID] = true
 			stuck = append(stuck, fmt.Sprintf("%v; restore it or remove it and put the pod's images back by hand, then run rollback again", err))
 			continue
 		case err != nil:
@@ -153,9 +156,11 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 			if w.Ref().Kind != workload.Pods && (s == nil || s.Stage.Terminal()) && p.Status.Phase == corev1.PodRunning &&
 				workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages) {
 				strays = append(strays, p)
+				found[p.UID] = true
 			}
 			continue
 		}
+		found[p.UID] = true
 		for _, c := range s.Containers {
 			if c.BeforeImage == lock.PreviousImages[c.Name] && c.BeforeImageID != "" {
 				adoption.ImageIDs[c.Name] = c.BeforeImageID
@@ -178,9 +183,10 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 			todo = append(todo, podState{p, s})
 		}
 	}
-	var notes string
+	lost, notes := lostPods(lock, before, byName, found)
+	stuck = append(stuck, lost...)
 	if len(skipped) > 0 {
-		notes = fmt.Sprintf("; skipped %s: state annotation %s unreadable, and not touched by the rollout (it runs the previous images)",
+		notes += fmt.Sprintf("; skipped %s: state annotation %s unreadable, and not touched by the rollout (it runs the previous images)",
 			strings.Join(firstN(skipped, 5), ", "), inplace.StateAnnotation)
 	}
 	if len(stuck) > 0 && len(todo) > 0 {
@@ -287,10 +293,11 @@ func rollbackRequested(lock *workload.Lock, spec RollbackSpec) string {
 
 // rollbackPods are the workload's pods and, from the rest of the namespace, the pods whose state
 // names one of the rollouts but that left the workload since: a label edited away from the
-// selector, or a pod its controller released. The lock keeps no pod list, so the namespace is
-// searched; pods another controller owns are left to it.
-func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []string) ([]*corev1.Pod, error) {
-	pods := w.Pods()
+// selector, or a pod its controller released. The namespace is searched, as the lock names only
+// the first pods touched; pods another controller owns are left to it. byName are the
+// namespace's pods, for lostPods.
+func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []string) (pods []*corev1.Pod, byName map[string]*corev1.Pod, err error) {
+	pods = w.Pods()
 	seen := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
 		seen[p.UID] = true
@@ -298,10 +305,12 @@ func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []s
 	ns := w.Ref().Namespace
 	list, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing the pods of namespace %s for the rollback: %w", ns, err)
+		return nil, nil, fmt.Errorf("listing the pods of namespace %s for the rollback: %w", ns, err)
 	}
+	byName = make(map[string]*corev1.Pod, len(list.Items))
 	for i := range list.Items {
 		p := &list.Items[i]
+		byName[p.Name] = p
 		if seen[p.UID] || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
@@ -312,7 +321,61 @@ func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []s
 			pods = append(pods, p)
 		}
 	}
-	return pods, nil
+	return pods, byName, nil
+}
+
+// lostPods are the pods the lock names as touched that the rollback did not find by their state
+// (found, by UID) and that still run an image the rollout put there: their state annotation was
+// removed, names another rollout, or the pod went to another owner. Each is for a person, who
+// puts its images back by hand; a touched pod deleted since (another may have its name now), or
+// back on a before image, is not. note says how many pods touched beyond those the lock names
+// were not found, as those cannot be named.
+func lostPods(lock *workload.Lock, before map[string][]string, byName map[string]*corev1.Pod, found map[types.UID]bool) (lost []string, note string) {
+	for _, t := range lock.Touched {
+		p := byName[t.Name]
+		if p == nil || p.UID != t.UID || found[p.UID] || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		img := rolloutImage(p, lock, before)
+		if img == "" {
+			continue
+		}
+		why := "its state annotation " + inplace.StateAnnotation + " is gone"
+		if s, err := inplace.ReadState(p); err == nil && s != nil {
+			why = "its state names rollout " + s.RolloutID
+		}
+		if owner := metav1.GetControllerOf(p); owner != nil {
+			why += fmt.Sprintf(", and %s %s owns it", owner.Kind, owner.Name)
+		}
+		lost = append(lost, fmt.Sprintf("pod %s was updated by rollout %s and still runs %s, but %s; put its images back by hand (%s), then run rollback again",
+			t.Name, lock.RolloutID, img, why, mustJSON(lock.PreviousImages)))
+	}
+	if lock.TouchedMore > 0 {
+		unnamed := 0
+		for uid := range found {
+			if !slices.ContainsFunc(lock.Touched, func(t workload.TouchedPod) bool { return t.UID == uid }) {
+				unnamed++
+			}
+		}
+		if unnamed < lock.TouchedMore {
+			note = fmt.Sprintf("; %d of the pods touched beyond the %d the lock names were not found by their state: look for pods still on %s",
+				lock.TouchedMore-unnamed, len(lock.Touched), mustJSON(lock.Images))
+		}
+	}
+	return lost, note
+}
+
+// rolloutImage is the first image the pod's spec runs, for a container of the rollout, that is
+// not one of the before images: an image a rollout put there. It is "" when there is none.
+func rolloutImage(p *corev1.Pod, lock *workload.Lock, before map[string][]string) string {
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			if _, ok := lock.Images[c.Name]; ok && !slices.ContainsFunc(before[c.Name], func(s string) bool { return inplace.SameImage(s, c.Image) }) {
+				return c.Image
+			}
+		}
+	}
+	return ""
 }
 
 // lockBeforeImages are the images, by container, the lock records as run before the rollout:

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -65,7 +66,13 @@ type Lock struct {
 	PreviousStrategy json.RawMessage `json:"previousStrategy,omitempty"`
 	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
 	Superseded []string `json:"superseded,omitempty"`
-	Phase      string   `json:"phase"`
+	// Touched names the pods the rollout, and those it superseded, set out to update, each
+	// recorded before its first write, up to a cap (see rollout); TouchedMore counts the pods
+	// updated beyond it. A rollback checks them, so that a touched pod it cannot find by its state
+	// (the annotation removed, the pod gone to another owner) is reported, not passed over.
+	Touched     []TouchedPod `json:"touched,omitempty"`
+	TouchedMore int          `json:"touchedMore,omitempty"`
+	Phase       string       `json:"phase"`
 	// Reason says why the rollout is rolling back, rolled back, paused or halted, in words.
 	Reason string `json:"reason,omitempty"`
 	// ReasonCode is the same as a code (rollout.Reason: PodFailed, TemplateChanged, ...). Locks
@@ -89,6 +96,13 @@ type Lock struct {
 	// Analysis is the state of the analysis in progress or last finished, as the analysis
 	// package encodes it.
 	Analysis json.RawMessage `json:"analysis,omitempty"`
+}
+
+// TouchedPod is a pod a rollout set out to update: by name, to report it, and UID, so that a pod
+// recreated under the same name is not taken for it.
+type TouchedPod struct {
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
 }
 
 // Active reports whether the lock still holds the workload.

@@ -21,28 +21,36 @@ import (
 // slowV2 takes 10 s to become ready, in place and in a new pod alike.
 const slowV2 = "registry.example/app:slow-v2"
 
-// TestDeletedPodCountsAgainstMaxUnavailable deletes a pod the rollout has not reached while the
-// first batch soaks: the StatefulSet controller recreates it from the new template, and it takes
+// TestDeletedPodCountsAgainstMaxUnavailable deletes a pod the rollout has not reached once the
+// first batch is done: the StatefulSet controller recreates it from the new template, and it takes
 // 10 s to become Ready. It must not count as updated while it is not Ready, and the rollout must
 // not start another pod while it is down: with --max-unavailable 1, whenever the rollout starts
-// a pod, every other pod is there and Ready.
+// a pod, every other pod is there and Ready. The first run holds after the first batch (--up-to
+// 1), so the pod is deleted, and recreated, before the next batch can start, whatever the pace of
+// the machine: the run that goes on finds it there and not Ready.
 func TestDeletedPodCountsAgainstMaxUnavailable(t *testing.T) {
 	ns := env.Namespace(t)
 	createStatefulSet(t, ns, "web", 3)
 	w := watchStarts(t, ns, "app=web", 3)
-	var stderr bytes.Buffer
-	cmd := clitest.Start(t, env, cli, &stderr, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+slowV2,
-		"--batches", "1,100%", "--max-unavailable", "1", "--soak", "3s", "--timeout", "2m")
-
-	env.WaitForPod(t, ns, "web-2", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
-		st, _ := inplace.ReadState(p)
-		return st != nil && st.Stage == inplace.StageUpdated
-	})
+	args := []string{"run", "-n", ns, "--target", "statefulset/web", "--image", "app=" + slowV2,
+		"--batches", "1,100%", "--max-unavailable", "1", "--soak", "3s", "--timeout", "2m"}
+	if r := runCLI(t, append(args, "--up-to", "1")...); r.Code != 0 {
+		t.Fatalf("run --up-to 1: %s", r)
+	}
+	old := listPodsByName(t, ns, "app=web")
+	for name, want := range map[string]bool{"web-2": true, "web-1": false, "web-0": false} {
+		p := old[name]
+		if st := stateOf(t, &p); (st != nil) != want {
+			t.Fatalf("after the first batch, pod %s has state %+v; want web-2 alone updated", name, st)
+		}
+	}
 	if err := env.Client.CoreV1().Pods(ns).Delete(context.Background(), "web-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitExit(t, cmd, 2*time.Minute); code != 0 {
-		t.Fatalf("run exited %d, want 0:\n%s", code, clitest.LastLines(stderr.String(), 20))
+	env.WaitForPod(t, ns, "web-0", 60*time.Second, "recreated", func(p *corev1.Pod) bool { return p.UID != old["web-0"].UID })
+
+	if r := runCLI(t, args...); r.Code != 0 {
+		t.Fatalf("run: %s", r)
 	}
 	starts, violations := w.stop()
 	for _, v := range violations {

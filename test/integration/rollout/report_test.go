@@ -62,6 +62,59 @@ func TestFloatingTagIsNamedNotHidden(t *testing.T) {
 	}
 }
 
+// TestRolloutStartWarnsOfATagRunAsDifferentContent: a rollout that starts while pods run its
+// target tag under different digests goes on, and warns, naming the tag and each digest with its
+// pod count: on the command's stderr and in a Warning Event on a pod that runs the tag.
+func TestRolloutStartWarnsOfATagRunAsDifferentContent(t *testing.T) {
+	ns := env.Namespace(t)
+	// The tag is the namespace's own, so re-pointing it touches no other test.
+	tag := "registry.example/" + ns + ":v2"
+	first := createPodOn(t, ns, "a", "float", tag)
+	if err := env.Sim.Retag(tag, kubeletsim.DigestFor(ns)); err != nil {
+		t.Fatal(err)
+	}
+	second := createPodOn(t, ns, "b", "float", tag)
+	createPodOn(t, ns, "c", "float", appV1)
+	d1, d2 := inplace.DigestOf(cluster.ContainerStatus(first, "app").ImageID), inplace.DigestOf(cluster.ContainerStatus(second, "app").ImageID)
+	if d1 == "" || d1 == d2 {
+		t.Fatalf("pods run digests %q and %q; the test needs two", d1, d2)
+	}
+	want := []string{"app=" + tag, d1 + " (1 pods)", d2 + " (1 pods)"}
+
+	r := runCLI(t, "run", "-n", ns, "--target", "pods", "--selector", "app=float", "--image", "app="+tag)
+	if r.Code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	var warning string
+	for _, line := range strings.Split(r.Stderr, "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "different content") {
+			warning = line
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(warning, w) {
+			t.Errorf("stderr warning %q lacks %q:\n%s", warning, w, r.Stderr)
+		}
+	}
+
+	events, err := env.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=TagContentDiffers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) != 1 {
+		t.Fatalf("%d TagContentDiffers Events, want 1: %+v", len(events.Items), events.Items)
+	}
+	ev := events.Items[0]
+	if ev.Type != corev1.EventTypeWarning || (ev.InvolvedObject.Name != "a" && ev.InvolvedObject.Name != "b") {
+		t.Errorf("Event %s on pod %s, want a Warning on pod a or b", ev.Type, ev.InvolvedObject.Name)
+	}
+	for _, w := range want {
+		if !strings.Contains(ev.Message, w) {
+			t.Errorf("Event message %q lacks %q", ev.Message, w)
+		}
+	}
+}
+
 // TestPlanRefusesACorruptStateAndNamesCurrentImages: plan reads every pod's state as run does,
 // and its header names what label-selected pods run now.
 func TestPlanRefusesACorruptStateAndNamesCurrentImages(t *testing.T) {

@@ -139,3 +139,55 @@ func TestRollbackFindsPodsTheirControllerReleased(t *testing.T) {
 		t.Errorf("released pod %s: UID %s->%s imageID %s->%s; want the same pod back on its first digest", released, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
 	}
 }
+
+// TestRollbackReportsTouchedPodsItCannotRevert: the lock records the pods the rollout touched,
+// so a touched pod whose state annotation was removed (and that may have left the selector too)
+// is not passed over in silence: the rollback names it and exits 3, the others go back, and
+// once the pod is back on its image by hand the rollback finishes.
+func TestRollbackReportsTouchedPodsItCannotRevert(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// unlabel removes the pod's label too, so that it leaves the selector.
+		unlabel bool
+	}{
+		{name: "state removed"},
+		{name: "state removed and label removed", unlabel: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			createBarePods(t, ns, "loose", 3, corev1.RestartPolicyAlways, nil)
+			before := identities(t, ns, "app=loose")
+			args := []string{"-n", ns, "--target", "pods", "-l", "app=loose"}
+			if r := runCLI(t, append([]string{"run", "--image", "app=" + appV2}, args...)...); r.Code != 0 {
+				t.Fatalf("run: %s", r)
+			}
+			// As `kubectl annotate pod loose-1 inplace-rollout.io/state-` does.
+			patch := `{"metadata":{"annotations":{"` + inplace.StateAnnotation + `":null}}}`
+			if tc.unlabel {
+				patch = `{"metadata":{"annotations":{"` + inplace.StateAnnotation + `":null},"labels":{"app":null}}}`
+			}
+			if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "loose-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			r := runCLI(t, append([]string{"rollback"}, args...)...)
+			if r.Code != 3 || !contains(r.Stderr, "loose-1") || !contains(r.Stderr, "rollback incomplete") {
+				t.Fatalf("%s\nwant exit 3, rollback incomplete, naming loose-1", r)
+			}
+			after := identities(t, ns, "")
+			for _, name := range []string{"loose-0", "loose-2"} {
+				if a, b := after[name], before[name]; a.imageIDs["app"] != b.imageIDs["app"] {
+					t.Errorf("pod %s: imageID %s, want it back on %s", name, a.imageIDs["app"], b.imageIDs["app"])
+				}
+			}
+
+			// A person puts loose-1 back by hand: the rollback then finishes.
+			if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "loose-1", types.StrategicMergePatchType,
+				[]byte(`{"spec":{"containers":[{"name":"app","image":"`+appV1+`"}]}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if r := runCLI(t, append([]string{"rollback"}, args...)...); r.Code != 0 {
+				t.Fatalf("rollback after loose-1 was put back by hand: %s", r)
+			}
+		})
+	}
+}
