@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -134,7 +136,10 @@ func catalogTasks(t *testing.T, root string, objs []*unstructured.Unstructured) 
 // reads each back, and for each PipelineRun waits until the real Tekton controller has created
 // the child of every task that starts first: a CustomRun of our kind for the custom task, a
 // TaskRun and its Pod for a Task. The PipelineRun must not fail meanwhile (Tekton validates
-// Pipelines only when it runs them, as no webhook runs here).
+// Pipelines only when it runs them, as no webhook runs here). A PipelineRun created pending is
+// started once the workload is Ready, as the file's header says. Our controller runs beside
+// Tekton's: each CustomRun must succeed with its results, and the tasks that take them must get
+// their values.
 func TestExamplesApply(t *testing.T) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
@@ -156,6 +161,7 @@ func TestExamplesApply(t *testing.T) {
 	client := dynamicClient(t)
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
+			t.Parallel()
 			objs := readObjects(t, file)
 			catalog, missing := catalogTasks(t, root, objs)
 			if len(missing) > 0 {
@@ -176,6 +182,7 @@ func TestExamplesApply(t *testing.T) {
 					t.Errorf("reading back %s %s/%s: %v", gvk.Kind, ns, created.GetName(), err)
 				}
 			}
+			waitWorkloads(t, ns, objs)
 			pipelines := map[string]map[string]any{}
 			for _, o := range objs {
 				if o.GetKind() == "Pipeline" {
@@ -195,12 +202,65 @@ func TestExamplesApply(t *testing.T) {
 						t.Fatalf("PipelineRun %s: its Pipeline %q is not in %s", o.GetName(), ref, filepath.Base(file))
 					}
 				}
+				startPending(t, client, ns, o, file)
 				checkChildren(t, client, ns, o.GetName(), spec)
 			}
 			if runs == 0 {
 				t.Errorf("%s holds no PipelineRun", filepath.Base(file))
 			}
 		})
+	}
+}
+
+// waitWorkloads waits until every StatefulSet of the file has its replicas Ready, as the
+// examples' `kubectl rollout status` does: a rollout refuses to start with pods not Ready.
+func waitWorkloads(t *testing.T, ns string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "StatefulSet" {
+			continue
+		}
+		cluster.WaitFor(t, 2*time.Minute, "StatefulSet "+ns+"/"+o.GetName()+" Ready", func(ctx context.Context) (bool, error) {
+			sts, err := env.Client.AppsV1().StatefulSets(ns).Get(ctx, o.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			want := int32(1)
+			if sts.Spec.Replicas != nil {
+				want = *sts.Spec.Replicas
+			}
+			if sts.Status.ReadyReplicas != want {
+				return false, fmt.Errorf("%d of %d replicas Ready", sts.Status.ReadyReplicas, want)
+			}
+			return true, nil
+		})
+	}
+}
+
+// startPending clears the pending status of a PipelineRun created pending, as the example's
+// header says to (which the test checks), and checks that Tekton started nothing before.
+func startPending(t *testing.T, client dynamic.Interface, ns string, run *unstructured.Unstructured, file string) {
+	t.Helper()
+	if status, _, _ := unstructured.NestedString(run.Object, "spec", "status"); status != "PipelineRunPending" {
+		return
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const patch = `{"spec":{"status":null}}`
+	if want := fmt.Sprintf("kubectl patch pipelinerun %s --type merge -p '%s'", run.GetName(), patch); !bytes.Contains(data, []byte(want)) {
+		t.Errorf("%s: PipelineRun %s is created pending, and the header does not say how to start it: %s", filepath.Base(file), run.GetName(), want)
+	}
+	got, err := client.Resource(pipelineRunsGVR).Namespace(ns).Get(context.Background(), run.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs, _, _ := unstructured.NestedSlice(got.Object, "status", "childReferences"); len(refs) > 0 {
+		t.Errorf("PipelineRun %s/%s is pending, yet Tekton started %v", ns, run.GetName(), refs)
+	}
+	if _, err := client.Resource(pipelineRunsGVR).Namespace(ns).Patch(context.Background(), run.GetName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("starting PipelineRun %s/%s: %v", ns, run.GetName(), err)
 	}
 }
 
@@ -268,6 +328,8 @@ func checkChildren(t *testing.T, client dynamic.Interface, ns, name string, spec
 				t.Errorf("CustomRun %s/%s of task %s: customRef/customSpec %v, want apiVersion %s kind %s", ns, child, task, ref, ourAPIVersion, ourKind)
 			}
 			checkImagesParam(t, "CustomRun "+ns+"/"+child, run)
+			results := waitCustomRunSucceeded(t, client, ns, child)
+			checkConsumers(t, client, ns, name, spec, task, results)
 		case "TaskRun":
 			tr, err := client.Resource(taskRunsGVR).Namespace(ns).Get(context.Background(), child, metav1.GetOptions{})
 			if err != nil {
@@ -294,6 +356,92 @@ func checkChildren(t *testing.T, client dynamic.Interface, ns, name string, spec
 			})
 			if failed != "" {
 				t.Fatalf("TaskRun %s/%s of task %s failed before its Pod was created: %s", ns, child, task, failed)
+			}
+		}
+	}
+}
+
+// waitCustomRunSucceeded waits until our controller, which runs beside Tekton's, has run the
+// CustomRun to success, and returns its results by name.
+func waitCustomRunSucceeded(t *testing.T, client dynamic.Interface, ns, name string) map[string]string {
+	t.Helper()
+	var failed string
+	var run *unstructured.Unstructured
+	cluster.WaitFor(t, 3*time.Minute, "CustomRun "+ns+"/"+name+" Succeeded", func(ctx context.Context) (bool, error) {
+		var err error
+		if run, err = client.Resource(customRunsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(run.Object, "status", "conditions")
+		for _, c := range conds {
+			if c := c.(map[string]any); c["type"] == "Succeeded" {
+				switch c["status"] {
+				case "True":
+					return true, nil
+				case "False":
+					failed = fmt.Sprintf("%v: %v", c["reason"], c["message"])
+					return true, nil
+				}
+			}
+		}
+		return false, fmt.Errorf("conditions %v", conds)
+	})
+	if failed != "" {
+		t.Fatalf("CustomRun %s/%s failed: %s", ns, name, failed)
+	}
+	results := map[string]string{}
+	list, _, _ := unstructured.NestedSlice(run.Object, "status", "results")
+	for _, r := range list {
+		r := r.(map[string]any)
+		results[fmt.Sprint(r["name"])] = fmt.Sprint(r["value"])
+	}
+	t.Logf("CustomRun %s/%s succeeded with results %v", ns, name, results)
+	for _, want := range []string{"phase", "updated-pods", "rolled-back", "message"} {
+		if _, ok := results[want]; !ok {
+			t.Errorf("CustomRun %s/%s has no result %s: %v", ns, name, want, results)
+		}
+	}
+	return results
+}
+
+// checkConsumers waits until the PipelineRun has started each task that takes a result of task
+// from, and checks that its params hold the results' values.
+func checkConsumers(t *testing.T, client dynamic.Interface, ns, name string, spec map[string]any, from string, results map[string]string) {
+	t.Helper()
+	for _, task := range pipelineTasks(spec) {
+		params, _ := task["params"].([]any)
+		want := map[string]string{} // param -> value
+		for _, p := range params {
+			p := p.(map[string]any)
+			v, _ := p["value"].(string)
+			for result, value := range results {
+				if v == "$(tasks."+from+".results."+result+")" {
+					want[fmt.Sprint(p["name"])] = value
+				}
+			}
+		}
+		if len(want) == 0 {
+			continue
+		}
+		ptask := task["name"].(string)
+		var got map[string]any
+		cluster.WaitFor(t, reconcileTimeout, fmt.Sprintf("PipelineRun %s/%s starting task %s", ns, name, ptask), func(ctx context.Context) (bool, error) {
+			list, err := client.Resource(taskRunsGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "tekton.dev/pipelineRun=" + name + ",tekton.dev/pipelineTask=" + ptask})
+			if err != nil || len(list.Items) == 0 {
+				return false, err
+			}
+			got = list.Items[0].Object
+			return true, nil
+		})
+		params, _, _ = unstructured.NestedSlice(got, "spec", "params")
+		have := map[string]string{}
+		for _, p := range params {
+			p := p.(map[string]any)
+			have[fmt.Sprint(p["name"])] = fmt.Sprint(p["value"])
+		}
+		for param, value := range want {
+			if have[param] != value {
+				t.Errorf("TaskRun of task %s: param %s = %q, want %q, the result of task %s", ptask, param, have[param], value, from)
 			}
 		}
 	}
