@@ -2,8 +2,10 @@
 # Fails if a process the tests or the local control plane start is still running: a binary from
 # the hack/tools cache (etcd, kube-apiserver, ...), or the localcluster or kubeletsim command
 # (built into .dev/bin by `make cluster-up`, or by go build / go run under that name), or the
-# readiness gate controller `make cluster-up` starts from .dev/bin/inplace-rollout, or an Argo
-# Rollouts plugin process `make cluster-up ARGO=1` started from .dev/argo/plugin-bin.
+# readiness gate controller `make cluster-up` starts from .dev/bin/inplace-rollout, or the
+# tekton-controller `make cluster-up TEKTON=1` starts from it (working in .dev/inplace-rollout-tekton;
+# Tekton's own controller is a cached tool), or an Argo Rollouts plugin process
+# `make cluster-up ARGO=1` started from .dev/argo/plugin-bin.
 # A cluster started on purpose with `make cluster-up` is ignored: its PIDs are in .dev/*.pid.
 # Only processes working in this clone count (tests run in their package directory, cluster-up
 # in the root), so another clone's cluster or test run on the same machine is not reported.

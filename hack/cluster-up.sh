@@ -32,14 +32,22 @@ start_gate_controller() {
 }
 
 # ARGO=1 adds the Argo Rollouts controller, with .dev/bin/inplace-rollout as its plugins.
+# TEKTON=1 adds the Tekton Pipelines controller and .dev/bin/inplace-rollout tekton-controller.
 args=(--dir "$dev")
 if [ "${ARGO:-}" = 1 ]; then
   args+=(--argo-plugin "$(pwd)/$dev/bin/inplace-rollout")
+fi
+if [ "${TEKTON:-}" = 1 ]; then
+  args+=(--tekton "$(pwd)/$dev/bin/inplace-rollout")
 fi
 
 if [ -f "$dev/localcluster.pid" ] && kill -0 "$(cat "$dev/localcluster.pid")" 2>/dev/null && [ -f "$dev/env" ]; then
   if [ "${ARGO:-}" = 1 ] && ! { [ -f "$dev/rollouts-controller.pid" ] && kill -0 "$(cat "$dev/rollouts-controller.pid")" 2>/dev/null; }; then
     echo "the local control plane runs without Argo Rollouts: make cluster-down, then make cluster-up ARGO=1" >&2
+    exit 1
+  fi
+  if [ "${TEKTON:-}" = 1 ] && ! { [ -f "$dev/inplace-rollout-tekton-controller.pid" ] && kill -0 "$(cat "$dev/inplace-rollout-tekton-controller.pid")" 2>/dev/null; }; then
+    echo "the local control plane runs without Tekton: make cluster-down, then make cluster-up TEKTON=1" >&2
     exit 1
   fi
   start_gate_controller
@@ -61,6 +69,9 @@ for _ in $(seq 1 240); do
     echo "local control plane up (pid $pid); . $dev/env to use it, make cluster-down to stop it"
     if [ "${ARGO:-}" = 1 ]; then
       echo "Argo Rollouts controller up; log in $dev/rollouts-controller.log, kubectl-argo-rollouts on the PATH of $dev/env"
+    fi
+    if [ "${TEKTON:-}" = 1 ]; then
+      echo "Tekton Pipelines controller and inplace-rollout tekton-controller up; logs in $dev/tekton-controller.log and $dev/inplace-rollout-tekton-controller.log"
     fi
     exit 0
   fi

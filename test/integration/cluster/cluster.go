@@ -61,6 +61,8 @@ type Cluster struct {
 	Argo *Argo
 	// Tekton is the Tekton Pipelines controller, once StartTekton started it.
 	Tekton *Tekton
+	// InplaceTekton is our CustomRun controller, once StartInplaceTekton started it.
+	InplaceTekton *InplaceTekton
 
 	opts     Options
 	tempDir  bool

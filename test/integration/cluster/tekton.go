@@ -144,7 +144,7 @@ func (c *Cluster) installTekton(ctx context.Context, config string) error {
 }
 
 // createManifests creates every object of a multi-document YAML file; it knows the kinds of
-// Tekton's RBAC manifests.
+// Tekton's RBAC manifests and of config/tekton's.
 func (c *Cluster) createManifests(ctx context.Context, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -169,6 +169,12 @@ func (c *Cluster) createManifest(ctx context.Context, kind string, doc []byte) e
 	var err error
 	var name string
 	switch kind {
+	case "Namespace":
+		var o corev1.Namespace
+		if err = yaml.Unmarshal(doc, &o); err == nil {
+			name = o.Name
+			_, err = c.Client.CoreV1().Namespaces().Create(ctx, &o, metav1.CreateOptions{})
+		}
 	case "ServiceAccount":
 		var o corev1.ServiceAccount
 		if err = yaml.Unmarshal(doc, &o); err == nil {

@@ -77,14 +77,25 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// keepTektonLog copies the controller's log, which the cluster directory's removal would lose,
-// to $INPLACE_ROLLOUT_TEKTON_LOG when set.
+// keepTektonLog copies the controllers' logs, which the cluster directory's removal would lose:
+// Tekton's to $INPLACE_ROLLOUT_TEKTON_LOG, and ours, when StartInplaceTekton started it, to
+// $INPLACE_ROLLOUT_TEKTON_CONTROLLER_LOG, each when set.
 func keepTektonLog() {
-	dst := os.Getenv("INPLACE_ROLLOUT_TEKTON_LOG")
-	if dst == "" || env == nil || env.Tekton == nil {
+	if env == nil {
 		return
 	}
-	if data, err := os.ReadFile(env.Tekton.LogPath); err == nil {
-		_ = os.WriteFile(dst, data, 0o644)
+	keep := func(dst, src string) {
+		if dst == "" {
+			return
+		}
+		if data, err := os.ReadFile(src); err == nil {
+			_ = os.WriteFile(dst, data, 0o644)
+		}
+	}
+	if env.Tekton != nil {
+		keep(os.Getenv("INPLACE_ROLLOUT_TEKTON_LOG"), env.Tekton.LogPath)
+	}
+	if env.InplaceTekton != nil {
+		keep(os.Getenv("INPLACE_ROLLOUT_TEKTON_CONTROLLER_LOG"), env.InplaceTekton.LogPath)
 	}
 }

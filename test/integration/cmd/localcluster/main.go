@@ -21,14 +21,15 @@ func main() {
 	nodes := flag.Int("nodes", 3, "number of simulated nodes")
 	prom := flag.Bool("prometheus", true, "start Prometheus scraping the simulator")
 	argoPlugin := flag.String("argo-plugin", "", "start Argo Rollouts with this inplace-rollout binary registered as its plugins (config/argo); empty: no Argo")
+	tekton := flag.String("tekton", "", "start Tekton Pipelines, and this inplace-rollout binary's tekton-controller with config/tekton; empty: no Tekton")
 	flag.Parse()
-	if err := run(*dir, *nodes, *prom, *argoPlugin); err != nil {
+	if err := run(*dir, *nodes, *prom, *argoPlugin, *tekton); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, prom bool, argoPlugin string) error {
+func run(dir string, nodes int, prom bool, argoPlugin, tekton string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -73,6 +74,20 @@ func run(dir string, nodes int, prom bool, argoPlugin string) error {
 			return fmt.Errorf("starting Argo Rollouts: %w", err)
 		}
 		log.Info("Argo Rollouts ready", "log", a.LogPath, "plugins", filepath.Join(a.Dir, "plugin-bin"))
+	}
+	if tekton != "" {
+		t, err := c.StartTekton(startCtx)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("starting Tekton Pipelines: %w", err)
+		}
+		log.Info("Tekton Pipelines ready", "log", t.LogPath)
+		p, err := c.StartInplaceTekton(startCtx, tekton)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("starting inplace-rollout tekton-controller: %w", err)
+		}
+		log.Info("inplace-rollout tekton-controller ready", "log", p.LogPath, "health", p.HealthURL)
 	}
 	cancel()
 

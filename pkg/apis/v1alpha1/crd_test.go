@@ -1,0 +1,297 @@
+package v1alpha1_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+)
+
+// module is the import path the repository's packages start with.
+const module = "github.com/inplace-rollout/inplace-rollout/"
+
+// repoRoot is the repository root, seen from this package's directory.
+var repoRoot = filepath.Join("..", "..", "..")
+
+// readCRD reads config/tekton/crd.yaml.
+func readCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	path := filepath.Join(repoRoot, "config", "tekton", "crd.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(data, &crd); err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	return &crd
+}
+
+// TestCRDNames: the CRD is the custom task's kind, namespaced, one served and stored version,
+// with the short name and printer columns a person lists them by.
+func TestCRDNames(t *testing.T) {
+	crd := readCRD(t)
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"metadata.name", crd.Name, "inplacerollouts." + v1alpha1.Group},
+		{"spec.group", crd.Spec.Group, v1alpha1.Group},
+		{"spec.scope", crd.Spec.Scope, apiextensionsv1.NamespaceScoped},
+		{"spec.names.kind", crd.Spec.Names.Kind, v1alpha1.Kind},
+		{"spec.names.plural", crd.Spec.Names.Plural, "inplacerollouts"},
+		{"spec.names.singular", crd.Spec.Names.Singular, "inplacerollout"},
+		{"spec.names.listKind", crd.Spec.Names.ListKind, v1alpha1.Kind + "List"},
+		{"spec.names.shortNames", crd.Spec.Names.ShortNames, []string{"ipr"}},
+		{"number of versions", len(crd.Spec.Versions), 1},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if len(crd.Spec.Versions) != 1 {
+		return
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != v1alpha1.Version || !v.Served || !v.Storage {
+		t.Errorf("version %s served %v storage %v, want %s served and stored", v.Name, v.Served, v.Storage, v1alpha1.Version)
+	}
+	columns := map[string]string{}
+	for _, c := range v.AdditionalPrinterColumns {
+		columns[c.Name] = c.JSONPath
+	}
+	for name, path := range map[string]string{"Kind": ".spec.target.kind", "Target": ".spec.target.name", "Images": ".spec.images"} {
+		if columns[name] != path {
+			t.Errorf("printer column %s has jsonPath %q, want %q (columns: %v)", name, columns[name], path, columns)
+		}
+	}
+}
+
+// TestCRDSchemaStructural: the schema is structural, as the apiserver requires of a v1 CRD.
+func TestCRDSchemaStructural(t *testing.T) {
+	crd := readCRD(t)
+	for _, v := range crd.Spec.Versions {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			t.Fatalf("version %s has no openAPIV3Schema", v.Name)
+		}
+		var internal apiextensions.JSONSchemaProps
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
+			t.Fatalf("converting the schema of version %s: %v", v.Name, err)
+		}
+		s, err := structuralschema.NewStructural(&internal)
+		if err != nil {
+			t.Fatalf("version %s: the schema is not structural: %v", v.Name, err)
+		}
+		if errs := structuralschema.ValidateStructural(field.NewPath("openAPIV3Schema"), s); len(errs) > 0 {
+			t.Errorf("version %s: the schema is not structural: %v", v.Name, errs.ToAggregate())
+		}
+	}
+}
+
+// TestCRDSchemaMatchesTypes walks InPlaceRolloutSpec (and analysis.Config within it) by its
+// json tags and compares it with the CRD's spec schema: every field is there with the type it
+// decodes from, no property is there that the types lack, and each property's description is
+// the field's doc comment, so that the schema and the Go types cannot drift apart.
+func TestCRDSchemaMatchesTypes(t *testing.T) {
+	crd := readCRD(t)
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	spec, ok := root.Properties["spec"]
+	if !ok {
+		t.Fatal("the schema has no spec property")
+	}
+	if !slices.Contains(root.Required, "spec") {
+		t.Errorf("the schema does not require spec (required: %v)", root.Required)
+	}
+	docs := fieldDocs(t)
+	w := &walker{t: t, docs: docs}
+	w.compare("spec", reflect.TypeFor[v1alpha1.InPlaceRolloutSpec](), &spec)
+	if w.compared < 40 {
+		t.Errorf("compared %d fields; the walk stopped early", w.compared)
+	}
+}
+
+// walker compares Go types with schema nodes, reporting every difference by its path.
+type walker struct {
+	t        *testing.T
+	docs     map[string]string
+	compared int
+}
+
+var (
+	intOrString   = reflect.TypeFor[intstr.IntOrString]()
+	metaDuration  = reflect.TypeFor[metav1.Duration]()
+	analysisDurat = reflect.TypeFor[analysis.Duration]()
+)
+
+func (w *walker) compare(path string, typ reflect.Type, s *apiextensionsv1.JSONSchemaProps) {
+	w.t.Helper()
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	switch {
+	case typ == intOrString:
+		if !s.XIntOrString || s.Type != "" {
+			w.t.Errorf("%s: want x-kubernetes-int-or-string: true and no type (a pod count or a percentage), have type %q int-or-string %v", path, s.Type, s.XIntOrString)
+		}
+		return
+	case typ == metaDuration || typ == analysisDurat:
+		if s.Type != "string" {
+			w.t.Errorf("%s: a duration is a string such as \"30s\", the schema has type %q", path, s.Type)
+		}
+		return
+	}
+	switch typ.Kind() {
+	case reflect.String:
+		w.wantType(path, s, "string")
+	case reflect.Bool:
+		w.wantType(path, s, "boolean")
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		w.wantType(path, s, "integer")
+	case reflect.Float64:
+		w.wantType(path, s, "number")
+	case reflect.Slice:
+		if w.wantType(path, s, "array") {
+			if s.Items == nil || s.Items.Schema == nil {
+				w.t.Errorf("%s: an array without items", path)
+				return
+			}
+			w.compare(path+"[]", typ.Elem(), s.Items.Schema)
+		}
+	case reflect.Map:
+		if w.wantType(path, s, "object") {
+			if s.AdditionalProperties == nil || s.AdditionalProperties.Schema == nil || len(s.Properties) > 0 {
+				w.t.Errorf("%s: a map wants additionalProperties and no properties", path)
+				return
+			}
+			w.compare(path+"{}", typ.Elem(), s.AdditionalProperties.Schema)
+		}
+	case reflect.Struct:
+		if w.wantType(path, s, "object") {
+			w.compareStruct(path, typ, s)
+		}
+	default:
+		w.t.Errorf("%s: Go kind %s is not one this test knows", path, typ.Kind())
+	}
+}
+
+func (w *walker) wantType(path string, s *apiextensionsv1.JSONSchemaProps, want string) bool {
+	w.t.Helper()
+	if s.Type != want {
+		w.t.Errorf("%s: schema type %q, want %q", path, s.Type, want)
+		return false
+	}
+	return true
+}
+
+func (w *walker) compareStruct(path string, typ reflect.Type, s *apiextensionsv1.JSONSchemaProps) {
+	w.t.Helper()
+	seen := map[string]bool{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		seen[name] = true
+		fpath := path + "." + name
+		prop, ok := s.Properties[name]
+		if !ok {
+			w.t.Errorf("%s: field %s.%s is missing from the schema", fpath, typ.Name(), f.Name)
+			continue
+		}
+		w.compared++
+		doc := w.docs[typ.PkgPath()+"."+typ.Name()+"."+f.Name]
+		switch {
+		case prop.Description == "":
+			w.t.Errorf("%s: no description (the field's doc comment: %q)", fpath, doc)
+		case doc != "" && prop.Description != doc:
+			w.t.Errorf("%s: description %q, want the field's doc comment %q", fpath, prop.Description, doc)
+		}
+		w.compare(fpath, f.Type, &prop)
+	}
+	var extra []string
+	for name := range s.Properties {
+		if !seen[name] {
+			extra = append(extra, name)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		w.t.Errorf("%s.%s: the schema has a property that %s lacks", path, name, typ.Name())
+	}
+	for _, r := range s.Required {
+		if !seen[r] {
+			w.t.Errorf("%s: requires %q, which is not a field", path, r)
+		}
+	}
+}
+
+// fieldDocs parses the packages the spec's types live in and returns each struct field's doc
+// comment, one line, by "importpath.Type.Field".
+func fieldDocs(t *testing.T) map[string]string {
+	t.Helper()
+	docs := map[string]string{}
+	for _, pkg := range []string{"pkg/apis/v1alpha1", "analysis"} {
+		dir := filepath.Join(repoRoot, filepath.FromSlash(pkg))
+		fset := token.NewFileSet()
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+				continue
+			}
+			file, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				ts, ok := n.(*ast.TypeSpec)
+				if !ok {
+					return true
+				}
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					return false
+				}
+				for _, f := range st.Fields.List {
+					if f.Doc == nil {
+						continue
+					}
+					text := strings.Join(strings.Fields(f.Doc.Text()), " ")
+					for _, name := range f.Names {
+						docs[module+pkg+"."+ts.Name.Name+"."+name.Name] = text
+					}
+				}
+				return false
+			})
+		}
+	}
+	if len(docs) == 0 {
+		t.Fatal("no field doc comments found")
+	}
+	return docs
+}
