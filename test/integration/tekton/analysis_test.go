@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,7 +173,7 @@ func noPassword(t *testing.T, ns string) {
 	}
 	annotations, _ := json.Marshal(sts.Annotations)
 	texts = append(texts, string(annotations))
-	log, err := os.ReadFile(filepath.Join(controller.dir, "tekton-controller.log"))
+	log, err := os.ReadFile(controller.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}

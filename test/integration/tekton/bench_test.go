@@ -170,7 +170,7 @@ func (ev *runEvents) latencies(b *testing.B, created time.Time) (time.Duration, 
 // controllerMemory is the controller process's resident memory now and at its peak, in MiB.
 func controllerMemory(b *testing.B) (rss, peak float64) {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", controller.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", controller.PID()))
 	if err != nil {
 		b.Fatalf("reading the controller's memory: %v", err)
 	}

@@ -157,7 +157,7 @@ spec:
 			})
 
 			ref, _, _ := unstructured.NestedMap(run.Object, tt.wantField...)
-			if ref["apiVersion"] != ourAPIVersion || ref["kind"] != ourKind {
+			if ref["apiVersion"] != otherAPIVersion || ref["kind"] != otherKind {
 				t.Errorf("CustomRun %s: %v = %v, want apiVersion %s kind %s", run.GetName(), tt.wantField, ref, otherAPIVersion, otherKind)
 			}
 			if tt.wantSpec != nil {

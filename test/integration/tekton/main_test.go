@@ -22,15 +22,17 @@ var (
 	env *cluster.Cluster
 	// cli is the inplace-rollout binary built for these tests; it runs as our CustomRun controller.
 	cli string
-	// controller is our CustomRun controller, running as a process.
-	controller *ourController
+	// controller is our CustomRun controller, a process authenticated as config/tekton's
+	// ServiceAccount, bound only to its roles.
+	controller *cluster.InplaceTekton
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-// run starts the control plane and the Tekton controller, runs the tests and stops both.
+// run starts the control plane with Prometheus, the Tekton controller and ours, runs the tests
+// and stops them all.
 func run(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "inplace-rollout-tekton-")
 	if err != nil {
@@ -67,11 +69,10 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "starting Tekton: %v\n", err)
 		return 1
 	}
-	if controller, err = startOurController(ctx, dir); err != nil {
+	if controller, err = env.StartInplaceTekton(ctx, cli); err != nil {
 		fmt.Fprintf(os.Stderr, "starting the inplace-rollout tekton-controller: %v\n", err)
 		return 1
 	}
-	defer controller.stop()
 	fmt.Fprintf(os.Stderr, "control plane ready in %s, Tekton in %s more\n",
 		env.BootDuration.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	return m.Run()

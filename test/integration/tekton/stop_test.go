@@ -116,12 +116,12 @@ spec:
   pipelineSpec:
     tasks:`+rolloutTask("rollout", slowImage, ""))
 	waitCustomRun(t, ns, "kill", "rollout", rolloutTimeout, "updating pods", updating(t))
-	controller.kill()
+	if err := controller.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	// The rollout stands still while no controller runs: the next pods do not start.
 	time.Sleep(2 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := controller.start(ctx); err != nil {
+	if err := controller.Restart(); err != nil {
 		t.Fatalf("starting the controller again: %v", err)
 	}
 	if cond := waitPipelineRun(t, ns, "kill", rolloutTimeout); cond.Status != corev1.ConditionTrue {
