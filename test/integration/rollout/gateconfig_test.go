@@ -51,23 +51,7 @@ func TestConfigGateControllerRenders(t *testing.T) {
 		return out
 	}
 	dir := filepath.Join(root, "config", "gate-controller")
-	got := kubectl("kustomize", dir)
-	golden := filepath.Join("testdata", "config-gate-controller.yaml")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("reading %s (run with -update to write it): %v", golden, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("kubectl kustomize config/gate-controller renders differently from %s (run with -update and read the diff):\n%s", golden, got)
-	}
+	got := cluster.RenderConfig(t, "gate-controller", *update)
 
 	// The namespace must exist for a dry run of what goes in it; it is the one the shipped
 	// configuration creates, and other tests apply it too.
