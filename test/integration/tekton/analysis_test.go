@@ -52,29 +52,7 @@ func analysedRun(t *testing.T, ns, name, image string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	create(t, dynamicClient(t), customRunsGVR, ns, `
-apiVersion: tekton.dev/v1beta1
-kind: CustomRun
-metadata:
-  name: `+name+`
-spec:
-  customSpec:
-    apiVersion: inplace-rollout.io/v1alpha1
-    kind: InPlaceRollout
-    spec: {target: {kind: StatefulSet, name: web}}
-  params: `+string(params)+`
-`)
-}
-
-func waitRun(t *testing.T, ns, name, what string, done func(*v1beta1.CustomRun) bool) *v1beta1.CustomRun {
-	t.Helper()
-	var run *v1beta1.CustomRun
-	waitUntil(t, rolloutTimeout, "CustomRun "+ns+"/"+name+": "+what, func(ctx context.Context) (bool, error) {
-		r, err := tektonClient(t).TektonV1beta1().CustomRuns(ns).Get(ctx, name, metav1.GetOptions{})
-		run = r
-		return err == nil && done(r), err
-	})
-	return run
+	createRun(t, ns, name, "{target: {kind: StatefulSet, name: web}}", string(params))
 }
 
 // TestAnalysisGatesEveryBatch: with the password in a Secret, a good image passes every batch's

@@ -39,28 +39,8 @@ func BenchmarkCustomRunLatency(b *testing.B) {
 		name := fmt.Sprintf("bench-%d", i)
 		b.StartTimer()
 		created := time.Now()
-		create(b, dynamicClient(b), customRunsGVR, ns, `
-apiVersion: tekton.dev/v1beta1
-kind: CustomRun
-metadata:
-  name: `+name+`
-spec:
-  customSpec:
-    apiVersion: inplace-rollout.io/v1alpha1
-    kind: InPlaceRollout
-    spec:
-      target: {kind: StatefulSet, name: web}
-      batches: [1, 2, 3, 4, "100%"]
-  params:
-    - name: images
-      value: ["app=`+clitest.AppV2+`"]
-`)
-		var run *v1beta1.CustomRun
-		cluster.WaitFor(b, rolloutTimeout, "CustomRun "+ns+"/"+name+" done", func(ctx context.Context) (bool, error) {
-			r, err := tektonClient(b).TektonV1beta1().CustomRuns(ns).Get(ctx, name, metav1.GetOptions{})
-			run = r
-			return err == nil && r.IsDone(), err
-		})
+		createRun(b, ns, name, `{target: {kind: StatefulSet, name: web}, batches: [1, 2, 3, 4, "100%"]}`, `[{name: images, value: ["app=`+clitest.AppV2+`"]}]`)
+		run := waitRun(b, ns, name, "done", isDone)
 		b.StopTimer()
 		if c := run.Status.GetCondition(apis.ConditionSucceeded); c.Status != corev1.ConditionTrue {
 			b.Fatalf("CustomRun %s/%s: Succeeded %s %s: %s", ns, name, c.Status, c.Reason, c.Message)

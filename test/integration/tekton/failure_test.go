@@ -143,25 +143,8 @@ func TestMisspeltSpecFailsNamingTheField(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := "bad-" + string(rune('a'+i))
-			create(t, dynamicClient(t), customRunsGVR, ns, `
-apiVersion: tekton.dev/v1beta1
-kind: CustomRun
-metadata:
-  name: `+name+`
-spec:
-  customSpec:
-    apiVersion: inplace-rollout.io/v1alpha1
-    kind: InPlaceRollout
-    spec: `+tt.spec+`
-  params: `+tt.params+`
-`)
-			var run *v1beta1.CustomRun
-			waitFor := func(ctx context.Context) (bool, error) {
-				r, err := tektonClient(t).TektonV1beta1().CustomRuns(ns).Get(ctx, name, metav1.GetOptions{})
-				run = r
-				return err == nil && r.IsDone(), err
-			}
-			waitUntil(t, reconcileTimeout, "CustomRun "+ns+"/"+name+" done", waitFor)
+			createRun(t, ns, name, tt.spec, tt.params)
+			run := waitRun(t, ns, name, "done", isDone)
 			c := succeeded(run)
 			text := c.Reason + " " + c.Message
 			for _, w := range tt.want {

@@ -236,3 +236,33 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx c
 	t.Helper()
 	cluster.WaitFor(t, timeout, what, cond)
 }
+
+// createRun creates CustomRun ns/name of our kind, embedding spec (flow-style YAML) with params
+// (a flow-style YAML list), as a person would without a Pipeline.
+func createRun(t testing.TB, ns, name, spec, params string) {
+	t.Helper()
+	create(t, dynamicClient(t), customRunsGVR, ns, `
+apiVersion: tekton.dev/v1beta1
+kind: CustomRun
+metadata:
+  name: `+name+`
+spec:
+  customSpec:
+    apiVersion: inplace-rollout.io/v1alpha1
+    kind: InPlaceRollout
+    spec: `+spec+`
+  params: `+params+`
+`)
+}
+
+// waitRun polls CustomRun ns/name until done holds.
+func waitRun(t testing.TB, ns, name, what string, done func(*v1beta1.CustomRun) bool) *v1beta1.CustomRun {
+	t.Helper()
+	var run *v1beta1.CustomRun
+	cluster.WaitFor(t, rolloutTimeout, "CustomRun "+ns+"/"+name+": "+what, func(ctx context.Context) (bool, error) {
+		r, err := tektonClient(t).TektonV1beta1().CustomRuns(ns).Get(ctx, name, metav1.GetOptions{})
+		run = r
+		return err == nil && done(r), err
+	})
+	return run
+}
