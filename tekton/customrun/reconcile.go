@@ -54,6 +54,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (tim
 	}
 	next := run.DeepCopy()
 	requeue, stepErr := r.step(ctx, next)
+	if left, ok := timeLeft(next, r.now()); ok && !next.IsDone() && (requeue == 0 || left < requeue) {
+		// The timeout is looked at when it comes, not at the next change or poll.
+		requeue = max(left, minRequeue)
+	}
 	if equality.Semantic.DeepEqual(next.Status, run.Status) {
 		return requeue, stepErr
 	}
@@ -120,11 +124,18 @@ func stopReason(run *v1beta1.CustomRun, now time.Time) (reason, why string) {
 
 // timedOut reports whether the run's attempt ran longer than its timeout (0: none).
 func timedOut(run *v1beta1.CustomRun, now time.Time) bool {
-	if run.Status.StartTime.IsZero() {
-		return false
-	}
+	left, ok := timeLeft(run, now)
+	return ok && left <= 0
+}
+
+// timeLeft is how long the run's attempt has before its timeout; false when it has none or has
+// not started.
+func timeLeft(run *v1beta1.CustomRun, now time.Time) (time.Duration, bool) {
 	timeout := run.GetTimeout()
-	return timeout > 0 && now.Sub(run.Status.StartTime.Time) > timeout
+	if run.Status.StartTime.IsZero() || timeout <= 0 {
+		return 0, false
+	}
+	return run.Status.StartTime.Add(timeout).Sub(now), true
 }
 
 // stepRollout takes the next step of the run's rollout.

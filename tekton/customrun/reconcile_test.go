@@ -221,3 +221,35 @@ func TestStatusConflictIsRetried(t *testing.T) {
 		t.Errorf("Reconcile: %v, want the conflict returned, so that the run is read again and decided anew", err)
 	}
 }
+
+func TestTimeoutIsLookedAtWhenItComes(t *testing.T) {
+	run := referenced("web")
+	run.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
+	tekton := tektonfake.NewSimpleClientset(run)
+	r := &Reconciler{Engine: &rollout.Engine{Client: kubefake.NewClientset()}, Runs: tekton.TektonV1beta1(), Specs: specs{}, Now: func() time.Time { return now }}
+	// The first step only starts the run and waits for the next change; its timeout comes in a
+	// minute, changed or not.
+	requeue, err := r.Reconcile(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if requeue != time.Minute {
+		t.Errorf("requeue after %s, want 1m0s: when the timeout comes", requeue)
+	}
+	for _, tt := range []struct {
+		started time.Duration
+		want    time.Duration
+		ok      bool
+	}{{-50 * time.Second, 10 * time.Second, true}, {-2 * time.Minute, -time.Minute, true}} {
+		r := started(referenced("web"), now.Add(tt.started))
+		r.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
+		if left, ok := timeLeft(r, now); left != tt.want || ok != tt.ok {
+			t.Errorf("started %s ago: timeLeft %s %v, want %s %v", -tt.started, left, ok, tt.want, tt.ok)
+		}
+	}
+	noTimeout := started(referenced("web"), now.Add(-time.Hour))
+	noTimeout.Spec.Timeout = &metav1.Duration{}
+	if _, ok := timeLeft(noTimeout, now); ok {
+		t.Error("timeLeft of a run with timeout 0: want none")
+	}
+}
