@@ -5,17 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
 	tektonv1beta1 "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/typed/pipeline/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
+
+// Finalizer holds a CustomRun of ours while its rollout may need a rollback: deleted in flight,
+// the run rolls back first. It is removed once the run is done.
+const Finalizer = "inplace-rollout.io/rollback"
 
 // AcceptAnnotation on a CustomRun accepts the batch it names (1-based, as extraFields.verdict
 // says) when the run's rollout is paused on that batch's inconclusive analysis: the rollout goes
@@ -49,8 +55,19 @@ type Reconciler struct {
 // look again (0: when the run changes). A returned error is worth a retry; the run's status
 // already says what is wrong when it is not.
 func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (time.Duration, error) {
-	if !ours(run) || run.IsDone() {
+	if !ours(run) {
 		return 0, nil
+	}
+	switch hold := slices.Contains(run.Finalizers, Finalizer); {
+	case run.IsDone() && hold:
+		// Nothing is left to roll back should the run be deleted.
+		return 0, r.setFinalizer(ctx, run, false)
+	case run.IsDone():
+		return 0, nil
+	case run.DeletionTimestamp == nil && !hold:
+		// Before the rollout starts: a run deleted in flight (its PipelineRun deleted, say)
+		// rolls back before it goes.
+		return 0, r.setFinalizer(ctx, run, true)
 	}
 	next := run.DeepCopy()
 	requeue, stepErr := r.step(ctx, next)
@@ -99,6 +116,9 @@ func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun) (time.Dur
 		return 0, nil
 	case err != nil:
 		return 0, err
+	}
+	if run.DeletionTimestamp != nil {
+		return r.stepDeleted(ctx, run, spec)
 	}
 	if reason, why := stopReason(run, r.now()); reason != "" {
 		return r.stepRollback(ctx, run, spec, reason, why)
@@ -249,6 +269,29 @@ func (r *Reconciler) retry(run *v1beta1.CustomRun, reason, msg string) {
 	s.Results = nil
 	setProgress(s, Progress{})
 	s.MarkCustomRunRunning(ReasonRetrying, "attempt %d of %d rolled back (%s); attempt %d starts", run.GetRetryCount(), run.Spec.Retries+1, reason, run.GetRetryCount()+1)
+}
+
+// setFinalizer adds or removes Finalizer on run, with one update carrying the resourceVersion
+// read.
+func (r *Reconciler) setFinalizer(ctx context.Context, run *v1beta1.CustomRun, hold bool) error {
+	next := run.DeepCopy()
+	next.Finalizers = slices.DeleteFunc(next.Finalizers, func(f string) bool { return f == Finalizer })
+	if hold {
+		next.Finalizers = append(next.Finalizers, Finalizer)
+	}
+	if _, err := r.Runs.CustomRuns(run.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("%s finalizer %s of CustomRun %s/%s: %w", map[bool]string{true: "adding", false: "removing"}[hold], Finalizer, run.Namespace, run.Name, err)
+	}
+	return nil
+}
+
+// stepDeleted takes the next step of a run deleted before it was done: its rollback, after which
+// the run is done and its finalizer goes.
+func (r *Reconciler) stepDeleted(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec) (time.Duration, error) {
+	return r.stepRollback(ctx, run, spec, v1beta1.CustomRunReasonCancelled.String(), "deleted")
 }
 
 // stepRollback takes the next step of the rollback of a run that was cancelled or timed out.

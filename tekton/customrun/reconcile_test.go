@@ -3,6 +3,7 @@ package customrun
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	tektonfake "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,8 +37,15 @@ func statefulSet(lock string) *appsv1.StatefulSet {
 	return s
 }
 
-// started is run as the controller left it after its first step.
+// held is run as the controller left it after its first step: with the finalizer.
+func held(run *v1beta1.CustomRun) *v1beta1.CustomRun {
+	run.Finalizers = append(run.Finalizers, Finalizer)
+	return run
+}
+
+// started is run as the controller left it after its second step: held and started at at.
 func started(run *v1beta1.CustomRun, at time.Time) *v1beta1.CustomRun {
+	held(run)
 	run.Status.StartTime = &metav1.Time{Time: at}
 	run.Status.InitializeConditions()
 	return run
@@ -86,7 +95,7 @@ func TestReconcileDecides(t *testing.T) {
 		// writes says whether the step may write to the cluster besides the run's status.
 		writes bool
 	}{
-		{name: "a new run only starts", run: referenced("web"), wantStatus: corev1.ConditionUnknown, wantReason: "Started"},
+		{name: "a held run only starts", run: held(referenced("web")), wantStatus: corev1.ConditionUnknown, wantReason: "Started"},
 		{name: "workspaces are refused", run: func() *v1beta1.CustomRun {
 			r := started(referenced("web"), now)
 			r.Spec.Workspaces = []v1beta1.WorkspaceBinding{{Name: "src"}}
@@ -146,7 +155,7 @@ func TestReconcileDecides(t *testing.T) {
 }
 
 func TestNewRunStartsOnTheControllersClock(t *testing.T) {
-	got, _, err := reconcileOnce(t, referenced("web"))
+	got, _, err := reconcileOnce(t, held(referenced("web")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +232,7 @@ func TestStatusConflictIsRetried(t *testing.T) {
 }
 
 func TestTimeoutIsLookedAtWhenItComes(t *testing.T) {
-	run := referenced("web")
+	run := held(referenced("web"))
 	run.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
 	tekton := tektonfake.NewSimpleClientset(run)
 	r := &Reconciler{Engine: &rollout.Engine{Client: kubefake.NewClientset()}, Runs: tekton.TektonV1beta1(), Specs: specs{}, Now: func() time.Time { return now }}
@@ -251,5 +260,45 @@ func TestTimeoutIsLookedAtWhenItComes(t *testing.T) {
 	noTimeout.Spec.Timeout = &metav1.Duration{}
 	if _, ok := timeLeft(noTimeout, now); ok {
 		t.Error("timeLeft of a run with timeout 0: want none")
+	}
+}
+
+func TestFinalizer(t *testing.T) {
+	done := func(run *v1beta1.CustomRun) *v1beta1.CustomRun {
+		run.Status.MarkCustomRunSucceeded("Succeeded", "done")
+		return run
+	}
+	deleted := func(run *v1beta1.CustomRun) *v1beta1.CustomRun {
+		run.DeletionTimestamp = &metav1.Time{Time: now}
+		return run
+	}
+	tests := []struct {
+		name    string
+		run     *v1beta1.CustomRun
+		objs    []runtime.Object
+		want    bool
+		wantMsg string
+	}{
+		{name: "a new run is held first, before it starts", run: referenced("web"), want: true},
+		{name: "a done run is let go", run: done(started(referenced("web"), now)), want: false},
+		{name: "a run deleted before its rollout started fails with nothing to roll back", run: deleted(started(referenced("web"), now)),
+			objs: []runtime.Object{statefulSet("")}, want: true, wantMsg: "deleted; nothing to roll back"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _, err := reconcileOnce(t, tt.run, tt.objs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has := slices.Contains(got.Finalizers, Finalizer); has != tt.want {
+				t.Errorf("finalizers %v: holds %v, want %v", got.Finalizers, has, tt.want)
+			}
+			if c := condition(got); !strings.Contains(c.Message, tt.wantMsg) {
+				t.Errorf("Succeeded %s %s: %s; want it to say %q", c.Status, c.Reason, c.Message, tt.wantMsg)
+			}
+			if tt.wantMsg == "" && !equality.Semantic.DeepEqual(got.Status, tt.run.Status) {
+				t.Errorf("the status changed in the step that set the finalizer: one write per step")
+			}
+		})
 	}
 }

@@ -160,7 +160,10 @@ func TestStartInplaceTekton(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "inplace-rollout.io", Resource: "inplacerollouts", Verb: "get"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: InplaceTektonNamespace, Group: "coordination.k8s.io", Resource: "leases", Verb: "update"}, true},
 		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "coordination.k8s.io", Resource: "leases", Verb: "update"}, false},
-		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "tekton.dev", Resource: "customruns", Verb: "update"}, false},
+		// Update for the run's finalizer; it never deletes or creates runs.
+		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "tekton.dev", Resource: "customruns", Verb: "update"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "tekton.dev", Resource: "customruns", Verb: "delete"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "tekton.dev", Resource: "customruns", Verb: "create"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "team", Resource: "secrets", Verb: "list"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "team", Resource: "pods", Verb: "create"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "apps", Resource: "statefulsets", Verb: "delete"}, false},

@@ -3,12 +3,14 @@ package tekton_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -136,4 +138,35 @@ spec:
 			t.Errorf("pod %s: uid %s, %d restarts; was uid %s, %d restarts: want the same pod, restarted at most once", name, a.uid, a.restarts, b.uid, b.restarts)
 		}
 	}
+}
+
+// TestDeletedRunRollsBack: a PipelineRun deleted mid-rollout takes its CustomRun with it, and
+// the run's finalizer holds it until the workload is rolled back.
+func TestDeletedRunRollsBack(t *testing.T) {
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "web", 3)
+	before := recordPods(t, ns, "web")
+	create(t, dynamicClient(t), pipelineRunsGVR, ns, `
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: gone
+spec:
+  pipelineSpec:
+    tasks:`+rolloutTask("rollout", slowImage, ""))
+	run := waitCustomRun(t, ns, "gone", "rollout", rolloutTimeout, "updating pods", updating(t))
+	if !slices.Contains(run.Finalizers, "inplace-rollout.io/rollback") {
+		t.Errorf("CustomRun %s in flight: finalizers %v, want inplace-rollout.io/rollback", run.Name, run.Finalizers)
+	}
+	if err := tektonClient(t).TektonV1().PipelineRuns(ns).Delete(context.Background(), "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting PipelineRun %s/gone: %v", ns, err)
+	}
+	waitUntil(t, rolloutTimeout, "CustomRun "+ns+"/"+run.Name+" gone once rolled back", func(ctx context.Context) (bool, error) {
+		_, err := tektonClient(t).TektonV1beta1().CustomRuns(ns).Get(ctx, run.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	checkBackOnV1(t, ns, before)
 }
