@@ -58,8 +58,11 @@ on when resume starts is accepted: a later batch that pauses stops it again (exi
 func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 	var cf clusterFlags
 	var rf rolloutFlags
-	cmd.Args = cobra.NoArgs
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	// Images may also come as arguments, CONTAINER=IMAGE each: a Tekton Task passes an array
+	// param only as whole arguments, never as the values of repeated flags.
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		rf.images = append(rf.images, args...)
 		spec, client, err := rf.resolve(cmd, &cf)
 		if err != nil {
 			return err
