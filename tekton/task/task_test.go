@@ -169,3 +169,64 @@ func TestTaskImageIsPinned(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskRunsFitTheTask: the sample and the catalog e2e's TaskRuns decode strictly as
+// tekton.dev/v1 TaskRuns, validate, and pass the Task every param it requires, of its type,
+// and none it lacks; the e2e's Role is the sample's, so the tested permissions are those documented.
+func TestTaskRunsFitTheTask(t *testing.T) {
+	task := loadTask(t)
+	for _, file := range []string{"inplace-rollout/0.1/samples/taskrun.yaml", "inplace-rollout/0.1/tests/run.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tr v1.TaskRun
+			if err := yaml.UnmarshalStrict(data, &tr); err != nil {
+				t.Fatalf("decoding strictly as a tekton.dev/v1 TaskRun: %v", err)
+			}
+			if tr.Spec.TaskRef == nil || tr.Spec.TaskRef.Name != task.Name {
+				t.Errorf("taskRef %+v, want %s", tr.Spec.TaskRef, task.Name)
+			}
+			if tr.Spec.ServiceAccountName != "inplace-rollout" {
+				t.Errorf("serviceAccountName %q, want inplace-rollout (samples/rbac.yaml)", tr.Spec.ServiceAccountName)
+			}
+			given := map[string]v1.ParamType{}
+			for _, p := range tr.Spec.Params {
+				given[p.Name] = p.Value.Type
+			}
+			for _, p := range task.Spec.Params {
+				typ, ok := given[p.Name]
+				switch {
+				case !ok && p.Default == nil:
+					t.Errorf("param %s is required and not given", p.Name)
+				case ok && typ != p.Type:
+					t.Errorf("param %s given as %s, the Task takes %s", p.Name, typ, p.Type)
+				}
+				delete(given, p.Name)
+			}
+			for name := range given {
+				t.Errorf("param %s is not the Task's", name)
+			}
+			if tr.Name == "" {
+				tr.Name = tr.GenerateName + "x" // as the apiserver names it
+			}
+			ctx := context.Background()
+			tr.SetDefaults(ctx)
+			if err := tr.Validate(ctx); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+	rbac, err := os.ReadFile("inplace-rollout/0.1/samples/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources, err := os.ReadFile("inplace-rollout/0.1/tests/resources.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rbac) != string(resources) {
+		t.Error("tests/resources.yaml differs from samples/rbac.yaml: the e2e must test the documented permissions")
+	}
+}
