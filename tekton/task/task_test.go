@@ -12,6 +12,7 @@ import (
 	v1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/inplace-rollout/inplace-rollout/tekton/customrun"
 	"github.com/inplace-rollout/inplace-rollout/tekton/results"
 )
 
@@ -127,7 +128,8 @@ func TestTaskUsesItsParams(t *testing.T) {
 }
 
 // TestTaskResultsAreTheCommandsFiles: the Task declares exactly the results the command's
-// --results-dir writes, and its step writes them where Tekton reads them.
+// --results-dir writes, the custom task's results too, and its step writes them where Tekton
+// reads them.
 func TestTaskResultsAreTheCommandsFiles(t *testing.T) {
 	task := loadTask(t)
 	var names []string
@@ -136,6 +138,10 @@ func TestTaskResultsAreTheCommandsFiles(t *testing.T) {
 	}
 	if !slices.Equal(names, results.Names) {
 		t.Errorf("results %v, want the command's %v", names, results.Names)
+	}
+	custom := []string{customrun.ResultPhase, customrun.ResultUpdatedPods, customrun.ResultRolledBack, customrun.ResultMessage}
+	if !slices.Equal(custom, results.Names) {
+		t.Errorf("the custom task's results %v, want the same as the Task's %v", custom, results.Names)
 	}
 	for _, s := range task.Spec.Steps {
 		if !slices.Contains(s.Args, "--results-dir=/tekton/results") {
