@@ -8,7 +8,7 @@ BIN     := .dev/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS     = $(shell $(GO) list ./...)
 
-.PHONY: all build release tools test lint bench demo cluster-up cluster-down clean
+.PHONY: all build release image task-digest tools test lint bench demo cluster-up cluster-down clean
 
 all: build
 
@@ -16,16 +16,51 @@ all: build
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/inplace-rollout ./cmd/inplace-rollout
 
-## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, and dist/argo-rollouts-config.yaml pointing at RELEASE_URL with the amd64 binary's sha256
+# The static binaries of a release and of the image, built alike into the directory $(1): the same
+# source and VERSION give the same bytes, so the image's digest can be pinned before a release.
+define static-binaries
+	mkdir -p $(1)
+	for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
+			-o $(1)/inplace-rollout-linux-$$arch ./cmd/inplace-rollout || exit 1; \
+	done
+endef
+
+# The OCI image layout dist/image from the binaries in $(1); its digest goes to dist/image.digest.
+IMAGE_REPO ?= ghcr.io/inplace-rollout/inplace-rollout
+CA_CERTS   ?= /etc/ssl/certs/ca-certificates.crt
+TASK       := tekton/task/inplace-rollout/0.1/inplace-rollout.yaml
+define oci-image
+	rm -rf dist/image
+	$(GO) run ./hack/image -out dist/image -ca-certs $(CA_CERTS) \
+		-binary linux/amd64=$(1)/inplace-rollout-linux-amd64 -binary linux/arm64=$(1)/inplace-rollout-linux-arm64 > dist/image.digest
+	@echo "$(IMAGE_REPO)@$$(cat dist/image.digest)"
+endef
+
+## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, dist/argo-rollouts-config.yaml pointing at RELEASE_URL with the amd64 binary's sha256, and the image in dist/image; refuses when the Task's image is not this image's digest
 RELEASE_URL ?= https://github.com/inplace-rollout/inplace-rollout/releases/download/$(VERSION)
 release:
 	rm -rf dist && mkdir -p dist
-	for arch in amd64 arm64; do \
-		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
-			-o dist/inplace-rollout-linux-$$arch ./cmd/inplace-rollout || exit 1; \
-	done
+	$(call static-binaries,dist)
 	cd dist && sha256sum inplace-rollout-linux-* > checksums.txt
 	hack/argo-config.sh $(RELEASE_URL) > dist/argo-rollouts-config.yaml
+	$(call oci-image,dist)
+	@d=$$(cat dist/image.digest); grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { \
+		echo "$(TASK) does not pin this release's image $(IMAGE_REPO)@$$d"; \
+		echo "run: make task-digest VERSION=$(VERSION), commit $(TASK), and make release again"; exit 1; }
+
+## image: the container image without Docker: static binaries, CA certificates (CA_CERTS), user 65532, as an OCI image layout in dist/image (linux/amd64 and linux/arm64); prints its digest, also in dist/image.digest
+image:
+	rm -rf dist/image-bin
+	$(call static-binaries,dist/image-bin)
+	$(call oci-image,dist/image-bin)
+
+## task-digest: build the image and pin the Task's step image to its digest (the same VERSION as the release's)
+task-digest: image
+	@d=$$(cat dist/image.digest); \
+	sed -i -E "s#(image: $(IMAGE_REPO))@sha256:[0-9a-f]{64}\$$#\1@$$d#" $(TASK); \
+	grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { echo "$(TASK) has no step image $(IMAGE_REPO)@sha256:... to pin"; exit 1; }; \
+	echo "$(TASK): $(IMAGE_REPO)@$$d"
 
 ## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller (cached per machine)
 tools:

@@ -118,6 +118,9 @@ type rolloutFlags struct {
 	supersede      bool
 	resultsDir     string
 	analysisFile   string
+	// analysisConfig is --analysis-config: the analysis config itself, for callers that cannot
+	// write a file, such as a Tekton step given it as a param.
+	analysisConfig string
 	prometheusURL  string
 	onInconclusive string
 	upTo           string
@@ -140,6 +143,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
 	cmd.Flags().StringVar(&f.analysisFile, "analysis", "", "analysis config (YAML or JSON): gate every batch on Prometheus golden signals")
+	cmd.Flags().StringVar(&f.analysisConfig, "analysis-config", "", "the analysis config itself (YAML or JSON) instead of --analysis FILE; empty: none")
 	cmd.Flags().StringVar(&f.prometheusURL, "prometheus", "", "Prometheus URL (default: prometheus.address of the analysis config)")
 	cmd.Flags().StringVar(&f.upTo, "up-to", "", "hold point, count or percentage: stop once that many pods are updated and their batch passed analysis (exit 0, phase Holding, the workload still held); run again without it, or with a higher one, to go on")
 	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
@@ -166,12 +170,13 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 		v := intstr.Parse(f.upTo)
 		spec.UpTo = &v
 	}
-	if f.analysisFile != "" {
-		cfg, err := analysis.DecodeFile(f.analysisFile)
-		if err != nil {
-			return spec, badInput("--analysis: %v", err)
-		}
-		// The file is the user's own, read with their own permissions: its credential files are theirs.
+	cfg, err := f.analysis()
+	if err != nil {
+		return spec, err
+	}
+	if cfg != nil {
+		// The file or text is the user's own, read with their own permissions: so are the
+		// credential files it names.
 		spec.Analysis, spec.CredentialFiles = cfg, true
 		if f.prometheusURL != "" {
 			if err := analysis.CheckAddress(f.prometheusURL); err != nil {
@@ -179,12 +184,34 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 			}
 		}
 	} else if f.prometheusURL != "" {
-		return spec, badInput("--prometheus needs --analysis FILE")
+		return spec, badInput("--prometheus needs --analysis FILE or --analysis-config")
 	}
 	if err := spec.Validate(); err != nil {
 		return spec, badInput("%v", cliError(err))
 	}
 	return spec, nil
+}
+
+// analysis is the analysis config of --analysis or --analysis-config, nil when neither is given
+// (or --analysis-config is empty).
+func (f *rolloutFlags) analysis() (*analysis.Config, error) {
+	switch {
+	case f.analysisFile != "" && f.analysisConfig != "":
+		return nil, badInput("give --analysis FILE or --analysis-config, not both")
+	case f.analysisFile != "":
+		cfg, err := analysis.DecodeFile(f.analysisFile)
+		if err != nil {
+			return nil, badInput("--analysis: %v", err)
+		}
+		return cfg, nil
+	case f.analysisConfig != "":
+		cfg, err := analysis.Decode([]byte(f.analysisConfig))
+		if err != nil {
+			return nil, badInput("--analysis-config: %v", err)
+		}
+		return cfg, nil
+	}
+	return nil, nil
 }
 
 // podsSpec is the part of the spec that decides which pods change and in which batches, from

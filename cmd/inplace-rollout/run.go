@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/tekton/results"
 )
 
 // exitInterrupted is the exit code after Ctrl-C: the rollout is left resumable.
@@ -58,8 +57,11 @@ on when resume starts is accepted: a later batch that pauses stops it again (exi
 func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 	var cf clusterFlags
 	var rf rolloutFlags
-	cmd.Args = cobra.NoArgs
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	// Images may also come as arguments, CONTAINER=IMAGE each: a Tekton Task passes an array
+	// param only as whole arguments, never as the values of repeated flags.
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		rf.images = append(rf.images, args...)
 		spec, client, err := rf.resolve(cmd, &cf)
 		if err != nil {
 			return err
@@ -274,25 +276,12 @@ func phaseExit(p rollout.Phase, rollbackCmd bool, msg string) error {
 	}
 }
 
-// writeResults writes Tekton-style result files: phase, updated-pods, rolled-back, message.
+// writeResults writes Tekton-style result files (tekton/results) when --results-dir is given.
 func writeResults(dir string, st rollout.Status) error {
 	if dir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating results directory %s: %w", dir, err)
-	}
-	for name, value := range map[string]string{
-		"phase":        string(st.Phase),
-		"updated-pods": strconv.Itoa(st.Updated),
-		"rolled-back":  strconv.Itoa(st.RolledBack),
-		"message":      st.Message,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644); err != nil {
-			return fmt.Errorf("writing result %s: %w", name, err)
-		}
-	}
-	return nil
+	return results.Write(dir, st)
 }
 
 // progressBar draws a live bar for the batch in progress when stderr is a terminal.

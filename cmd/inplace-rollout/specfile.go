@@ -77,16 +77,19 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 	if changed("on-inconclusive") {
 		s.OnInconclusive = f.onInconclusive
 	}
-	if changed("analysis") {
-		cfg, err := analysis.DecodeFile(f.analysisFile)
-		if err != nil {
-			return rollout.Spec{}, badInput("--analysis: %v", err)
-		}
+	if changed("analysis") && f.analysisFile == "" {
+		return rollout.Spec{}, badInput("--analysis: give a file")
+	}
+	cfg, err := f.analysis()
+	if err != nil {
+		return rollout.Spec{}, err
+	}
+	if cfg != nil {
 		s.Analysis = cfg
 	}
 	if f.prometheusURL != "" {
 		if s.Analysis == nil {
-			return rollout.Spec{}, badInput("--prometheus needs an analysis: spec.analysis in %s, or --analysis FILE", f.file)
+			return rollout.Spec{}, badInput("--prometheus needs an analysis: spec.analysis in %s, --analysis FILE or --analysis-config", f.file)
 		}
 		if err := analysis.CheckAddress(f.prometheusURL); err != nil {
 			return rollout.Spec{}, badInput("--prometheus: %v", err)

@@ -1,0 +1,236 @@
+// Command image builds the inplace-rollout container image without Docker: an OCI image index
+// with one image per platform, each a single layer holding the static binary, CA certificates
+// and a non-root user, written as an OCI image layout. Every file time and the created time are
+// fixed, so the same inputs always give the same digest, which it prints on stdout.
+//
+//	go run ./hack/image -out dist/image -ca-certs /etc/ssl/certs/ca-certificates.crt \
+//	    -binary linux/amd64=dist/inplace-rollout-linux-amd64 -binary linux/arm64=dist/inplace-rollout-linux-arm64
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// The image's fixed facts. The user is distroless' nonroot, so that a cluster's policy for
+// non-root images accepts it by number.
+const (
+	binaryPath = "/usr/local/bin/inplace-rollout"
+	certsPath  = "/etc/ssl/certs/ca-certificates.crt"
+	user       = "65532:65532"
+	home       = "/home/nonroot"
+)
+
+// epoch is every file's time and the image's created time: a build time would change the digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// options are the build's inputs: the binary per platform ("linux/amd64") and the CA bundle.
+type options struct {
+	binaries map[string][]byte
+	caCerts  []byte
+}
+
+func main() {
+	out := flag.String("out", "dist/image", "directory of the OCI image layout to write; it must not exist or be empty")
+	caCerts := flag.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "PEM bundle of CA certificates to put in the image at "+certsPath)
+	binaries := map[string]string{}
+	flag.Func("binary", "OS/ARCH=PATH of the static binary for a platform (repeatable), e.g. linux/amd64=dist/inplace-rollout-linux-amd64", func(s string) error {
+		platform, path, ok := strings.Cut(s, "=")
+		if !ok || platform == "" || path == "" {
+			return fmt.Errorf("%q: use OS/ARCH=PATH", s)
+		}
+		if _, dup := binaries[platform]; dup {
+			return fmt.Errorf("platform %s given twice", platform)
+		}
+		binaries[platform] = path
+		return nil
+	})
+	flag.Parse()
+	digest, err := run(*out, *caCerts, binaries)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+	fmt.Println(digest)
+}
+
+// run reads the inputs, builds the index and writes it to out, returning the index's digest.
+func run(out, caCerts string, binaries map[string]string) (v1.Hash, error) {
+	if len(binaries) == 0 {
+		return v1.Hash{}, errors.New("no -binary given: name at least one, e.g. -binary linux/amd64=dist/inplace-rollout-linux-amd64")
+	}
+	opts := options{binaries: map[string][]byte{}}
+	var err error
+	if opts.caCerts, err = os.ReadFile(caCerts); err != nil {
+		return v1.Hash{}, fmt.Errorf("reading the CA certificates: %w", err)
+	}
+	for platform, path := range binaries {
+		if opts.binaries[platform], err = os.ReadFile(path); err != nil {
+			return v1.Hash{}, fmt.Errorf("reading the binary for %s: %w", platform, err)
+		}
+	}
+	idx, err := build(opts)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := write(out, idx); err != nil {
+		return v1.Hash{}, err
+	}
+	return idx.Digest()
+}
+
+// build makes the image index: one image per platform, in platform order.
+func build(opts options) (v1.ImageIndex, error) {
+	if len(opts.caCerts) == 0 {
+		return nil, errors.New("the CA certificate bundle is empty")
+	}
+	platforms := make([]string, 0, len(opts.binaries))
+	for p := range opts.binaries {
+		platforms = append(platforms, p)
+	}
+	sort.Strings(platforms)
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range platforms {
+		goos, goarch, ok := strings.Cut(p, "/")
+		if !ok || goos == "" || goarch == "" {
+			return nil, fmt.Errorf("platform %q: use OS/ARCH, e.g. linux/amd64", p)
+		}
+		img, err := image(goos, goarch, opts.binaries[p], opts.caCerts)
+		if err != nil {
+			return nil, fmt.Errorf("building the %s image: %w", p, err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: goos, Architecture: goarch}},
+		})
+	}
+	return idx, nil
+}
+
+// image is one platform's image: a single layer, run as the non-root user.
+func image(goos, goarch string, binary, caCerts []byte) (v1.Image, error) {
+	tarBytes, err := layerTar(binary, caCerts)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := layerFrom(tarBytes)
+	if err != nil {
+		return nil, err
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.Append(base, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image", Comment: "inplace-rollout binary, CA certificates, nonroot user"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding the layer: %w", err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading the config: %w", err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = goos, goarch
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Author = "github.com/inplace-rollout/inplace-rollout"
+	cfg.Config.User = user
+	cfg.Config.Entrypoint = []string{binaryPath}
+	cfg.Config.WorkingDir = home
+	cfg.Config.Env = []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + home,
+		"SSL_CERT_FILE=" + certsPath,
+	}
+	cfg.Config.Labels = map[string]string{"org.opencontainers.image.source": "https://github.com/inplace-rollout/inplace-rollout"}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// layerFrom gzips the layer's tar; gzip with no header time gives the same bytes every time.
+func layerFrom(tarBytes []byte) (v1.Layer, error) {
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(tarBytes)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, fmt.Errorf("making the layer: %w", err)
+	}
+	return l, nil
+}
+
+// entry is one file or directory of the layer.
+type entry struct {
+	name string
+	mode int64
+	uid  int
+	data []byte
+	dir  bool
+}
+
+// layerTar writes the layer's files in a fixed order with fixed owners and times.
+func layerTar(binary, caCerts []byte) ([]byte, error) {
+	entries := []entry{
+		{name: "etc/", mode: 0o755, dir: true},
+		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:" + home + ":/sbin/nologin\n")},
+		{name: "etc/ssl/", mode: 0o755, dir: true},
+		{name: "etc/ssl/certs/", mode: 0o755, dir: true},
+		{name: strings.TrimPrefix(certsPath, "/"), mode: 0o644, data: caCerts},
+		{name: "home/", mode: 0o755, dir: true},
+		{name: strings.TrimPrefix(home, "/") + "/", mode: 0o700, uid: 65532, dir: true},
+		{name: "tmp/", mode: 0o1777, dir: true},
+		{name: "usr/", mode: 0o755, dir: true},
+		{name: "usr/local/", mode: 0o755, dir: true},
+		{name: "usr/local/bin/", mode: 0o755, dir: true},
+		{name: strings.TrimPrefix(binaryPath, "/"), mode: 0o755, data: binary},
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{
+			Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.uid, ModTime: epoch,
+			Typeflag: tar.TypeReg, Size: int64(len(e.data)), Format: tar.FormatPAX,
+		}
+		if e.dir {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("writing %s to the layer: %w", e.name, err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, fmt.Errorf("writing %s to the layer: %w", e.name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("closing the layer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// write puts the index in a new OCI image layout at dir: its index.json names the one index.
+func write(dir string, idx v1.ImageIndex) error {
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("%s is not empty: remove it first", dir)
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return fmt.Errorf("writing the image layout %s: %w", dir, err)
+	}
+	if err := p.AppendIndex(idx); err != nil {
+		return fmt.Errorf("writing the image index to %s: %w", dir, err)
+	}
+	return nil
+}
