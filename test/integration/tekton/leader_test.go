@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
@@ -78,16 +77,7 @@ func TestSecondReplicaTakesOver(t *testing.T) {
 		return resp.StatusCode == http.StatusOK && strings.Contains(log.String(), "another replica leads"), nil
 	})
 
-	ns := env.Namespace(t)
-	clitest.CreateStatefulSet(t, env, ns, "web", 2)
-	create(t, dynamicClient(t), pipelineRunsGVR, ns, `
-apiVersion: tekton.dev/v1
-kind: PipelineRun
-metadata:
-  name: failover
-spec:
-  pipelineSpec:
-    tasks:`+rolloutTask("rollout", slowImage, ""))
+	ns, _ := startPipelineRun(t, "failover", 2, slowImage, "", "")
 	waitCustomRun(t, ns, "failover", "rollout", rolloutTimeout, "updating pods", updating(t))
 	if strings.Contains(log.String(), "msg=leading") {
 		t.Fatalf("the second replica leads while the first runs:\n%s", log.String())

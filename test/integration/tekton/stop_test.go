@@ -29,6 +29,25 @@ func updating(t *testing.T) func(*v1beta1.CustomRun) bool {
 	}
 }
 
+// startPipelineRun creates a StatefulSet web of pods on v1 in a new namespace and PipelineRun
+// name rolling it to image with one rollout task (extra YAML lines for the task; spec lines for
+// the PipelineRun beside its pipelineSpec). It returns the namespace and web's pods as they were.
+func startPipelineRun(t *testing.T, name string, pods int32, image, spec, task string) (string, map[string]podRecord) {
+	t.Helper()
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "web", pods)
+	before := recordPods(t, ns, "web")
+	create(t, dynamicClient(t), pipelineRunsGVR, ns, `
+apiVersion: tekton.dev/v1
+kind: PipelineRun
+metadata:
+  name: `+name+`
+spec:
+`+spec+`  pipelineSpec:
+    tasks:`+rolloutTask("rollout", image, task))
+	return ns, before
+}
+
 // TestStoppedRunRollsBack: a run stopped mid-rollout, by cancelling its PipelineRun, by the
 // PipelineRun's timeout, or by its own timeout, rolls the workload back before it fails with
 // the reason Tekton expects.
@@ -68,17 +87,7 @@ func TestStoppedRunRollsBack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ns := env.Namespace(t)
-			clitest.CreateStatefulSet(t, env, ns, "web", 3)
-			before := recordPods(t, ns, "web")
-			create(t, dynamicClient(t), pipelineRunsGVR, ns, `
-apiVersion: tekton.dev/v1
-kind: PipelineRun
-metadata:
-  name: stop
-spec:
-`+tt.pipelineRun+`  pipelineSpec:
-    tasks:`+rolloutTask("rollout", slowImage, tt.task))
+			ns, before := startPipelineRun(t, "stop", 3, slowImage, tt.pipelineRun, tt.task)
 			waitCustomRun(t, ns, "stop", "rollout", rolloutTimeout, "updating pods", updating(t))
 			if tt.stop != nil {
 				tt.stop(t, ns)
@@ -106,17 +115,7 @@ spec:
 // TestControllerKilledMidRollout: our controller killed (SIGKILL) in the middle of a rollout and
 // started again finishes it; no pod is recreated and no container restarts more than once.
 func TestControllerKilledMidRollout(t *testing.T) {
-	ns := env.Namespace(t)
-	clitest.CreateStatefulSet(t, env, ns, "web", 3)
-	before := recordPods(t, ns, "web")
-	create(t, dynamicClient(t), pipelineRunsGVR, ns, `
-apiVersion: tekton.dev/v1
-kind: PipelineRun
-metadata:
-  name: kill
-spec:
-  pipelineSpec:
-    tasks:`+rolloutTask("rollout", slowImage, ""))
+	ns, before := startPipelineRun(t, "kill", 3, slowImage, "", "")
 	waitCustomRun(t, ns, "kill", "rollout", rolloutTimeout, "updating pods", updating(t))
 	if err := controller.Kill(); err != nil {
 		t.Fatal(err)
@@ -143,17 +142,7 @@ spec:
 // TestDeletedRunRollsBack: a PipelineRun deleted mid-rollout takes its CustomRun with it, and
 // the run's finalizer holds it until the workload is rolled back.
 func TestDeletedRunRollsBack(t *testing.T) {
-	ns := env.Namespace(t)
-	clitest.CreateStatefulSet(t, env, ns, "web", 3)
-	before := recordPods(t, ns, "web")
-	create(t, dynamicClient(t), pipelineRunsGVR, ns, `
-apiVersion: tekton.dev/v1
-kind: PipelineRun
-metadata:
-  name: gone
-spec:
-  pipelineSpec:
-    tasks:`+rolloutTask("rollout", slowImage, ""))
+	ns, before := startPipelineRun(t, "gone", 3, slowImage, "", "")
 	run := waitCustomRun(t, ns, "gone", "rollout", rolloutTimeout, "updating pods", updating(t))
 	if !slices.Contains(run.Finalizers, "inplace-rollout.io/rollback") {
 		t.Errorf("CustomRun %s in flight: finalizers %v, want inplace-rollout.io/rollback", run.Name, run.Finalizers)
