@@ -62,7 +62,7 @@ task-digest: image
 	grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { echo "$(TASK) has no step image $(IMAGE_REPO)@sha256:... to pin"; exit 1; }; \
 	echo "$(TASK): $(IMAGE_REPO)@$$d"
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller (cached per machine)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller, crane (cached per machine)
 tools:
 	hack/tools/build.sh
 

@@ -40,6 +40,7 @@ specs=(
   "rollouts-controller|argo-rollouts|github.com/argoproj/argo-rollouts/cmd/rollouts-controller|-s -w"
   "kubectl-argo-rollouts|argo-rollouts|./kubectl-argo-rollouts|-s -w"
   "tekton-controller|tekton|github.com/tektoncd/pipeline/cmd/controller|-s -w"
+  "crane|crane|github.com/google/go-containerregistry/cmd/crane|-s -w"
 )
 
 want=("$@")

@@ -33,8 +33,13 @@ type containerSim struct {
 	img       image
 	beh       behavior
 	parseErr  error
-	phase     containerPhase
-	since     time.Time // when phase began
+	// env is the pod's pull context, set before each advance.
+	env pullEnv
+	// fromRegistry means the image is on a real registry; pulled is then its resolution.
+	fromRegistry bool
+	pulled       pullResult
+	phase        containerPhase
+	since        time.Time // when phase began
 
 	// The current (or most recent) container instance.
 	started     bool // an instance was ever created
@@ -75,7 +80,7 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 // this container whatever its tag.
 func (c *containerSim) advance(now time.Time, specImage string, crash bool, t timings, reg *registry) time.Time {
 	if specImage != c.specImage || c.since.IsZero() {
-		c.changeImage(now, specImage)
+		c.changeImage(now, specImage, reg)
 		c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
 	} else if crash && !c.beh.crashes && c.parseErr == nil {
 		// The image was marked to crash in this pod while it ran: the running instance exits,
@@ -95,6 +100,9 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 			return time.Time{}
 		case phasePulling:
 			due := c.since.Add(t.pull)
+			if c.fromRegistry && c.pulled.onNode {
+				due = c.since // the node holds the content: nothing to download
+			}
 			if now.Before(due) {
 				return due
 			}
@@ -138,7 +146,7 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 }
 
 // changeImage stops the running instance, if any, and starts pulling the new spec image.
-func (c *containerSim) changeImage(now time.Time, specImage string) {
+func (c *containerSim) changeImage(now time.Time, specImage string, reg *registry) {
 	if c.started && (c.phase == phaseStarting || c.phase == phaseReady) {
 		c.last = &corev1.ContainerStateTerminated{
 			ExitCode: 0, Reason: "Completed", ContainerID: c.containerID,
@@ -154,6 +162,13 @@ func (c *containerSim) changeImage(now time.Time, specImage string) {
 		return
 	}
 	c.beh = behaviorOf(c.img)
+	c.fromRegistry, c.pulled = false, pullResult{}
+	if reg.remote.handles(c.img) {
+		// Resolved when the pull begins, as a runtime resolves the tag before fetching layers.
+		c.fromRegistry = true
+		c.pulled = reg.remote.pull(c.img, c.env)
+		c.beh.pullFails = c.pulled.reason != ""
+	}
 }
 
 // create starts a new container instance at the given time; a restart counts when an earlier
@@ -165,7 +180,12 @@ func (c *containerSim) create(at time.Time, reg *registry) {
 	c.started = true
 	c.containerID = newContainerID()
 	c.image = c.img.normalized
-	c.imageID = reg.imageID(c.img)
+	if c.fromRegistry {
+		c.imageID = c.img.repo + "@" + c.pulled.digest
+		reg.remote.store(c.img, c.pulled.digest, c.env.node)
+	} else {
+		c.imageID = reg.imageID(c.img)
+	}
 	c.startedAt = at
 	c.phase, c.since = phaseStarting, at
 }
@@ -202,7 +222,10 @@ func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
 	case phasePullFailed:
 		reason := "ErrImagePull"
 		msg := fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: %s: not found", c.img.normalized, c.img.normalized, c.img.normalized)
-		if !now.Before(c.since.Add(t.backoff)) {
+		if c.fromRegistry {
+			reason, msg = c.pulled.reason, c.pulled.message
+		}
+		if !now.Before(c.since.Add(t.backoff)) && reason != "ErrImageNeverPull" {
 			reason = "ImagePullBackOff"
 			msg = fmt.Sprintf("Back-off pulling image %q", c.specImage)
 		}

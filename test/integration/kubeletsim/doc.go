@@ -14,6 +14,14 @@
 //	tag errors*              the pod serves 30% HTTP 5xx
 //	tag latency*             the pod serves a p99 latency of about 2 s
 //
+// Images on a host listed in Config.Registries are resolved through that real OCI registry, as
+// a container runtime does: the imageID is REPO@<manifest digest>, the pod's imagePullSecrets
+// (dockerconfigjson) give the credentials, an unknown tag or repository is ErrImagePull
+// ("manifest unknown") then ImagePullBackOff, and a 401 is ErrImagePull naming it. Each node
+// keeps what it pulled: content already on the node starts without the pull delay, and
+// imagePullPolicy is honoured (IfNotPresent and Never use the node's copy of the tag, Always asks
+// the registry). Images on every other host resolve through a built-in tag-to-digest map.
+//
 // The pod annotation kubeletsim.inplace-rollout.io/crash-images (comma-separated images) makes
 // those images crash-loop in that pod only.
 //

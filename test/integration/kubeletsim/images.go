@@ -74,6 +74,8 @@ func mustNamed(repo string) reference.Named {
 // as pushing a new image under an old tag does.
 type registry struct {
 	overrides map[string]string // normalized reference -> "sha256:..."
+	// remote resolves the images of the real registries' hosts instead; nil when there are none.
+	remote *remoteRegistries
 }
 
 func (r *registry) digestOf(img image) string {

@@ -10,6 +10,7 @@ import (
 // podSim is the simulated runtime state of one pod on one node.
 type podSim struct {
 	namespace, name string
+	node            string
 	podIP, hostIP   string
 	startTime       time.Time
 	containers      map[string]*containerSim
@@ -74,6 +75,10 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 			next = d
 		}
 	}
+	var secrets []string
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		secrets = append(secrets, ref.Name)
+	}
 	allCreated, allReady := true, true
 	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
 	for _, spec := range pod.Spec.Containers {
@@ -82,6 +87,7 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 			c = &containerSim{name: spec.Name}
 			p.containers[spec.Name] = c
 		}
+		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
 		earliest(c.advance(now, spec.Image, crashesHere(pod, spec.Image), t, reg))
 		allCreated = allCreated && c.started
 		allReady = allReady && c.ready()

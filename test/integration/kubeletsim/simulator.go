@@ -46,6 +46,10 @@ type Config struct {
 	RequestRate float64
 	// MetricsAddr is where the metrics and control endpoint listens [127.0.0.1:0].
 	MetricsAddr string
+	// Registries are the hosts (HOST:PORT) of real OCI registries: images on them are resolved
+	// through the registry with the pod's imagePullSecrets, and each node keeps what it pulled.
+	// Images on any other host resolve through the built-in tag-to-digest map [none].
+	Registries []string
 	// Workers is how many pods are synced at once [4].
 	Workers int
 	// Logger receives one line per event. Nil discards.
@@ -121,6 +125,9 @@ func New(client kubernetes.Interface, cfg Config) (*Simulator, error) {
 		nextIP:  make([]int, cfg.Nodes),
 		now:     time.Now,
 	}
+	s.reg.remote = newRemoteRegistries(cfg.Registries, func(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+		return client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	})
 	for i := range cfg.Nodes {
 		s.nodes = append(s.nodes, fmt.Sprintf("%s%d", cfg.NodePrefix, i))
 	}
@@ -384,6 +391,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 			ip = s.allocatePodIP(node)
 		}
 		p = newPodSim(pod, ip, s.hostIP(node), now)
+		p.node = pod.Spec.NodeName
 		s.pods[pod.UID] = p
 	}
 	s.tickLocked(now)
