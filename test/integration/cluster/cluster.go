@@ -18,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/ociregistry"
 )
 
 // Options configure a control plane.
@@ -34,6 +35,12 @@ type Options struct {
 	Prometheus bool
 	// PrometheusBasicAuth makes that Prometheus require these credentials on its HTTP API.
 	PrometheusBasicAuth *BasicAuth
+	// Registry starts a real OCI registry (go-containerregistry's pkg/registry, in memory) on a
+	// loopback port; the simulator resolves images on its host through it.
+	Registry bool
+	// RegistryBasicAuth starts a second registry, PrivateRegistry, that requires these
+	// credentials, for private-registry tests; pods pull from it with an imagePullSecret.
+	RegistryBasicAuth *BasicAuth
 	// AuditLog makes the apiserver log, at Metadata level, every request of ArgoUser (and no
 	// one else's) to Dir/audit.log; AuditedCalls reads it.
 	AuditLog bool
@@ -55,6 +62,11 @@ type Cluster struct {
 	Sim *kubeletsim.Simulator
 	// PrometheusURL is the base URL of Prometheus, empty unless Options.Prometheus.
 	PrometheusURL string
+	// Registry is HOST:PORT of the OCI registry, empty unless Options.Registry.
+	Registry string
+	// PrivateRegistry is HOST:PORT of the registry requiring Options.RegistryBasicAuth, empty
+	// unless that is set.
+	PrivateRegistry string
 	// BootDuration is how long Start took until every component was ready.
 	BootDuration time.Duration
 	// Argo is the Argo Rollouts controller, once StartArgo started it.
@@ -67,6 +79,7 @@ type Cluster struct {
 	opts     Options
 	tempDir  bool
 	procs    []*process
+	regs     []*ociregistry.Server
 	promArgs []string
 	cancel   context.CancelFunc
 	log      *slog.Logger
@@ -91,7 +104,7 @@ var kubeControllers = []string{
 }
 
 // Start boots etcd, kube-apiserver, kube-controller-manager, the kubelet simulator and, when
-// asked, Prometheus, and returns once all of them are ready: the controller manager counts as
+// asked, the OCI registries and Prometheus, and returns once all of them are ready: the controller manager counts as
 // ready once its ServiceAccount controller has written the default ServiceAccount. On error
 // everything started is stopped.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
@@ -154,6 +167,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	kcm, err := c.startControllerManager(certs)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.startRegistries(); err != nil {
 		return nil, err
 	}
 	if err := c.startSimulator(ctx); err != nil {
@@ -370,6 +386,11 @@ func (c *Cluster) startSimulator(ctx context.Context) error {
 	simCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	cfg := c.opts.Simulator
+	for _, h := range []string{c.Registry, c.PrivateRegistry} {
+		if h != "" {
+			cfg.Registries = append(cfg.Registries, h)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = c.log.With("component", "kubeletsim")
 	}
@@ -401,6 +422,12 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	c.procs = nil
+	for _, r := range c.regs {
+		if err := r.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.regs = nil
 	if c.tempDir && c.Dir != "" {
 		if err := os.RemoveAll(c.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing %s: %w", c.Dir, err))
@@ -474,4 +501,30 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// startRegistries serves the OCI registries the options ask for, in this process.
+func (c *Cluster) startRegistries() error {
+	if c.opts.Registry {
+		r, err := ociregistry.Start("", "")
+		if err != nil {
+			return err
+		}
+		c.regs = append(c.regs, r)
+		c.Registry = r.Host
+		c.log.Info("ready", "process", "registry", "host", r.Host)
+	}
+	if auth := c.opts.RegistryBasicAuth; auth != nil {
+		if auth.Username == "" {
+			return errors.New("starting the private OCI registry: RegistryBasicAuth has an empty Username; give one")
+		}
+		r, err := ociregistry.Start(auth.Username, auth.Password)
+		if err != nil {
+			return err
+		}
+		c.regs = append(c.regs, r)
+		c.PrivateRegistry = r.Host
+		c.log.Info("ready", "process", "private-registry", "host", r.Host)
+	}
+	return nil
 }

@@ -20,16 +20,17 @@ func main() {
 	dir := flag.String("dir", ".dev", "directory for state, logs, PID files, kubeconfig and env")
 	nodes := flag.Int("nodes", 3, "number of simulated nodes")
 	prom := flag.Bool("prometheus", true, "start Prometheus scraping the simulator")
+	reg := flag.Bool("registry", true, "serve an OCI registry on a loopback port; the simulator pulls images on its host from it")
 	argoPlugin := flag.String("argo-plugin", "", "start Argo Rollouts with this inplace-rollout binary registered as its plugins (config/argo); empty: no Argo")
 	tekton := flag.String("tekton", "", "start Tekton Pipelines, and this inplace-rollout binary's tekton-controller with config/tekton; empty: no Tekton")
 	flag.Parse()
-	if err := run(*dir, *nodes, *prom, *argoPlugin, *tekton); err != nil {
+	if err := run(*dir, *nodes, *prom, *reg, *argoPlugin, *tekton); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, prom bool, argoPlugin, tekton string) error {
+func run(dir string, nodes int, prom, reg bool, argoPlugin, tekton string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -54,6 +55,7 @@ func run(dir string, nodes int, prom bool, argoPlugin, tekton string) error {
 		BinDir:     filepath.Join(abs, "bin"),
 		Simulator:  kubeletsim.Config{Nodes: nodes},
 		Prometheus: prom,
+		Registry:   reg,
 		Logger:     log,
 	})
 	if err != nil {
@@ -91,8 +93,8 @@ func run(dir string, nodes int, prom bool, argoPlugin, tekton string) error {
 	}
 	cancel()
 
-	env := fmt.Sprintf("export KUBECONFIG=%s\nexport PROMETHEUS_URL=%s\nexport KUBELETSIM_URL=%s\nexport PATH=%s:$PATH\n",
-		c.Kubeconfig, c.PrometheusURL, c.Sim.MetricsURL(), filepath.Join(abs, "bin"))
+	env := fmt.Sprintf("export KUBECONFIG=%s\nexport PROMETHEUS_URL=%s\nexport KUBELETSIM_URL=%s\nexport REGISTRY=%s\nexport PATH=%s:$PATH\n",
+		c.Kubeconfig, c.PrometheusURL, c.Sim.MetricsURL(), c.Registry, filepath.Join(abs, "bin"))
 	if err := os.WriteFile(envPath, []byte(env), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", envPath, err)
 	}
