@@ -77,6 +77,12 @@ const pollInterval = 200 * time.Millisecond
 // update, the revert images during a rollback. It reads only the pod and writes nothing.
 func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 	opts = opts.withDefaults()
+	// A kubelet that writes status.observedGeneration (v1.34, KEP-5067) says which spec its
+	// status describes: a status older than the pod's generation predates the last patch, so
+	// it can neither complete nor fail the update; only the progress deadline still runs.
+	if og := pod.Status.ObservedGeneration; og != 0 && og < pod.Generation {
+		return pending(Progress{}, []string{fmt.Sprintf("the pod's status describes generation %d, not yet %d", og, pod.Generation)}, false, st, opts, now)
+	}
 	reverting := st.Stage == StageRollingBack
 	p := Progress{Done: true, ImageIDs: map[string]string{}}
 	var waits, unhealthy []string
@@ -107,7 +113,13 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 		p.Unhealthy = strings.Join(unhealthy, "; ")
 		return p
 	}
-	p.ImageIDs = nil
+	return pending(p, waits, soaking, st, opts, now)
+}
+
+// pending is the progress of a pod not done yet: failed once the progress deadline has passed
+// without progress (soaking is progress), else waiting for the reasons in waits.
+func pending(p Progress, waits []string, soaking bool, st *State, opts Options, now time.Time) Progress {
+	p.Done, p.ImageIDs = false, nil
 	if left := st.StageAt.Add(opts.ProgressDeadline).Sub(now); !soaking && left <= 0 {
 		return Progress{Failed: true, Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", opts.ProgressDeadline, strings.Join(waits, "; "))}
 	} else if left > 0 && (p.RequeueAfter == 0 || left < p.RequeueAfter) {

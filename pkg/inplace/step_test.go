@@ -196,6 +196,58 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
+// TestRefreshIgnoresAStatusOlderThanThePatch replays statuses recorded before the image patch
+// (observedGeneration below the patched generation): whatever they say, the update neither
+// completes nor fails on them, until the deadline.
+func TestRefreshIgnoresAStatusOlderThanThePatch(t *testing.T) {
+	beforeID := "reg.example/app@sha256:" + strings.Repeat("1", 64)
+	afterID := "reg.example/app@sha256:" + strings.Repeat("3", 64)
+	crashing := corev1.ContainerStatus{Name: "app", Image: "reg.example/app:v2", ImageID: afterID, RestartCount: 4,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}
+	tests := []struct {
+		name               string
+		status             corev1.ContainerStatus
+		generation, served int64
+		at                 time.Time
+		want               string // done | failed:<substring> | wait:<substring>
+	}{
+		{"stale status that looks done", running("app", "reg.example/app:v2", afterID, 1), 2, 1, t0, "wait:describes generation 1, not yet 2"},
+		{"stale status that looks failed", crashing, 2, 1, t0, "wait:describes generation 1, not yet 2"},
+		{"stale status past the deadline", running("app", "reg.example/app:v2", afterID, 1), 2, 1, t0.Add(time.Hour), "failed:ProgressDeadlineExceeded"},
+		{"status of the patched generation, done", running("app", "reg.example/app:v2", afterID, 1), 2, 2, t0, "done"},
+		{"status of the patched generation, failed", crashing, 2, 2, t0, "failed:CrashLoopBackOff"},
+		{"status of a later generation", running("app", "reg.example/app:v2", afterID, 1), 2, 3, t0, "done"},
+		{"a kubelet that does not write observedGeneration", running("app", "reg.example/app:v2", afterID, 1), 2, 0, t0, "done"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod()
+			pod.Generation = tt.generation
+			pod.Spec.Containers[0].Image = "reg.example/app:v2"
+			pod.Status.ObservedGeneration = tt.served
+			pod.Status.ContainerStatuses[0] = tt.status
+			if tt.status.State.Running != nil {
+				pod.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0.Add(-time.Second))
+			}
+			st := &State{Stage: StageUpdating, StageAt: t0.Add(-time.Second), Containers: []ContainerState{{
+				Name: "app", BeforeImage: "reg.example/app:v1", BeforeImageID: beforeID, AfterImage: "reg.example/app:v2",
+			}}}
+			p := Refresh(pod, st, Options{}, tt.at)
+			got := "done"
+			switch {
+			case p.Failed:
+				got = "failed:" + p.Reason
+			case !p.Done:
+				got = "wait:" + p.Reason
+			}
+			kind, sub, _ := strings.Cut(tt.want, ":")
+			if !strings.HasPrefix(got, kind) || !strings.Contains(got, sub) {
+				t.Errorf("Refresh = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestCanUpdate(t *testing.T) {
 	plan := Plan{Changes: []Change{{Container: "app", From: "reg.example/app:v1", To: "reg.example/app:v2"}}}
 	tests := []struct {

@@ -126,6 +126,8 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	status.HostIPs = []corev1.HostIP{{IP: p.hostIP}}
 	status.PodIPs = []corev1.PodIP{{IP: p.podIP}}
 	status.StartTime = ptr(rfc3339(p.startTime))
+	// As a v1.34 kubelet does (KEP-5067): the spec generation this status describes.
+	status.ObservedGeneration = pod.Generation
 	status.ContainerStatuses = statuses
 	status.InitContainerStatuses = initStatuses
 

@@ -430,6 +430,7 @@ func (s *Simulator) patchStatus(ctx context.Context, pod *corev1.Pod, status cor
 	patch := map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
 		"status": map[string]any{
+			"observedGeneration":    status.ObservedGeneration,
 			"phase":                 status.Phase,
 			"hostIP":                status.HostIP,
 			"hostIPs":               status.HostIPs,

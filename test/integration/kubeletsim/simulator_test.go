@@ -125,3 +125,31 @@ func TestStartSeedsPodIPsFromAdoptedPods(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncReportsObservedGeneration: the status says which spec generation it describes, as a
+// v1.34 kubelet's does, and follows a spec change.
+func TestSyncReportsObservedGeneration(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := podOn("web-0", "sim-node-0", "")
+	tests := []struct {
+		name       string
+		generation int64
+		image      string
+	}{
+		{"first status", 1, "registry.example/app:v1"},
+		{"after an image patch", 2, "registry.example/app:v2"},
+		{"a later generation", 5, "registry.example/app:v3"},
+	}
+	p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
+	reg := &registry{}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod.Generation = tt.generation
+			pod.Spec.Containers[0].Image = tt.image
+			status, _ := p.sync(pod, t0.Add(time.Duration(i)*time.Second), testTimings, reg)
+			if status.ObservedGeneration != tt.generation {
+				t.Errorf("status.observedGeneration = %d; want %d", status.ObservedGeneration, tt.generation)
+			}
+		})
+	}
+}

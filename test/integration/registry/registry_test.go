@@ -97,6 +97,9 @@ func createPod(t *testing.T, ns, name, image string, policy corev1.PullPolicy, n
 func readyImageID(t *testing.T, ns, name string) (string, *corev1.Pod) {
 	t.Helper()
 	pod := env.WaitForPod(t, ns, name, 2*time.Minute, "Ready", cluster.PodReady)
+	if pod.Generation == 0 || pod.Status.ObservedGeneration != pod.Generation {
+		t.Errorf("pod %s: status.observedGeneration = %d; want the pod's generation %d", name, pod.Status.ObservedGeneration, pod.Generation)
+	}
 	return cluster.ContainerStatus(pod, "app").ImageID, pod
 }
 
