@@ -165,6 +165,7 @@ func (c *containerSim) changeImage(now time.Time, specImage string, reg *registr
 	c.fromRegistry, c.pulled = false, pullResult{}
 	if reg.remote.handles(c.img) {
 		// Resolved when the pull begins, as a runtime resolves the tag before fetching layers.
+		// This runs under the simulator's lock; the registries are on loopback, so it is short.
 		c.fromRegistry = true
 		c.pulled = reg.remote.pull(c.img, c.env)
 		c.beh.pullFails = c.pulled.reason != ""

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/ociregistry"
 )
@@ -226,4 +227,50 @@ func TestRegistryContainerLifecycle(t *testing.T) {
 			t.Fatalf("missing tag at %v: %s %+v; want %s with %q", p.at.Sub(t0), state, msg, p.state, p.msg)
 		}
 	}
+}
+
+func TestSimulatorDigestAndRetagOnARegistryHost(t *testing.T) {
+	host := startRegistry(t, "", "")
+	digest := push(t, host+"/app:v1", authn.Anonymous)
+	s, err := New(fake.NewClientset(), Config{Registries: []string{host}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, image string
+		want        string // a digest, or "error:<substring>"
+	}{
+		{"a tag on the registry", host + "/app:v1", digest},
+		{"an unknown tag on the registry", host + "/app:nope", "error:manifest_unknown"},
+		{"another host keeps the built-in map", "registry.example/app:v1", builtinDigest("registry.example/app:v1")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.Digest(tt.image)
+			if kind, sub, _ := strings.Cut(tt.want, ":"); kind == "error" {
+				if err == nil || !strings.Contains(strings.ToLower(err.Error()), sub) {
+					t.Errorf("Digest(%s) = %q, %v; want an error containing %q", tt.image, got, err, sub)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("Digest(%s) = %q, %v; want %q", tt.image, got, err, tt.want)
+			}
+		})
+	}
+	if err := s.Retag(host+"/app:v1", DigestFor("x")); err == nil || !strings.Contains(err.Error(), "push new content") {
+		t.Errorf("Retag of a registry image = %v; want an error saying to push instead", err)
+	}
+	if err := s.Retag("registry.example/app:v1", DigestFor("x")); err != nil {
+		t.Errorf("Retag of another host's image = %v; want nil", err)
+	}
+}
+
+// builtinDigest is the built-in map's digest of a reference nobody retagged.
+func builtinDigest(ref string) string {
+	img, err := parseImage(ref)
+	if err != nil {
+		panic(err)
+	}
+	return (&registry{}).digestOf(img)
 }

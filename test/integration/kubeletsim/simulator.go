@@ -244,6 +244,9 @@ func (s *Simulator) MetricsURL() string {
 func (s *Simulator) Retag(image, digest string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if img, err := parseImage(image); err == nil && s.reg.remote.handles(img) {
+		return fmt.Errorf("retag %q: the image is on a real registry, whose tags the simulator does not override; push new content under the tag instead (crane)", image)
+	}
 	if err := s.reg.retag(image, digest); err != nil {
 		return err
 	}
@@ -544,10 +547,20 @@ func (s *Simulator) seedPodIPs(pods []*corev1.Pod) {
 }
 
 // Digest returns the digest an image reference resolves to now, as a registry would answer.
+// An image on one of Config.Registries is asked of that registry, without credentials.
 func (s *Simulator) Digest(image string) (string, error) {
 	img, err := parseImage(image)
 	if err != nil {
 		return "", err
+	}
+	if s.reg.remote.handles(img) {
+		ctx, cancel := context.WithTimeout(context.Background(), pullTimeout)
+		defer cancel()
+		d, err := s.reg.remote.resolve(ctx, img, pullEnv{})
+		if err != nil {
+			return "", fmt.Errorf("resolving %s through its registry: %w", img.normalized, err)
+		}
+		return d, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
