@@ -103,6 +103,15 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		st := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Ready: true, Started: ptr(false)}
 		if img, err := parseImage(spec.Image); err == nil {
 			st.Image, st.ImageID = img.normalized, reg.imageID(img)
+			if reg.remote.handles(img) {
+				// Pulled once onto the node; later syncs find it there and ask no registry.
+				env := pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: corev1.PullIfNotPresent}
+				st.ImageID = ""
+				if res := reg.remote.pull(img, env); res.reason == "" {
+					reg.remote.store(img, res.digest, p.node)
+					st.ImageID = img.repo + "@" + res.digest
+				}
+			}
 		}
 		st.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
 			StartedAt: rfc3339(p.startTime), FinishedAt: rfc3339(p.startTime)}

@@ -274,3 +274,29 @@ func builtinDigest(ref string) string {
 	}
 	return (&registry{}).digestOf(img)
 }
+
+func TestInitContainerOnARegistryReportsItsDigest(t *testing.T) {
+	host := startRegistry(t, "", "")
+	digest := push(t, host+"/init:v1", authn.Anonymous)
+	reg := &registry{remote: newRemoteRegistries([]string{host}, secretsOf())}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name, image, wantID string
+	}{
+		{"pushed image", host + "/init:v1", host + "/init@" + digest},
+		{"unknown tag", host + "/init:nope", ""},
+		{"another host", "registry.example/init:v1", "registry.example/init@" + builtinDigest("registry.example/init:v1")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := podOn("web-0", "sim-node-0", "")
+			pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: tt.image}}
+			p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
+			p.node = "sim-node-0"
+			status, _ := p.sync(pod, t0, testTimings, reg)
+			if got := status.InitContainerStatuses[0].ImageID; got != tt.wantID {
+				t.Errorf("init container imageID = %q; want %q", got, tt.wantID)
+			}
+		})
+	}
+}
