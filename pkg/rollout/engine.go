@@ -59,7 +59,8 @@ const (
 // type *InvalidError are bad input, with nothing written; *PermanentError an API error no retry
 // fixes; *BlockedError something only a person can fix; *SupersededError says that prev's
 // rollout was replaced. Other errors are worth a retry. Drive calls it until the rollout
-// settles.
+// settles. A rollout that ended is reported as ended when prev names it, and started anew when
+// prev is empty (a new run after a rollback).
 func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status, Result, error) {
 	st, res, err := e.reconcile(ctx, spec, prev)
 	return st, res, classify(err, st)
@@ -79,6 +80,10 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	}
 	hash := spec.Hash()
 	switch {
+	case lock != nil && !lock.Active() && prev.RolloutID == lock.RolloutID && lock.Holder == spec.Holder:
+		// prev's rollout ended in a step whose status the caller did not get (a driver stopped
+		// between the two): it reports that end rather than start the images afresh.
+		return e.ended(w, lock)
 	case lock == nil || !lock.Active():
 		return e.start(ctx, spec, w, lock, hash)
 	case lock.Holder != spec.Holder:
@@ -254,6 +259,22 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	e.log().Info("rollout superseded", "target", w.Ref().String(), "rollout", next.RolloutID, "superseded", lock.RolloutID, "images", mustJSON(spec.Images))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+}
+
+// ended reports the end of the rollout lock records, which no longer holds the workload.
+func (e *Engine) ended(w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+	id := lock.RolloutID
+	switch lock.Phase {
+	case workload.LockSucceeded:
+		return e.finished(w, lock, PhaseSucceeded, "rollout "+id+" succeeded")
+	case workload.LockRolledBack:
+		return e.finished(w, lock, PhaseRolledBack, "rollout "+id+" rolled back: "+lock.Reason)
+	case workload.LockReleased:
+		return e.finished(w, lock, PhaseReleased, "rollout "+id+" was released")
+	}
+	st, res, err := e.finished(w, lock, PhaseFailed, "rollout "+id+" failed: "+lock.Reason)
+	st.Reason = Reason(lock.ReasonCode)
+	return st, res, err
 }
 
 // finished reports a rollout that already ended, with its pods counted from their states.

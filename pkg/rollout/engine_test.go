@@ -269,6 +269,7 @@ func TestProgressBatches(t *testing.T) {
 				}
 			}
 			// Called again with the same spec, the rollout is reported as it ended.
+			fc.play()
 			again, _, err := e.Reconcile(context.Background(), spec, Status{})
 			if err != nil || again.Phase != PhaseSucceeded || again.RolloutID != st.RolloutID || again.Updated != tt.pods {
 				t.Errorf("Reconcile after success = %+v, %v; want Succeeded, rollout %s, %d pods", again, err, st.RolloutID, tt.pods)
@@ -936,5 +937,34 @@ func TestRollbackWithUnreadableState(t *testing.T) {
 				t.Errorf("web-1 on %s after the rollback, want %s", got, imageV1)
 			}
 		})
+	}
+}
+
+// TestEndedRolloutReportedToItsCaller: a caller whose last status names a rollout that has since
+// ended (the step that ended it never reached the caller) is told how it ended, with nothing
+// written; a caller with no status starts the images anew.
+func TestEndedRolloutReportedToItsCaller(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 3})
+	e := fc.engine()
+	spec := fc.spec(imageCrash, one, all)
+	st := fc.mustDrive(e, spec, Status{}, nil)
+	if st.Phase != PhaseRolledBack || st.Reason != ReasonPodFailed {
+		t.Fatalf("status = %+v, want RolledBack, PodFailed", st)
+	}
+	// The caller's last status is the one before the rollback ended.
+	prev := Status{RolloutID: st.RolloutID, Phase: PhaseRollingBack}
+	before := fc.snapshot()
+	got, res, err := e.Reconcile(context.Background(), spec, prev)
+	if err != nil || got.Phase != PhaseRolledBack || got.RolloutID != st.RolloutID || got.Reason != ReasonPodFailed ||
+		got.RolledBack != st.RolledBack || res.Phase != PhaseRolledBack || !strings.Contains(got.Message, "rolled back") {
+		t.Errorf("Reconcile from %+v = %+v, %+v, %v; want rollout %s RolledBack (PodFailed, %d pods back)", prev, got, res, err, st.RolloutID, st.RolledBack)
+	}
+	if fc.snapshot() != before {
+		t.Error("reporting an ended rollout wrote to the cluster")
+	}
+	fc.play()
+	again, _, err := e.Reconcile(context.Background(), spec, Status{})
+	if err != nil || again.Phase != PhaseProgressing || again.RolloutID == st.RolloutID {
+		t.Errorf("Reconcile with no status = %+v, %v; want a new rollout started", again, err)
 	}
 }

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // Finalizer holds a CustomRun of ours while its rollout may need a rollback: deleted in flight,
@@ -118,7 +117,8 @@ func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun) (time.Dur
 		return 0, err
 	}
 	if run.DeletionTimestamp != nil {
-		return r.stepDeleted(ctx, run, spec)
+		// Deleted before it was done: the rollback, after which the finalizer goes.
+		return r.stepRollback(ctx, run, spec, v1beta1.CustomRunReasonCancelled.String(), "deleted")
 	}
 	if reason, why := stopReason(run, r.now()); reason != "" {
 		return r.stepRollback(ctx, run, spec, reason, why)
@@ -161,13 +161,9 @@ func timeLeft(run *v1beta1.CustomRun, now time.Time) (time.Duration, bool) {
 // stepRollout takes the next step of the run's rollout.
 func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec) (time.Duration, error) {
 	s := &run.Status
+	// The engine reports a rollout that ended in a step whose status the run does not show
+	// (the controller stopped between the two), since prev names it.
 	prev := progressFrom(s)
-	if ended, err := r.endedBefore(ctx, spec.Target, prev); err != nil || ended != nil {
-		if err != nil {
-			return r.engineError(run, prev.status(), err)
-		}
-		return r.settle(run, spec, *ended, 0), nil
-	}
 	if p, ok := prev.pause(); ok && run.Annotations[AcceptAnnotation] == strconv.Itoa(p.Batch) {
 		st, err := r.Engine.Accept(context.WithoutCancel(ctx), spec.Target, spec.Holder, p)
 		var invalid *rollout.InvalidError
@@ -188,32 +184,6 @@ func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, sp
 		return r.engineError(run, st, err)
 	}
 	return r.settle(run, spec, st, res.RequeueAfter), nil
-}
-
-// endedBefore is the outcome of the run's rollout when it ended in an earlier step whose status
-// the run does not show (the controller stopped between the two): the engine would start the
-// same images afresh, since an ended rollout no longer holds its workload.
-func (r *Reconciler) endedBefore(ctx context.Context, target workload.Ref, prev Progress) (*rollout.Status, error) {
-	if prev.RolloutID == "" || prev.Phase.Terminal() {
-		return nil, nil
-	}
-	lock, err := r.Engine.Lock(ctx, target)
-	if err != nil || lock == nil || lock.RolloutID != prev.RolloutID || lock.Active() {
-		return nil, err
-	}
-	st := prev.status()
-	switch lock.Phase {
-	case workload.LockSucceeded:
-		st.Phase, st.Updated, st.Message = rollout.PhaseSucceeded, st.Total, "rollout "+lock.RolloutID+" succeeded"
-	case workload.LockRolledBack:
-		st.Phase, st.Message = rollout.PhaseRolledBack, "rollout "+lock.RolloutID+" rolled back: "+lock.Reason
-	case workload.LockReleased:
-		st.Phase, st.Message = rollout.PhaseReleased, "rollout "+lock.RolloutID+" was released"
-	default:
-		st.Phase, st.Message = rollout.PhaseFailed, "rollout "+lock.RolloutID+" failed: "+lock.Reason
-	}
-	st.Reason = rollout.Reason(lock.ReasonCode)
-	return &st, nil
 }
 
 // settle sets the run's condition from the rollout's status, and says when to look again.
@@ -286,12 +256,6 @@ func (r *Reconciler) setFinalizer(ctx context.Context, run *v1beta1.CustomRun, h
 		return fmt.Errorf("%s finalizer %s of CustomRun %s/%s: %w", map[bool]string{true: "adding", false: "removing"}[hold], Finalizer, run.Namespace, run.Name, err)
 	}
 	return nil
-}
-
-// stepDeleted takes the next step of a run deleted before it was done: its rollback, after which
-// the run is done and its finalizer goes.
-func (r *Reconciler) stepDeleted(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec) (time.Duration, error) {
-	return r.stepRollback(ctx, run, spec, v1beta1.CustomRunReasonCancelled.String(), "deleted")
 }
 
 // stepRollback takes the next step of the rollback of a run that was cancelled or timed out.

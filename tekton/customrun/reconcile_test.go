@@ -3,6 +3,7 @@ package customrun
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -19,17 +20,23 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	"knative.dev/pkg/apis"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 var now = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
-// statefulSet is StatefulSet ns/web with one container, and the lock annotation when not empty.
+// statefulSet is StatefulSet ns/web of 3 replicas with one container, and the lock annotation
+// when not empty.
 func statefulSet(lock string) *appsv1.StatefulSet {
-	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "web-uid"}}
+	s.Spec.Replicas = ptr.To[int32](3)
+	s.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	s.Spec.Template.Labels = map[string]string{"app": "web"}
 	s.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.example/app:v1"}}
 	if lock != "" {
 		s.Annotations = map[string]string{workload.LockAnnotation: lock}
@@ -41,6 +48,19 @@ func statefulSet(lock string) *appsv1.StatefulSet {
 func held(run *v1beta1.CustomRun) *v1beta1.CustomRun {
 	run.Finalizers = append(run.Finalizers, Finalizer)
 	return run
+}
+
+// updatedPods are web's 3 pods, each recorded Updated by rollout id.
+func updatedPods(id string) []runtime.Object {
+	var pods []runtime.Object
+	for i := range 3 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("web-%d", i), Labels: map[string]string{"app": "web"},
+			Annotations:     map[string]string{inplace.StateAnnotation: `{"rolloutID":"` + id + `","stage":"Updated","containers":[]}`},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "web-uid", Controller: ptr.To(true)}}}}
+		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.example/app:v2"}}
+		pods = append(pods, p)
+	}
+	return pods
 }
 
 // started is run as the controller left it after its second step: held and started at at.
@@ -121,7 +141,7 @@ func TestReconcileDecides(t *testing.T) {
 		{name: "a missing workload is refused", run: started(referenced("web"), now),
 			wantStatus: corev1.ConditionFalse, wantReason: ReasonRefused, wantMsg: []string{"StatefulSet ns/web", "nothing was changed"}},
 		{name: "a rollout that succeeded in a step whose status was lost", run: withProgress(started(referenced("web"), now), Progress{RolloutID: "r1", Phase: rollout.PhaseProgressing, Total: 3, Updated: 2}),
-			objs:       []runtime.Object{statefulSet(`{"holder":"tekton:ns/pr-rollout","rolloutID":"r1","phase":"Succeeded","images":{"app":"registry.example/app:v2"}}`)},
+			objs:       append(updatedPods("r1"), statefulSet(`{"holder":"tekton:ns/pr-rollout","rolloutID":"r1","phase":"Succeeded","images":{"app":"registry.example/app:v2"}}`)),
 			wantStatus: corev1.ConditionTrue, wantReason: "Succeeded", wantMsg: []string{"3 of 3 pods updated", "rollout r1 succeeded"}},
 		{name: "a rollout that rolled back in a step whose status was lost", run: withProgress(started(referenced("web"), now), Progress{RolloutID: "r1", Phase: rollout.PhaseRollingBack, Total: 3}),
 			objs:       []runtime.Object{statefulSet(`{"holder":"tekton:ns/pr-rollout","rolloutID":"r1","phase":"RolledBack","reasonCode":"PodFailed","reason":"pod web-0 crashed"}`)},
