@@ -68,7 +68,7 @@ func TestSecondReplicaTakesOver(t *testing.T) {
 			t.Errorf("starting the first controller again: %v", err)
 		}
 	})
-	waitUntil(t, time.Minute, "the second replica ready and standing by", func(context.Context) (bool, error) {
+	cluster.WaitFor(t, time.Minute, "the second replica ready and standing by", func(context.Context) (bool, error) {
 		resp, err := http.Get("http://" + health + "/readyz")
 		if err != nil {
 			return false, nil

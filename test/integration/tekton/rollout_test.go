@@ -231,12 +231,6 @@ spec:
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	cluster.WaitFor(t, timeout, what, cond)
-}
-
 // createRun creates CustomRun ns/name of our kind, embedding spec (flow-style YAML) with params
 // (a flow-style YAML list), as a person would without a Pipeline.
 func createRun(t testing.TB, ns, name, spec, params string) {

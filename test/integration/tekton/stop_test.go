@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
 // slowImage takes ten seconds to become Ready in the simulated kubelet: a rollout of it is
@@ -150,7 +151,7 @@ func TestDeletedRunRollsBack(t *testing.T) {
 	if err := tektonClient(t).TektonV1().PipelineRuns(ns).Delete(context.Background(), "gone", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting PipelineRun %s/gone: %v", ns, err)
 	}
-	waitUntil(t, rolloutTimeout, "CustomRun "+ns+"/"+run.Name+" gone once rolled back", func(ctx context.Context) (bool, error) {
+	cluster.WaitFor(t, rolloutTimeout, "CustomRun "+ns+"/"+run.Name+" gone once rolled back", func(ctx context.Context) (bool, error) {
 		_, err := tektonClient(t).TektonV1beta1().CustomRuns(ns).Get(ctx, run.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
