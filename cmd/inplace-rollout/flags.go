@@ -124,6 +124,9 @@ type rolloutFlags struct {
 	prometheusURL  string
 	onInconclusive string
 	upTo           string
+	pinDigests     string
+	prePull        bool
+	pullerImage    string
 	// file is -f: an InPlaceRollout spec file the other flags override.
 	file string
 
@@ -147,6 +150,8 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.prometheusURL, "prometheus", "", "Prometheus URL (default: prometheus.address of the analysis config)")
 	cmd.Flags().StringVar(&f.upTo, "up-to", "", "hold point, count or percentage: stop once that many pods are updated and their batch passed analysis (exit 0, phase Holding, the workload still held); run again without it, or with a higher one, to go on")
 	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
+	cmd.Flags().BoolVar(&f.prePull, "pre-pull", false, "before a batch's pods restart, pull its new images onto their nodes with one short-lived pod per node, so a pod is down only for its container start")
+	cmd.Flags().StringVar(&f.pullerImage, "puller-image", ownImage(), "with --pre-pull, the image holding the puller binary (this project's image)")
 }
 
 // registerPlan registers the flags that decide which pods a rollout updates and in which
@@ -155,6 +160,7 @@ func (f *rolloutFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.images, "image", nil, "CONTAINER=IMAGE to roll out (repeatable)")
 	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
 	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers")
+	cmd.Flags().StringVar(&f.pinDigests, "pin-digests", rollout.PinAuto, "resolve each image tag to the digest its registry serves now, with the pods' pull credentials, and patch pods to TAG@DIGEST: auto (when the registry answers, else the tag, said once), always (refuse when it does not), never")
 }
 
 func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
@@ -166,6 +172,7 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 	spec.AllowUnready, spec.AllowOwned, spec.Supersede = f.allowUnready, f.allowOwned, f.supersede
 	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
 	spec.PrometheusURL, spec.OnInconclusive = f.prometheusURL, f.onInconclusive
+	spec.PrePull = f.prePull
 	if f.upTo != "" {
 		v := intstr.Parse(f.upTo)
 		spec.UpTo = &v
@@ -224,6 +231,7 @@ func (f *rolloutFlags) podsSpec(ref workload.Ref) (rollout.Spec, error) {
 		Holder:         "cli",
 		MaxUnavailable: intstr.FromInt32(1),
 		Timeout:        inplace.DefaultProgressDeadline,
+		PinDigests:     f.pinDigests,
 	}
 	images, err := parseImages(f.images)
 	if err != nil {

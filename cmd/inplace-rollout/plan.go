@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
 
@@ -42,12 +43,12 @@ func newPlanCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			engine := &rollout.Engine{Client: client}
+			engine := &rollout.Engine{Client: client, Registry: &registry.Resolver{Client: client}}
 			plan, err := engine.Plan(context.Background(), spec)
 			if err != nil {
 				return &exitError{code: exitBadInput, err: planError(err)}
 			}
-			report := planReport{Target: ref.String(), Images: spec.Images, Current: plan.Current, Already: plan.Already}
+			report := planReport{Target: ref.String(), Images: plan.Images, Current: plan.Current, Already: plan.Already}
 			for i, b := range plan.Batches {
 				report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})
 			}

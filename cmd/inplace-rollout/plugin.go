@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/plugin"
 	"github.com/inplace-rollout/inplace-rollout/plugin/step"
@@ -86,7 +87,7 @@ func pluginEngine(cfg *rest.Config, log *slog.Logger) (*rollout.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building a client for %s: %w", cfg.Host, err)
 	}
-	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Log: log}, nil
+	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Registry: &registry.Resolver{Client: client}, PullerImage: ownImage(), Log: log}, nil
 }
 
 // stepClients are the step plugin's engine and its Argo Rollouts client, which lists the

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/tekton/results"
@@ -165,12 +166,16 @@ type driver struct {
 func newDriver(cmd *cobra.Command, client kubernetes.Interface, ref workload.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
 	stderr := cmd.ErrOrStderr()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// Commands without --pre-pull (rollback) start no pullers.
+	pullerImage, _ := cmd.Flags().GetString("puller-image")
 	return &driver{
 		cmd: cmd,
 		engine: &rollout.Engine{
-			Client: client,
-			Events: inplace.ClientEventRecorder{Client: client},
-			Log:    log,
+			Client:      client,
+			Events:      inplace.ClientEventRecorder{Client: client},
+			Registry:    &registry.Resolver{Client: client},
+			PullerImage: pullerImage,
+			Log:         log,
 		},
 		log:     log,
 		bar:     newProgressBar(stderr),

@@ -77,6 +77,12 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 	if changed("on-inconclusive") {
 		s.OnInconclusive = f.onInconclusive
 	}
+	if changed("pin-digests") {
+		s.PinDigests = f.pinDigests
+	}
+	if changed("pre-pull") {
+		s.PrePull = f.prePull
+	}
 	if changed("analysis") && f.analysisFile == "" {
 		return rollout.Spec{}, badInput("--analysis: give a file")
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/tekton/customrun"
 )
@@ -29,6 +30,7 @@ type tektonFlags struct {
 	leaderElect                       bool
 	leaseNamespace, leaseName         string
 	workers                           int
+	pullerImage                       string
 	qps                               float32
 	burst                             int
 }
@@ -67,6 +69,7 @@ Exit codes: 0 stopped by SIGTERM or Ctrl-C, 1 lost its Lease or could not list C
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "", "namespace of the Lease (default: $POD_NAMESPACE, else inplace-rollout-system)")
 	fl.StringVar(&f.leaseName, "leader-election-id", "inplace-rollout-tekton-controller", "name of the Lease")
 	fl.IntVar(&f.workers, "workers", customrun.DefaultWorkers, "CustomRuns reconciled at once")
+	fl.StringVar(&f.pullerImage, "puller-image", ownImage(), "the image holding the puller binary that a rollout with prePull runs on each node (this project's image)")
 	fl.Float32Var(&f.qps, "kube-api-qps", 50, "requests per second to the Kubernetes API, sustained")
 	fl.IntVar(&f.burst, "kube-api-burst", 100, "requests to the Kubernetes API allowed in a burst above --kube-api-qps")
 	return cmd
@@ -111,7 +114,7 @@ func runTektonController(cmd *cobra.Command, f tektonFlags) error {
 		return badInput("building a dynamic client for %s: %v", cfg.Host, err)
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-	engine := &rollout.Engine{Client: kube, Events: inplace.ClientEventRecorder{Client: kube}, Log: log}
+	engine := &rollout.Engine{Client: kube, Events: inplace.ClientEventRecorder{Client: kube}, Registry: &registry.Resolver{Client: kube}, PullerImage: f.pullerImage, Log: log}
 	ctrl := customrun.New(tekton, engine, customrun.DynamicSpecs{Client: dyn}, customrun.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

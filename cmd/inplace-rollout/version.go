@@ -10,6 +10,12 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// imageRepo is the repository of this project's container image, whose tag is the version.
+const imageRepo = "ghcr.io/inplace-rollout/inplace-rollout"
+
+// ownImage is this version's container image: it holds the puller binary pre-pull runs.
+func ownImage() string { return imageRepo + ":" + version }
+
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",

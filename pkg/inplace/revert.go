@@ -37,9 +37,14 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	}
 
 	next := st.clone()
+	var pinned []string
 	for i := range next.Containers {
 		c := &next.Containers[i]
-		c.RevertImage = revertImage(c, tagMoved)
+		var why string
+		c.RevertImage, why = revertImage(c, tagMoved)
+		if why != "" {
+			pinned = append(pinned, fmt.Sprintf("container %q goes back to %s, not %s: %s", c.Name, c.RevertImage, c.BeforeImage, why))
+		}
 	}
 	if err := CheckRevert(pod, next, opts.RevertImages); err != nil {
 		return Step{}, err
@@ -55,6 +60,9 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	s := b.step(StageRollingBack, "")
 	s.RequeueAfter = pollInterval
 	s.Event = &Event{corev1.EventTypeNormal, EventRollingBack, "rolling back in place: " + describeChanges(next, true)}
+	if len(pinned) > 0 {
+		s.Event.Message += "; " + strings.Join(pinned, "; ")
+	}
 	return s, nil
 }
 
@@ -117,21 +125,27 @@ func clearState(pod *corev1.Pod, st *State, now time.Time) Step {
 }
 
 // revertImage is BeforeImage when the tag is known to still resolve to BeforeImageID (or no
-// digest was recorded), else the digest form of BeforeImageID: the exact image the container ran.
-func revertImage(c *ContainerState, tagMoved TagMoved) string {
+// digest was recorded), else the digest form of BeforeImageID, the exact image the container
+// ran, with why the tag was not used.
+func revertImage(c *ContainerState, tagMoved TagMoved) (image, why string) {
 	digest := digestOf(c.BeforeImageID)
 	if digest == "" || digestOf(c.BeforeImage) != "" {
-		return c.BeforeImage
+		return c.BeforeImage, ""
 	}
+	why = "whether the tag still names the content it ran (" + digest + ") could not be checked"
 	if tagMoved != nil {
-		if moved, known := tagMoved(c.BeforeImage, c.BeforeImageID); known && !moved {
-			return c.BeforeImage
+		moved, known := tagMoved(c.BeforeImage, c.BeforeImageID)
+		switch {
+		case known && !moved:
+			return c.BeforeImage, ""
+		case known:
+			why = "the tag names other content now than the " + digest + " it ran"
 		}
 	}
 	if pinned := pinnedImage(c.BeforeImage, digest); pinned != "" {
-		return pinned
+		return pinned, why
 	}
-	return c.BeforeImage
+	return c.BeforeImage, ""
 }
 
 func revertStarted(st *State) bool {

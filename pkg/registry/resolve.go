@@ -131,6 +131,9 @@ func (s *Session) resolve(ctx context.Context, image string) (string, error) {
 		e.Err = s.credErr
 		return "", e
 	}
+	if auth, err := s.kc.Resolve(ref.Context()); err == nil && auth != authn.Anonymous {
+		e.Authenticated = true
+	}
 	timeout := s.r.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -165,8 +168,19 @@ func (s *Session) resolve(ctx context.Context, image string) (string, error) {
 type Error struct {
 	Image, Registry, Repository string
 	Status                      int
-	Err                         error
+	// Authenticated says the pods' credentials held an entry for the registry, which was sent.
+	Authenticated bool
+	Err           error
 }
+
+// Refused reports whether the registry refused the credentials the pods have for it: they are
+// wrong, not missing.
+func (e *Error) Refused() bool {
+	return e.Authenticated && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden)
+}
+
+// NotFound reports whether the registry answered that it has no such tag or repository.
+func (e *Error) NotFound() bool { return e.Status == http.StatusNotFound }
 
 func (e *Error) Error() string {
 	switch {

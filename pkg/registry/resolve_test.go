@@ -156,6 +156,9 @@ func TestDigest(t *testing.T) {
 			if !errors.As(err, &re) {
 				t.Fatalf("Digest(%s) = %q, %v; want a *registry.Error", tt.image, got, err)
 			}
+			if refused := tt.name == "private with a wrong password"; re.Refused() != refused {
+				t.Errorf("Refused() = %v, want %v", re.Refused(), refused)
+			}
 			if re.Status != tt.status {
 				t.Errorf("status %d, want %d (%v)", re.Status, tt.status, err)
 			}

@@ -41,6 +41,8 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 		Analysis:        s.Analysis,
 		CredentialFiles: c.CredentialFiles,
 		OnInconclusive:  s.OnInconclusive,
+		PinDigests:      s.PinDigests,
+		PrePull:         s.PrePull,
 	}
 	switch {
 	case kind == workload.Pods && s.Target.Name != "":

@@ -17,6 +17,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -26,9 +27,13 @@ type Engine struct {
 	Client kubernetes.Interface
 	// Events records pod Events; nil records none.
 	Events inplace.EventRecorder
-	// TagMoved tells a revert whether a tag still resolves to the digest a pod ran; nil pins
-	// reverts to the recorded digest.
-	TagMoved inplace.TagMoved
+	// Registry resolves target tags to digests, and tells a revert whether a tag still resolves
+	// to the digest a pod ran; nil resolves nothing: targets keep their tags and reverts go to
+	// the recorded digests.
+	Registry *registry.Resolver
+	// PullerImage is the image holding the puller binary that pre-pull runs on each node: the
+	// driver's own image. Empty refuses a spec with PrePull.
+	PullerImage string
 	// Log receives one line per event; nil discards.
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -124,11 +129,10 @@ func (e *Engine) log() *slog.Logger {
 // updater steps pods with the given wait between drain and restart, and progress deadline.
 func (e *Engine) updater(grace, deadline time.Duration) *inplace.Updater {
 	return &inplace.Updater{
-		Client:   e.Client,
-		Events:   e.Events,
-		TagMoved: e.TagMoved,
-		Log:      e.Log,
-		Now:      e.Now,
+		Client: e.Client,
+		Events: e.Events,
+		Log:    e.Log,
+		Now:    e.Now,
 		// The soak is the batch's (see decideProgress), not each pod's: a pod counts as updated
 		// once its new containers run Ready.
 		Options: inplace.Options{GracePeriod: grace, ProgressDeadline: deadline},
@@ -140,7 +144,9 @@ func (e *Engine) updater(grace, deadline time.Duration) *inplace.Updater {
 func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
 	// A rollout to these images that was rolled back is no reason to refuse: running again
 	// starts a new one, from what the pods run now.
-	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded {
+	// A rollout pinned to digests is done only while its tags still name them: a tag pushed
+	// again since starts a new one, to the new content.
+	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && e.stillPinned(ctx, spec, w, lock) {
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	}
 	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
@@ -188,15 +194,32 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	if _, err := ResolveBatches(spec.Batches, w.Replicas()); err != nil {
 		return Status{}, Result{}, err
 	}
-	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images)) {
+	pin, err := e.pinTargets(ctx, spec, w)
+	if err != nil {
+		return Status{}, Result{}, err
+	}
+	if len(pin.digests) > 0 {
+		// Pods count as on the target by content: the pinned spelling, or the tag as the digest
+		// it names now.
+		onTarget = 0
+		for _, p := range pods {
+			if pin.onContent(w, p, spec.Images) {
+				onTarget++
+			}
+		}
+	}
+	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images) || workload.TemplateHasImages(tmpl, pin.images)) {
 		msg := alreadyThere(w.Ref().String(), pods, spec.Images)
+		if len(pin.digests) > 0 {
+			msg = fmt.Sprintf("%s already runs these images, as %s; nothing to do", w.Ref(), describePinned(pin.digests, spec.Images))
+		}
 		return Status{Phase: PhaseSucceeded, Total: len(pods), Updated: len(pods), Message: msg}, Result{Phase: PhaseSucceeded, Message: msg}, nil
 	}
 	next := &workload.Lock{
 		Holder:       spec.Holder,
 		RolloutID:    rolloutID(hash, e.now()),
 		SpecHash:     hash,
-		Images:       spec.Images,
+		Images:       pin.images,
 		BeforeImages: before,
 		Phase:        workload.LockProgressing,
 		StartedAt:    e.now().UTC().Truncate(time.Second),
@@ -208,10 +231,11 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	if err := w.Start(ctx, next); err != nil {
 		return Status{}, Result{}, err
 	}
-	if tags := observeTagDigests(pods, spec.Images); len(tags.split()) > 0 {
+	if tags := observeTagDigests(pods, pin.unpinned(spec.Images)); len(tags.split()) > 0 {
 		e.warnTagDigests(ctx, w.Ref(), pods, tags, spec.Images)
 	}
-	e.log().Info("rollout started", "target", w.Ref().String(), "rollout", next.RolloutID, "images", mustJSON(spec.Images), "pods", len(pods))
+	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, pin.unresolved)
+	e.log().Info("rollout started", "target", w.Ref().String(), "rollout", next.RolloutID, "images", mustJSON(next.Images), "pods", len(pods))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
 }
@@ -237,6 +261,10 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	if err := checkStates(w); err != nil {
 		return Status{}, Result{}, err
 	}
+	pin, err := e.pinTargets(ctx, spec, w)
+	if err != nil {
+		return Status{}, Result{}, err
+	}
 	next := *lock
 	// Containers the earlier rollouts left alone get their before images recorded now.
 	if lock.BeforeImages != nil {
@@ -249,14 +277,15 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	next.Superseded = append(slices.Clone(lock.Superseded), lock.RolloutID)
 	next.RolloutID = rolloutID(hash, e.now())
 	next.SpecHash = hash
-	next.Images = spec.Images
+	next.Images = pin.images
 	next.StartedAt = e.now().UTC().Truncate(time.Second)
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.AcceptedPods, next.AcceptedAll, next.HeldAt, next.Analysis = 0, false, 0, nil
 	if err := w.Retarget(ctx, &next); err != nil {
 		return Status{}, Result{}, err
 	}
-	e.log().Info("rollout superseded", "target", w.Ref().String(), "rollout", next.RolloutID, "superseded", lock.RolloutID, "images", mustJSON(spec.Images))
+	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, pin.unresolved)
+	e.log().Info("rollout superseded", "target", w.Ref().String(), "rollout", next.RolloutID, "superseded", lock.RolloutID, "images", mustJSON(next.Images))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
 }

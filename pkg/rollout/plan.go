@@ -23,6 +23,9 @@ type Plan struct {
 	// Current are the images the named containers run now: the template's, or for
 	// label-selected pods each distinct image with how many pods run it.
 	Current map[string]string
+	// Images are the images the pods would be patched to: each tag pinned to the digest its
+	// registry serves now (TAG@DIGEST), or as given when not pinned.
+	Images map[string]string
 }
 
 // PlannedBatch is one batch of a Plan.
@@ -55,10 +58,14 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	if err := checkStates(w); err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Target: w.Ref(), Current: currentImages(w, spec.Images)}
+	pin, err := e.pinTargets(ctx, spec, w)
+	if err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Target: w.Ref(), Current: currentImages(w, spec.Images), Images: pin.images}
 	var pending []string
 	for _, pod := range w.Pods() {
-		if w.Counted(pod, spec.Images, nil) {
+		if pin.onContent(w, pod, spec.Images) {
 			p.Already = append(p.Already, pod.Name)
 		} else {
 			pending = append(pending, pod.Name)

@@ -109,18 +109,18 @@ func TestPlan(t *testing.T) {
 	}{
 		{"highest ordinal first, batch by batch",
 			planStatefulSet(nil, v1, v1, v1, v1, v1), spec(sts, app2, thirds...),
-			Plan{Target: sts, Current: map[string]string{"app": v1}, Batches: []PlannedBatch{
+			Plan{Target: sts, Current: map[string]string{"app": v1}, Images: map[string]string{"app": v2}, Batches: []PlannedBatch{
 				{Upto: 1, Pods: []string{"web-4"}}, {Upto: 3, Pods: []string{"web-3", "web-2"}}, {Upto: 5, Pods: []string{"web-1", "web-0"}}}},
 			"", ""},
 		{"pods already on the images count first",
 			planStatefulSet(nil, v1, v1, v1, v2, v1), spec(sts, app2, thirds...),
-			Plan{Target: sts, Current: map[string]string{"app": v1}, Already: []string{"web-3"}, Batches: []PlannedBatch{
+			Plan{Target: sts, Current: map[string]string{"app": v1}, Images: map[string]string{"app": v2}, Already: []string{"web-3"}, Batches: []PlannedBatch{
 				{Upto: 1}, {Upto: 3, Pods: []string{"web-4", "web-2"}}, {Upto: 5, Pods: []string{"web-1", "web-0"}}}},
 			"", ""},
 		{"label-selected pods by name, each current image counted",
 			[]runtime.Object{planPod("b", v1, metav1.OwnerReference{}), planPod("a", "reg/app:v0", metav1.OwnerReference{})},
 			spec(pods, app2),
-			Plan{Target: pods, Current: map[string]string{"app": "reg/app:v0 (1 pods) | reg/app:v1 (1 pods)"}, Batches: []PlannedBatch{{Upto: 2, Pods: []string{"a", "b"}}}},
+			Plan{Target: pods, Current: map[string]string{"app": "reg/app:v0 (1 pods) | reg/app:v1 (1 pods)"}, Images: map[string]string{"app": v2}, Batches: []PlannedBatch{{Upto: 2, Pods: []string{"a", "b"}}}},
 			"", ""},
 		{"an unreadable state is refused as a start refuses it",
 			withState(planStatefulSet(nil, v1, v1), "web-0", "{not json"), spec(sts, app2),

@@ -194,6 +194,7 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 	}
 	u := e.updater(spec.GracePeriod, spec.Timeout)
 	u.Options.RevertImages = revertImages(w, lock, before)
+	u.TagMoved = e.tagMoved(ctx, w.Ref().Namespace, pods)
 	if len(strays) > 0 {
 		// Pods the controller created from the new template while the rollout held the
 		// workload: recorded as updated from the previous images, they go back with the rest.

@@ -71,7 +71,21 @@ type Spec struct {
 	// OnInconclusive is what an inconclusive analysis does: fail (roll back), pause (wait for a
 	// person) or continue [pause].
 	OnInconclusive string
+	// PinDigests says whether target tags are resolved to digests through their registry and
+	// pods patched to TAG@DIGEST: auto (when resolvable, else the tag, said once), always
+	// (refuse when not) or never [auto].
+	PinDigests string
+	// PrePull pulls a batch's new images onto its nodes, one puller pod per node, before any pod
+	// of the batch restarts.
+	PrePull bool
 }
+
+// Digest pinning modes.
+const (
+	PinAuto   = "auto"
+	PinAlways = "always"
+	PinNever  = "never"
+)
 
 // What an inconclusive analysis does.
 const (
@@ -167,6 +181,11 @@ func (s Spec) Validate() error {
 	case "", InconclusiveFail, InconclusivePause, InconclusiveContinue:
 	default:
 		return invalid("on-inconclusive %q: use fail, pause or continue", s.OnInconclusive)
+	}
+	switch s.PinDigests {
+	case "", PinAuto, PinAlways, PinNever:
+	default:
+		return invalid("pin-digests %q: use auto, always or never", s.PinDigests)
 	}
 	if s.Analysis != nil && !s.CredentialFiles {
 		if files := s.Analysis.Prometheus.Files(); len(files) > 0 {

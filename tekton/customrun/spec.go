@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,10 +32,12 @@ const (
 	ParamAnalysis       = "analysis"
 	ParamPrometheusURL  = "prometheus-url"
 	ParamOnInconclusive = "on-inconclusive"
+	ParamPinDigests     = "pin-digests"
+	ParamPrePull        = "pre-pull"
 )
 
 var knownParams = []string{ParamTarget, ParamSelector, ParamImages, ParamBatches, ParamMaxUnavailable,
-	ParamSoak, ParamTimeout, ParamAnalysis, ParamPrometheusURL, ParamOnInconclusive}
+	ParamSoak, ParamTimeout, ParamAnalysis, ParamPrometheusURL, ParamOnInconclusive, ParamPinDigests, ParamPrePull}
 
 // Holder is the lock holder of a CustomRun's rollout.
 func Holder(run *v1beta1.CustomRun) string { return "tekton:" + run.Namespace + "/" + run.Name }
@@ -206,6 +209,14 @@ func applyParam(doc *v1alpha1.InPlaceRolloutSpec, p v1beta1.Param) error {
 		doc.Analysis = cfg
 	case ParamOnInconclusive:
 		doc.OnInconclusive = v
+	case ParamPinDigests:
+		doc.PinDigests = v
+	case ParamPrePull:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q: want true or false", v)
+		}
+		doc.PrePull = b
 	}
 	return nil
 }

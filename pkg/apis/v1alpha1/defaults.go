@@ -11,10 +11,12 @@ import (
 const (
 	DefaultTimeout        = 10 * time.Minute
 	DefaultOnInconclusive = "pause"
+	DefaultPinDigests     = "auto"
 )
 
 // SetDefaults fills in the fields the spec leaves out: one batch of 100%, one pod at a time, no
-// grace period or soak, a 10m progress deadline, and a pause on an inconclusive analysis.
+// grace period or soak, a 10m progress deadline, a pause on an inconclusive analysis, and digests pinned when the
+// registry answers.
 func SetDefaults(s *InPlaceRolloutSpec) {
 	if len(s.Batches) == 0 {
 		s.Batches = []intstr.IntOrString{intstr.FromString("100%")}
@@ -33,5 +35,8 @@ func SetDefaults(s *InPlaceRolloutSpec) {
 	}
 	if s.OnInconclusive == "" {
 		s.OnInconclusive = DefaultOnInconclusive
+	}
+	if s.PinDigests == "" {
+		s.PinDigests = DefaultPinDigests
 	}
 }

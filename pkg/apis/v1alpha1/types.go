@@ -52,6 +52,13 @@ type InPlaceRolloutSpec struct {
 	Analysis *analysis.Config `json:"analysis,omitempty"`
 	// OnInconclusive is what an inconclusive analysis does: fail, pause or continue [pause].
 	OnInconclusive string `json:"onInconclusive,omitempty"`
+	// PinDigests says whether target tags are resolved to digests through their registry, with
+	// the pods' pull credentials, and pods patched to TAG@DIGEST: auto (when the registry
+	// answers; else the tag, said once), always (refuse when it does not) or never [auto].
+	PinDigests string `json:"pinDigests,omitempty"`
+	// PrePull pulls a batch's new images onto its nodes, with one short-lived pod per node,
+	// before any pod of the batch restarts.
+	PrePull bool `json:"prePull,omitempty"`
 }
 
 // Target names the workload: a StatefulSet, DaemonSet or Deployment by name, or Pods by a label

@@ -99,7 +99,7 @@ func TestCatalogTaskPodRunsTheCommandByDigest(t *testing.T) {
     - {name: target, value: statefulset/web}
     - {name: images, value: ["app=reg.example/app:v2"]}`,
 			want: []string{"run", "--namespace=", "--target=statefulset/web", "--batches=100%", "--soak=0s", "--timeout=10m",
-				"--analysis-config=", "--prometheus=", "--on-inconclusive=fail", "--results-dir=/tekton/results", "--",
+				"--analysis-config=", "--prometheus=", "--on-inconclusive=fail", "--pin-digests=auto", "--pre-pull=false", "--results-dir=/tekton/results", "--",
 				"app=reg.example/app:v2"},
 		},
 		{
@@ -113,9 +113,11 @@ func TestCatalogTaskPodRunsTheCommandByDigest(t *testing.T) {
     - {name: timeout, value: 3m}
     - {name: analysis, value: %q}
     - {name: prometheus-url, value: "http://prom.example:9090"}
-    - {name: on-inconclusive, value: pause}`, ns, strings.Repeat("ab", 32), analysisText),
+    - {name: on-inconclusive, value: pause}
+    - {name: pin-digests, value: always}
+    - {name: pre-pull, value: "true"}`, ns, strings.Repeat("ab", 32), analysisText),
 			want: []string{"run", "--namespace=" + ns, "--target=daemonset/agent", "--batches=1,50%,100%", "--soak=30s", "--timeout=3m",
-				"--analysis-config=" + analysisText, "--prometheus=http://prom.example:9090", "--on-inconclusive=pause",
+				"--analysis-config=" + analysisText, "--prometheus=http://prom.example:9090", "--on-inconclusive=pause", "--pin-digests=always", "--pre-pull=true",
 				"--results-dir=/tekton/results", "--", "app=reg.example/app:v2", "sidecar=reg.example/side@sha256:" + strings.Repeat("ab", 32)},
 		},
 	}
