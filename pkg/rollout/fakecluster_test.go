@@ -68,6 +68,9 @@ type fakeCluster struct {
 	// crashing are pods whose container crash-loops whatever its image: a fault of the pod,
 	// not of an image.
 	crashing map[string]bool
+	// pulled are the digests the kubelet pulled tags as, by image, when a test says so; other
+	// tags pull as imageIDOf derives.
+	pulled map[string]string
 }
 
 // clusterOpts shape a fake cluster.
@@ -76,6 +79,8 @@ type clusterOpts struct {
 	pods int
 	// owned gives bare pods (kind Pods) a controlling owner.
 	owned bool
+	// image is what the template and the pods run [imageV1].
+	image string
 }
 
 // newFakeCluster builds a cluster with n Running, Ready pods on imageV1, all at the
@@ -85,9 +90,12 @@ func newFakeCluster(t *testing.T, o clusterOpts) *fakeCluster {
 	if o.kind == "" {
 		o.kind = workload.StatefulSet
 	}
+	if o.image == "" {
+		o.image = imageV1
+	}
 	fc := &fakeCluster{t: t, client: fake.NewClientset(), now: t0, kind: o.kind, query: &fakeQuerier{}}
 	ctx := context.Background()
-	rev := revisionOf(map[string]string{testApp: imageV1})
+	rev := revisionOf(map[string]string{testApp: o.image})
 	if o.kind == workload.StatefulSet {
 		replicas := int32(o.pods)
 		sts := &appsv1.StatefulSet{
@@ -97,7 +105,7 @@ func newFakeCluster(t *testing.T, o clusterOpts) *fakeCluster {
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": testName}},
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": testName}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: testApp, Image: imageV1}}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: testApp, Image: o.image}}},
 				},
 				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			},
@@ -108,7 +116,7 @@ func newFakeCluster(t *testing.T, o clusterOpts) *fakeCluster {
 		}
 	}
 	for i := range o.pods {
-		p := runningPod(fmt.Sprintf("%s-%d", testName, i), imageV1)
+		p := runningPod(fmt.Sprintf("%s-%d", testName, i), o.image)
 		if o.kind == workload.StatefulSet || o.owned {
 			p.Labels[appsv1.ControllerRevisionHashLabelKey] = rev
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: testName, UID: "uid-sts-web", Controller: ptr(true)}}
@@ -341,11 +349,16 @@ func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 			continue
 		}
 		cs := &p.Status.ContainerStatuses[i]
-		if cs.Image == c.Image && cs.ImageID == imageIDOf(c.Image) {
+		id := imageIDOf(c.Image)
+		if d, ok := fc.pulled[c.Image]; ok {
+			repo, _, _ := strings.Cut(id, "@")
+			id = repo + "@" + d
+		}
+		if cs.Image == c.Image && cs.ImageID == id {
 			continue
 		}
 		changed = true
-		cs.Image, cs.ImageID, cs.RestartCount = c.Image, imageIDOf(c.Image), cs.RestartCount+1
+		cs.Image, cs.ImageID, cs.RestartCount = c.Image, id, cs.RestartCount+1
 		if c.Image == imageCrash || fc.crashing[p.Name] {
 			cs.RestartCount++
 			cs.Ready, cs.Started = false, ptr(false)
