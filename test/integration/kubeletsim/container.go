@@ -36,8 +36,9 @@ type containerSim struct {
 	parseErr  error
 	// env is the pod's pull context, set before each advance.
 	env pullEnv
-	// runOnce means the pod's restartPolicy is Never: once started, the instance runs for the
-	// start delay and exits (1 when the image crashes, else 0), and is never restarted.
+	// runOnce means a run-to-completion container (an init container, or one with a command, of
+	// a pod with restartPolicy Never): once started, the instance runs for the start delay and
+	// exits (1 when the image crashes, else 0), and is never restarted.
 	runOnce bool
 	// exited is how a run-once instance ended.
 	exited *corev1.ContainerStateTerminated

@@ -10,10 +10,12 @@ import (
 const deadlineExceeded = "Pod was active on the node longer than the specified deadline"
 
 // syncRunOnce plays a pod with restartPolicy Never as a kubelet runs it to completion: each init
-// container in order pulls its image, runs and exits; then the containers pull, run for the
-// start delay and exit; the pod Succeeds when every container exited 0 and Fails when one did
-// not, or when activeDeadlineSeconds ran out first. A pull that fails keeps the pod Pending, the
-// container in ErrImagePull then ImagePullBackOff. Pulled images stay in the node's store.
+// container in order pulls its image, runs and exits; then the containers pull and start. One
+// with a command runs it for the start delay and exits; one without runs its image's entrypoint,
+// which the simulator takes for a server: it becomes ready and runs until stopped, as in any
+// other pod. The pod Succeeds when every container exited 0 and Fails when one did not, or when
+// activeDeadlineSeconds ran out first. A pull that fails keeps the pod Pending, the container in
+// ErrImagePull then ImagePullBackOff. Pulled images stay in the node's store.
 func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *registry) (corev1.PodStatus, time.Time) {
 	var next time.Time
 	earliest := func(d time.Time) {
@@ -31,13 +33,13 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 		at = deadline // nothing moves on after the kubelet stopped the pod
 	}
 	secrets := pullSecretsOf(pod)
-	sim := func(sims map[string]*containerSim, spec corev1.Container) *containerSim {
+	sim := func(sims map[string]*containerSim, spec corev1.Container, runOnce bool) *containerSim {
 		c := sims[spec.Name]
 		if c == nil {
 			c = &containerSim{name: spec.Name}
 			sims[spec.Name] = c
 		}
-		c.runOnce = true
+		c.runOnce = runOnce
 		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
 		return c
 	}
@@ -52,7 +54,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 			initStatuses = append(initStatuses, waitingStatus(spec, "PodInitializing"))
 			continue
 		}
-		c := sim(p.initContainers, spec)
+		c := sim(p.initContainers, spec, true)
 		earliest(c.advance(at, spec.Image, crashesHere(pod, spec.Image), t, reg))
 		initStatuses = append(initStatuses, c.status(at, t))
 		if c.phase != phaseExited || c.exited.ExitCode != 0 {
@@ -62,6 +64,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 	}
 
 	var waiting, running, failed int
+	allReady := initialized
 	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
 	for _, spec := range pod.Spec.Containers {
 		if !initialized {
@@ -69,9 +72,10 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 			waiting++
 			continue
 		}
-		c := sim(p.containers, spec)
+		c := sim(p.containers, spec, len(spec.Command) > 0)
 		earliest(c.advance(at, spec.Image, crashesHere(pod, spec.Image), t, reg))
 		statuses = append(statuses, c.status(at, t))
+		allReady = allReady && c.ready()
 		switch {
 		case c.phase == phaseExited:
 			if c.exited.ExitCode != 0 {
@@ -104,7 +108,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 	if killed {
 		// The kubelet kills what still runs; what waits stays as it was.
 		phase, terminal = corev1.PodFailed, true
-		p.running = false
+		p.running, allReady = false, false
 		for _, sts := range [][]corev1.ContainerStatus{initStatuses, statuses} {
 			for i := range sts {
 				if r := sts[i].State.Running; r != nil {
@@ -112,7 +116,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 						ExitCode: 137, Reason: "Error", ContainerID: sts[i].ContainerID,
 						StartedAt: r.StartedAt, FinishedAt: rfc3339(deadline),
 					}}
-					sts[i].Started = ptr(false)
+					sts[i].Started, sts[i].Ready = ptr(false), false
 				}
 			}
 		}
@@ -123,7 +127,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 		earliest(deadline)
 	}
 
-	status := p.render(pod, now, phase, statuses, initStatuses, initialized, false)
+	status := p.render(pod, now, phase, statuses, initStatuses, initialized, allReady)
 	if killed {
 		status.Reason, status.Message = "DeadlineExceeded", deadlineExceeded
 	}

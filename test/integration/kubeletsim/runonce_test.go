@@ -13,6 +13,8 @@ import (
 // stateOf names a container status as the table below spells it.
 func stateOf(st corev1.ContainerStatus) string {
 	switch {
+	case st.State.Running != nil && st.Ready:
+		return "Running/Ready"
 	case st.State.Running != nil:
 		return "Running"
 	case st.State.Waiting != nil:
@@ -55,6 +57,8 @@ func TestRunOncePod(t *testing.T) {
 		main     []string
 		deadline int64
 		points   []point
+		// server leaves the containers without a command: they run the image's entrypoint.
+		server bool
 	}{
 		{"init then containers run to completion", []string{host + "/helper:v1"}, []string{host + "/app:v1", "registry.example/side:v1"}, 0, []point{
 			{ms(0), "Pending init=ContainerCreating main=PodInitializing,PodInitializing"},
@@ -62,41 +66,53 @@ func TestRunOncePod(t *testing.T) {
 			{ms(450), "Pending init=Exited:0 main=ContainerCreating,ContainerCreating"},
 			{ms(700), "Running init=Exited:0 main=Running,Running"},
 			{ms(900), "Succeeded init=Exited:0 main=Exited:0,Exited:0"},
-		}},
+		}, false},
 		{"init containers run in order", []string{"registry.example/a:v1", "registry.example/b:v1"}, []string{"registry.example/app:v1"}, 0, []point{
 			{ms(0), "Pending init=ContainerCreating,PodInitializing main=PodInitializing"},
 			{ms(250), "Pending init=Running,PodInitializing main=PodInitializing"},
 			{ms(450), "Pending init=Exited:0,ContainerCreating main=PodInitializing"},
 			{ms(900), "Pending init=Exited:0,Exited:0 main=ContainerCreating"},
 			{ms(1400), "Succeeded init=Exited:0,Exited:0 main=Exited:0"},
-		}},
+		}, false},
 		{"a missing image keeps the pod Pending until its deadline", nil, []string{host + "/app:v1", host + "/app:missing"}, 3, []point{
 			{ms(0), "Pending init= main=ContainerCreating,ContainerCreating"},
 			{ms(250), "Pending init= main=Running,ErrImagePull"},
 			{ms(1300), "Pending init= main=Exited:0,ImagePullBackOff"},
 			{ms(2900), "Pending init= main=Exited:0,ImagePullBackOff"},
 			{ms(3000), "Failed/DeadlineExceeded init= main=Exited:0,ImagePullBackOff"},
-		}},
+		}, false},
 		{"a missing init image keeps the containers waiting", []string{host + "/helper:missing"}, []string{host + "/app:v1"}, 0, []point{
 			{ms(0), "Pending init=ContainerCreating main=PodInitializing"},
 			{ms(250), "Pending init=ErrImagePull main=PodInitializing"},
 			{ms(1300), "Pending init=ImagePullBackOff main=PodInitializing"},
-		}},
+		}, false},
 		{"a container that exits 1 fails the pod", nil, []string{"registry.example/app:crash", "registry.example/side:v1"}, 0, []point{
 			{ms(0), "Pending init= main=ContainerCreating,ContainerCreating"},
 			{ms(300), "Running init= main=Running,Running"},
 			{ms(500), "Failed init= main=Exited!:1,Exited:0"},
-		}},
+		}, false},
 		{"an init container that exits 1 fails the pod", []string{"registry.example/init:crash"}, []string{"registry.example/app:v1"}, 0, []point{
 			{ms(0), "Pending init=ContainerCreating main=PodInitializing"},
 			{ms(500), "Failed init=Exited!:1 main=PodInitializing"},
-		}},
+		}, false},
 		{"the deadline stops a running container", nil, []string{"registry.example/app:slow"}, 1, []point{
 			{ms(0), "Pending init= main=ContainerCreating"},
 			{ms(500), "Running init= main=Running"},
 			{ms(1000), "Failed/DeadlineExceeded init= main=Exited!:137"},
 			{ms(20000), "Failed/DeadlineExceeded init= main=Exited!:137"},
-		}},
+		}, false},
+		{"a container without a command serves until stopped", []string{"registry.example/init:v1"}, []string{"registry.example/app:v1"}, 0, []point{
+			{ms(0), "Pending init=ContainerCreating main=PodInitializing"},
+			{ms(450), "Pending init=Exited:0 main=ContainerCreating"},
+			{ms(700), "Running init=Exited:0 main=Running"},
+			{ms(900), "Running init=Exited:0 main=Running/Ready"},
+			{ms(60000), "Running init=Exited:0 main=Running/Ready"},
+		}, true},
+		{"the deadline stops a serving container", nil, []string{"registry.example/app:v1"}, 2, []point{
+			{ms(0), "Pending init= main=ContainerCreating"},
+			{ms(500), "Running init= main=Running/Ready"},
+			{ms(2500), "Failed/DeadlineExceeded init= main=Exited!:137"},
+		}, true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +129,11 @@ func TestRunOncePod(t *testing.T) {
 			}
 			pod.Spec.Containers = nil
 			for j, img := range tt.main {
-				pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "pull-" + strconv.Itoa(j), Image: img})
+				c := corev1.Container{Name: "pull-" + strconv.Itoa(j), Image: img}
+				if !tt.server {
+					c.Command = []string{"/puller/puller"}
+				}
+				pod.Spec.Containers = append(pod.Spec.Containers, c)
 			}
 			p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
 			p.node = node
@@ -134,6 +154,9 @@ func TestRunOncePod(t *testing.T) {
 			if status.Phase == corev1.PodSucceeded && !conditionTrue(status.Conditions, corev1.PodInitialized) {
 				t.Errorf("conditions %+v; want Initialized", status.Conditions)
 			}
+			if want := strings.HasSuffix(tt.points[len(tt.points)-1].want, "main=Running/Ready"); conditionTrue(status.Conditions, corev1.PodReady) != want {
+				t.Errorf("conditions %+v; want Ready %v", status.Conditions, want)
+			}
 			if status.Reason == "DeadlineExceeded" && !strings.Contains(status.Message, "deadline") {
 				t.Errorf("message %q; want the deadline named", status.Message)
 			}
@@ -146,7 +169,7 @@ func TestRunOncePod(t *testing.T) {
 		pod := podOn("puller", "sim-node-0", "")
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 		pod.Spec.InitContainers = []corev1.Container{{Name: "install", Image: host + "/helper:v1"}}
-		pod.Spec.Containers = []corev1.Container{{Name: "pull-0", Image: host + "/app:v1"}}
+		pod.Spec.Containers = []corev1.Container{{Name: "pull-0", Image: host + "/app:v1", Command: []string{"/puller/puller"}}}
 		p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
 		p.node = "sim-node-0"
 		var status corev1.PodStatus
@@ -190,7 +213,7 @@ func TestAlwaysPodIgnoresRunOnce(t *testing.T) {
 	for _, pt := range []struct {
 		at   time.Duration
 		want string
-	}{{0, "Pending init=Exited:0 main=ContainerCreating"}, {time.Second, "Running init=Exited:0 main=Running"}, {time.Hour, "Running init=Exited:0 main=Running"}} {
+	}{{0, "Pending init=Exited:0 main=ContainerCreating"}, {time.Second, "Running init=Exited:0 main=Running/Ready"}, {time.Hour, "Running init=Exited:0 main=Running/Ready"}} {
 		status, _ := p.sync(pod, t0.Add(pt.at), testTimings, reg)
 		if got := summary(status); got != pt.want {
 			t.Errorf("at %v: %s; want %s", pt.at, got, pt.want)
