@@ -18,11 +18,14 @@ build:
 
 # The static binaries of a release and of the image, built alike into the directory $(1): the same
 # source and VERSION give the same bytes, so the image's digest can be pinned before a release.
+# The puller is the command of pre-pull's puller pods, which copy it from the image.
 define static-binaries
 	mkdir -p $(1)
 	for arch in amd64 arm64; do \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
 			-o $(1)/inplace-rollout-linux-$$arch ./cmd/inplace-rollout || exit 1; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" \
+			-o $(1)/puller-linux-$$arch ./cmd/puller || exit 1; \
 	done
 endef
 
@@ -33,7 +36,8 @@ TASK       := tekton/task/inplace-rollout/0.1/inplace-rollout.yaml
 define oci-image
 	rm -rf dist/image
 	$(GO) run ./hack/image -out dist/image -ca-certs $(CA_CERTS) \
-		-binary linux/amd64=$(1)/inplace-rollout-linux-amd64 -binary linux/arm64=$(1)/inplace-rollout-linux-arm64 > dist/image.digest
+		-binary linux/amd64=$(1)/inplace-rollout-linux-amd64 -binary linux/arm64=$(1)/inplace-rollout-linux-arm64 \
+		-puller linux/amd64=$(1)/puller-linux-amd64 -puller linux/arm64=$(1)/puller-linux-arm64 > dist/image.digest
 	@echo "$(IMAGE_REPO)@$$(cat dist/image.digest)"
 endef
 
@@ -49,7 +53,7 @@ release:
 		echo "$(TASK) does not pin this release's image $(IMAGE_REPO)@$$d"; \
 		echo "run: make task-digest VERSION=$(VERSION), commit $(TASK), and make release again"; exit 1; }
 
-## image: the container image without Docker: static binaries, CA certificates (CA_CERTS), user 65532, as an OCI image layout in dist/image (linux/amd64 and linux/arm64); prints its digest, also in dist/image.digest
+## image: the container image without Docker: static binaries (inplace-rollout and the puller), CA certificates (CA_CERTS), user 65532, as an OCI image layout in dist/image (linux/amd64 and linux/arm64); prints its digest, also in dist/image.digest
 image:
 	rm -rf dist/image-bin
 	$(call static-binaries,dist/image-bin)

@@ -1,10 +1,12 @@
 // Command image builds the inplace-rollout container image without Docker: an OCI image index
-// with one image per platform, each a single layer holding the static binary, CA certificates
-// and a non-root user, written as an OCI image layout. Every file time and the created time are
+// with one image per platform, each a single layer holding the static binary, the puller binary
+// that pre-pull's puller pods copy from it, CA certificates and a non-root user, written as an
+// OCI image layout. Every file time and the created time are
 // fixed, so the same inputs always give the same digest, which it prints on stdout.
 //
 //	go run ./hack/image -out dist/image -ca-certs /etc/ssl/certs/ca-certificates.crt \
-//	    -binary linux/amd64=dist/inplace-rollout-linux-amd64 -binary linux/arm64=dist/inplace-rollout-linux-arm64
+//	    -binary linux/amd64=dist/inplace-rollout-linux-amd64 -binary linux/arm64=dist/inplace-rollout-linux-arm64 \
+//	    -puller linux/amd64=dist/puller-linux-amd64 -puller linux/arm64=dist/puller-linux-arm64
 package main
 
 import (
@@ -31,6 +33,7 @@ import (
 // non-root images accepts it by number.
 const (
 	binaryPath = "/usr/local/bin/inplace-rollout"
+	pullerPath = "/usr/local/bin/puller"
 	certsPath  = "/etc/ssl/certs/ca-certificates.crt"
 	user       = "65532:65532"
 	home       = "/home/nonroot"
@@ -39,29 +42,22 @@ const (
 // epoch is every file's time and the image's created time: a build time would change the digest.
 var epoch = time.Unix(0, 0).UTC()
 
-// options are the build's inputs: the binary per platform ("linux/amd64") and the CA bundle.
+// options are the build's inputs: the binary and the puller per platform ("linux/amd64"), and
+// the CA bundle.
 type options struct {
 	binaries map[string][]byte
+	pullers  map[string][]byte
 	caCerts  []byte
 }
 
 func main() {
 	out := flag.String("out", "dist/image", "directory of the OCI image layout to write; it must not exist or be empty")
 	caCerts := flag.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "PEM bundle of CA certificates to put in the image at "+certsPath)
-	binaries := map[string]string{}
-	flag.Func("binary", "OS/ARCH=PATH of the static binary for a platform (repeatable), e.g. linux/amd64=dist/inplace-rollout-linux-amd64", func(s string) error {
-		platform, path, ok := strings.Cut(s, "=")
-		if !ok || platform == "" || path == "" {
-			return fmt.Errorf("%q: use OS/ARCH=PATH", s)
-		}
-		if _, dup := binaries[platform]; dup {
-			return fmt.Errorf("platform %s given twice", platform)
-		}
-		binaries[platform] = path
-		return nil
-	})
+	binaries, pullers := map[string]string{}, map[string]string{}
+	flag.Func("binary", "OS/ARCH=PATH of the static binary for a platform (repeatable), e.g. linux/amd64=dist/inplace-rollout-linux-amd64", platformFlag(binaries))
+	flag.Func("puller", "OS/ARCH=PATH of the static puller binary for a platform (repeatable, one per -binary), e.g. linux/amd64=dist/puller-linux-amd64", platformFlag(pullers))
 	flag.Parse()
-	digest, err := run(*out, *caCerts, binaries)
+	digest, err := run(*out, *caCerts, binaries, pullers)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
@@ -69,12 +65,27 @@ func main() {
 	fmt.Println(digest)
 }
 
+// platformFlag parses OS/ARCH=PATH into m, refusing a platform given twice.
+func platformFlag(m map[string]string) func(string) error {
+	return func(s string) error {
+		platform, path, ok := strings.Cut(s, "=")
+		if !ok || platform == "" || path == "" {
+			return fmt.Errorf("%q: use OS/ARCH=PATH", s)
+		}
+		if _, dup := m[platform]; dup {
+			return fmt.Errorf("platform %s given twice", platform)
+		}
+		m[platform] = path
+		return nil
+	}
+}
+
 // run reads the inputs, builds the index and writes it to out, returning the index's digest.
-func run(out, caCerts string, binaries map[string]string) (v1.Hash, error) {
+func run(out, caCerts string, binaries, pullers map[string]string) (v1.Hash, error) {
 	if len(binaries) == 0 {
 		return v1.Hash{}, errors.New("no -binary given: name at least one, e.g. -binary linux/amd64=dist/inplace-rollout-linux-amd64")
 	}
-	opts := options{binaries: map[string][]byte{}}
+	opts := options{binaries: map[string][]byte{}, pullers: map[string][]byte{}}
 	var err error
 	if opts.caCerts, err = os.ReadFile(caCerts); err != nil {
 		return v1.Hash{}, fmt.Errorf("reading the CA certificates: %w", err)
@@ -82,6 +93,11 @@ func run(out, caCerts string, binaries map[string]string) (v1.Hash, error) {
 	for platform, path := range binaries {
 		if opts.binaries[platform], err = os.ReadFile(path); err != nil {
 			return v1.Hash{}, fmt.Errorf("reading the binary for %s: %w", platform, err)
+		}
+	}
+	for platform, path := range pullers {
+		if opts.pullers[platform], err = os.ReadFile(path); err != nil {
+			return v1.Hash{}, fmt.Errorf("reading the puller for %s: %w", platform, err)
 		}
 	}
 	idx, err := build(opts)
@@ -99,6 +115,17 @@ func build(opts options) (v1.ImageIndex, error) {
 	if len(opts.caCerts) == 0 {
 		return nil, errors.New("the CA certificate bundle is empty")
 	}
+	// Every platform's image holds both binaries: pre-pull runs the puller from the same image.
+	for p := range opts.binaries {
+		if len(opts.pullers[p]) == 0 {
+			return nil, fmt.Errorf("no puller for %s: give -puller %s=PATH (make static-binaries builds it)", p, p)
+		}
+	}
+	for p := range opts.pullers {
+		if _, ok := opts.binaries[p]; !ok {
+			return nil, fmt.Errorf("a puller for %s but no binary: give -binary %s=PATH", p, p)
+		}
+	}
 	platforms := make([]string, 0, len(opts.binaries))
 	for p := range opts.binaries {
 		platforms = append(platforms, p)
@@ -110,7 +137,7 @@ func build(opts options) (v1.ImageIndex, error) {
 		if !ok || goos == "" || goarch == "" {
 			return nil, fmt.Errorf("platform %q: use OS/ARCH, e.g. linux/amd64", p)
 		}
-		img, err := image(goos, goarch, opts.binaries[p], opts.caCerts)
+		img, err := image(goos, goarch, opts.binaries[p], opts.pullers[p], opts.caCerts)
 		if err != nil {
 			return nil, fmt.Errorf("building the %s image: %w", p, err)
 		}
@@ -123,8 +150,8 @@ func build(opts options) (v1.ImageIndex, error) {
 }
 
 // image is one platform's image: a single layer, run as the non-root user.
-func image(goos, goarch string, binary, caCerts []byte) (v1.Image, error) {
-	tarBytes, err := layerTar(binary, caCerts)
+func image(goos, goarch string, binary, puller, caCerts []byte) (v1.Image, error) {
+	tarBytes, err := layerTar(binary, puller, caCerts)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +162,7 @@ func image(goos, goarch string, binary, caCerts []byte) (v1.Image, error) {
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image", Comment: "inplace-rollout binary, CA certificates, nonroot user"},
+		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image", Comment: "inplace-rollout and puller binaries, CA certificates, nonroot user"},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adding the layer: %w", err)
@@ -181,7 +208,7 @@ type entry struct {
 }
 
 // layerTar writes the layer's files in a fixed order with fixed owners and times.
-func layerTar(binary, caCerts []byte) ([]byte, error) {
+func layerTar(binary, puller, caCerts []byte) ([]byte, error) {
 	entries := []entry{
 		{name: "etc/", mode: 0o755, dir: true},
 		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
@@ -196,6 +223,7 @@ func layerTar(binary, caCerts []byte) ([]byte, error) {
 		{name: "usr/local/", mode: 0o755, dir: true},
 		{name: "usr/local/bin/", mode: 0o755, dir: true},
 		{name: strings.TrimPrefix(binaryPath, "/"), mode: 0o755, data: binary},
+		{name: strings.TrimPrefix(pullerPath, "/"), mode: 0o755, data: puller},
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

@@ -4,9 +4,11 @@ import (
 	"archive/tar"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -16,37 +18,43 @@ import (
 
 var (
 	fakeBinary = []byte("\x7fELF not really a binary, fixed bytes for the test")
+	fakePuller = []byte("\x7fELF not really the puller, fixed bytes for the test")
 	fakeCerts  = []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
 )
 
-// writeInputs writes a binary per platform and a CA bundle, and returns their paths.
-func writeInputs(t *testing.T, binaries map[string][]byte) (string, map[string]string) {
+// writeInputs writes a binary and a puller per platform and a CA bundle, and returns their paths.
+func writeInputs(t *testing.T, binaries, pullers map[string][]byte) (string, map[string]string, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	certs := filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(certs, fakeCerts, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	paths := map[string]string{}
-	for platform, data := range binaries {
-		p := filepath.Join(dir, filepath.Base(platform)+"-bin")
-		if err := os.WriteFile(p, data, 0o755); err != nil {
-			t.Fatal(err)
+	write := func(files map[string][]byte, suffix string) map[string]string {
+		paths := map[string]string{}
+		for platform, data := range files {
+			p := filepath.Join(dir, filepath.Base(platform)+suffix)
+			if err := os.WriteFile(p, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			paths[platform] = p
 		}
-		paths[platform] = p
+		return paths
 	}
-	return certs, paths
+	return certs, write(binaries, "-bin"), write(pullers, "-puller")
 }
 
 // TestRunReproducible builds the layout twice, into two directories, from the same inputs: one
-// digest, printed by run and named by each layout's index.json; a changed binary changes it.
+// digest, printed by run and named by each layout's index.json; a changed binary or puller
+// changes it.
 func TestRunReproducible(t *testing.T) {
 	bins := map[string][]byte{"linux/amd64": fakeBinary, "linux/arm64": append([]byte("arm64 "), fakeBinary...)}
-	certs, paths := writeInputs(t, bins)
+	pullers := map[string][]byte{"linux/amd64": fakePuller, "linux/arm64": append([]byte("arm64 "), fakePuller...)}
+	certs, paths, pullerPaths := writeInputs(t, bins, pullers)
 	var digests []v1.Hash
 	for range 2 {
 		out := filepath.Join(t.TempDir(), "image")
-		d, err := run(out, certs, paths)
+		d, err := run(out, certs, paths, pullerPaths)
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
@@ -67,14 +75,21 @@ func TestRunReproducible(t *testing.T) {
 		t.Fatalf("two builds from the same inputs: digests %s and %s", digests[0], digests[1])
 	}
 
-	bins["linux/amd64"] = append([]byte("changed "), fakeBinary...)
-	certs, paths = writeInputs(t, bins)
-	d, err := run(filepath.Join(t.TempDir(), "image"), certs, paths)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	if d == digests[0] {
-		t.Fatalf("a changed binary kept the digest %s", d)
+	for _, changed := range []string{"binary", "puller"} {
+		b, p := maps.Clone(bins), maps.Clone(pullers)
+		if changed == "binary" {
+			b["linux/amd64"] = append([]byte("changed "), fakeBinary...)
+		} else {
+			p["linux/arm64"] = append([]byte("changed "), fakePuller...)
+		}
+		certs, paths, pullerPaths = writeInputs(t, b, p)
+		d, err := run(filepath.Join(t.TempDir(), "image"), certs, paths, pullerPaths)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if d == digests[0] {
+			t.Fatalf("a changed %s kept the digest %s", changed, d)
+		}
 	}
 }
 
@@ -82,7 +97,8 @@ func TestRunReproducible(t *testing.T) {
 // owners, modes and times.
 func TestBuildConfig(t *testing.T) {
 	bins := map[string][]byte{"linux/amd64": fakeBinary, "linux/arm64": append([]byte("arm64 "), fakeBinary...)}
-	idx, err := build(options{binaries: bins, caCerts: fakeCerts})
+	pullers := map[string][]byte{"linux/amd64": fakePuller, "linux/arm64": append([]byte("arm64 "), fakePuller...)}
+	idx, err := build(options{binaries: bins, pullers: pullers, caCerts: fakeCerts})
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
@@ -144,6 +160,7 @@ func TestBuildConfig(t *testing.T) {
 				data []byte
 			}{
 				"usr/local/bin/inplace-rollout":     {0o755, 0, bins[platform]},
+				"usr/local/bin/puller":              {0o755, 0, pullers[platform]},
 				"etc/ssl/certs/ca-certificates.crt": {0o644, 0, fakeCerts},
 				"etc/passwd":                        {0o644, 0, nil},
 				"home/nonroot/":                     {0o700, 65532, nil},
@@ -202,7 +219,8 @@ func readLayer(t *testing.T, l v1.Layer) map[string]file {
 }
 
 func TestRunErrors(t *testing.T) {
-	certs, paths := writeInputs(t, map[string][]byte{"linux/amd64": fakeBinary})
+	certs, paths, pullers := writeInputs(t, map[string][]byte{"linux/amd64": fakeBinary}, map[string][]byte{"linux/amd64": fakePuller})
+	armPuller := map[string]string{"linux/amd64": pullers["linux/amd64"], "linux/arm64": pullers["linux/amd64"]}
 	nonEmpty := t.TempDir()
 	if err := os.WriteFile(filepath.Join(nonEmpty, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -212,16 +230,25 @@ func TestRunErrors(t *testing.T) {
 		out      string
 		certs    string
 		binaries map[string]string
+		pullers  map[string]string
+		wantErr  string
 	}{
-		{"no binary", filepath.Join(t.TempDir(), "image"), certs, nil},
-		{"missing certs", filepath.Join(t.TempDir(), "image"), filepath.Join(t.TempDir(), "none"), paths},
-		{"bad platform", filepath.Join(t.TempDir(), "image"), certs, map[string]string{"amd64": paths["linux/amd64"]}},
-		{"output not empty", nonEmpty, certs, paths},
+		{"no binary", filepath.Join(t.TempDir(), "image"), certs, nil, pullers, "no -binary given"},
+		{"missing certs", filepath.Join(t.TempDir(), "image"), filepath.Join(t.TempDir(), "none"), paths, pullers, "reading the CA certificates"},
+		{"bad platform", filepath.Join(t.TempDir(), "image"), certs, map[string]string{"amd64": paths["linux/amd64"]}, map[string]string{"amd64": pullers["linux/amd64"]}, "use OS/ARCH"},
+		{"output not empty", nonEmpty, certs, paths, pullers, "is not empty"},
+		{"no puller", filepath.Join(t.TempDir(), "image"), certs, paths, nil, "no puller for linux/amd64"},
+		{"a puller without a binary", filepath.Join(t.TempDir(), "image"), certs, paths, armPuller, "a puller for linux/arm64 but no binary"},
+		{"missing puller file", filepath.Join(t.TempDir(), "image"), certs, paths, map[string]string{"linux/amd64": filepath.Join(t.TempDir(), "none")}, "reading the puller for linux/amd64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := run(tt.out, tt.certs, tt.binaries); err == nil {
+			_, err := run(tt.out, tt.certs, tt.binaries, tt.pullers)
+			if err == nil {
 				t.Fatal("run succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %q; want it to contain %q", err, tt.wantErr)
 			}
 		})
 	}

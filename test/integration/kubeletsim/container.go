@@ -24,6 +24,7 @@ const (
 	phaseStarting                         // running, not ready yet
 	phaseReady                            // running and ready
 	phaseBackOff                          // crashed; waiting to be restarted
+	phaseExited                           // a run-once instance ended; it is not restarted
 )
 
 // containerSim is the simulated runtime state of one container of one pod.
@@ -35,6 +36,12 @@ type containerSim struct {
 	parseErr  error
 	// env is the pod's pull context, set before each advance.
 	env pullEnv
+	// runOnce means a run-to-completion container (an init container, or one with a command, of
+	// a pod with restartPolicy Never): once started, the instance runs for the start delay and
+	// exits (1 when the image crashes, else 0), and is never restarted.
+	runOnce bool
+	// exited is how a run-once instance ended.
+	exited *corev1.ContainerStateTerminated
 	// fromRegistry means the image is on a real registry; pulled is then its resolution.
 	fromRegistry bool
 	pulled       pullResult
@@ -96,7 +103,14 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 	}
 	for {
 		switch c.phase {
-		case phaseInvalid, phaseReady:
+		case phaseInvalid, phaseExited:
+			return time.Time{}
+		case phaseReady:
+			if c.runOnce {
+				// Adopted from an earlier simulator while it ran: it ends now.
+				c.exit(now)
+				continue
+			}
 			return time.Time{}
 		case phasePulling:
 			due := c.since.Add(t.pull)
@@ -125,6 +139,10 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 			due := c.since.Add(delay)
 			if now.Before(due) {
 				return due
+			}
+			if c.runOnce {
+				c.exit(due)
+				continue
 			}
 			if c.beh.crashes {
 				c.last = &corev1.ContainerStateTerminated{
@@ -191,6 +209,18 @@ func (c *containerSim) create(at time.Time, reg *registry) {
 	c.phase, c.since = phaseStarting, at
 }
 
+// exit ends a run-once instance at the given time: exit code 1 when the image crashes, else 0.
+func (c *containerSim) exit(at time.Time) {
+	c.exited = &corev1.ContainerStateTerminated{
+		ExitCode: 0, Reason: "Completed", ContainerID: c.containerID,
+		StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(at),
+	}
+	if c.beh.crashes {
+		c.exited.ExitCode, c.exited.Reason = 1, "Error"
+	}
+	c.phase, c.since = phaseExited, at
+}
+
 func (c *containerSim) ready() bool { return c.phase == phaseReady }
 
 func (c *containerSim) running() bool { return c.phase == phaseStarting || c.phase == phaseReady }
@@ -243,6 +273,8 @@ func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
 			Reason:  "CrashLoopBackOff",
 			Message: fmt.Sprintf("back-off %s restarting failed container=%s", t.backoff, c.name),
 		}
+	case phaseExited:
+		st.State.Terminated = c.exited.DeepCopy()
 	}
 	return st
 }

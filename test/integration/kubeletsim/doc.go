@@ -6,6 +6,16 @@
 // container's image changes it restarts only that container, after a pull delay and a start
 // delay, keeping the pod's UID, IP and node.
 //
+// A pod with restartPolicy Never is run as a kubelet runs it: its init containers in order pull
+// their image, run for the start delay and exit 0; then its containers pull and start. A
+// container with a command runs it for the start delay and exits 0 (1 when its image crashes);
+// one without runs its image's entrypoint, taken for a server that runs until stopped. Once
+// every container exited, the pod Succeeds, or Fails when one exited non-zero. A failed pull
+// keeps the pod Pending (ErrImagePull, then ImagePullBackOff); once activeDeadlineSeconds have
+// passed since its start the pod Fails with reason DeadlineExceeded, what still runs killed
+// (exit 137). Pre-pull's puller pods are such pods. Pods with any other restartPolicy report
+// their init containers completed at once, and their containers run until their image changes.
+//
 // Image names inject failures and behaviours:
 //
 //	tag crash*               the container crash-loops (CrashLoopBackOff, restartCount climbing)

@@ -14,8 +14,11 @@ type podSim struct {
 	podIP, hostIP   string
 	startTime       time.Time
 	containers      map[string]*containerSim
-	running         bool // every container was created once: the pod left Pending
-	ready           bool // the Ready condition last computed
+	// initContainers are the run-once init containers of a pod with restartPolicy Never; those
+	// of other pods are reported completed and not simulated.
+	initContainers map[string]*containerSim
+	running        bool // every container was created once: the pod left Pending
+	ready          bool // the Ready condition last computed
 
 	traffic trafficCounters
 	limits  []limit
@@ -69,16 +72,16 @@ func newPodSim(pod *corev1.Pod, podIP, hostIP string, now time.Time) *podSim {
 // sync advances every container to now and returns the status the kubelet would report, and
 // when the pod next changes on its own (zero when it will not).
 func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) (corev1.PodStatus, time.Time) {
+	if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+		return p.syncRunOnce(pod, now, t, reg)
+	}
 	var next time.Time
 	earliest := func(d time.Time) {
 		if !d.IsZero() && (next.IsZero() || d.Before(next)) {
 			next = d
 		}
 	}
-	var secrets []string
-	for _, ref := range pod.Spec.ImagePullSecrets {
-		secrets = append(secrets, ref.Name)
-	}
+	secrets := pullSecretsOf(pod)
 	allCreated, allReady := true, true
 	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
 	for _, spec := range pod.Spec.Containers {
@@ -118,6 +121,24 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		initStatuses = append(initStatuses, st)
 	}
 
+	phase := corev1.PodPending
+	if p.running {
+		phase = corev1.PodRunning
+	}
+	return p.render(pod, now, phase, statuses, initStatuses, true, allReady), next
+}
+
+func pullSecretsOf(pod *corev1.Pod) []string {
+	var secrets []string
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		secrets = append(secrets, ref.Name)
+	}
+	return secrets
+}
+
+// render is the status the kubelet reports for a pod in phase with these container statuses:
+// addresses, start time, observed generation and conditions.
+func (p *podSim) render(pod *corev1.Pod, now time.Time, phase corev1.PodPhase, statuses, initStatuses []corev1.ContainerStatus, initialized, allReady bool) corev1.PodStatus {
 	gatesReady := true
 	for _, gate := range pod.Spec.ReadinessGates {
 		if !conditionTrue(pod.Status.Conditions, gate.ConditionType) {
@@ -127,10 +148,7 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	p.ready = allReady && gatesReady
 
 	status := *pod.Status.DeepCopy()
-	status.Phase = corev1.PodPending
-	if p.running {
-		status.Phase = corev1.PodRunning
-	}
+	status.Phase = phase
 	status.HostIP, status.PodIP = p.hostIP, p.podIP
 	status.HostIPs = []corev1.HostIP{{IP: p.hostIP}}
 	status.PodIPs = []corev1.PodIP{{IP: p.podIP}}
@@ -140,21 +158,25 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	status.ContainerStatuses = statuses
 	status.InitContainerStatuses = initStatuses
 
-	containersReady := condition(corev1.ContainersReady, allReady, "ContainersNotReady")
-	podReady := condition(corev1.PodReady, p.ready, "ContainersNotReady")
+	notReady := "ContainersNotReady"
+	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+		notReady = "PodCompleted"
+	}
+	containersReady := condition(corev1.ContainersReady, allReady, notReady)
+	podReady := condition(corev1.PodReady, p.ready, notReady)
 	if allReady && !gatesReady {
 		podReady.Reason = "ReadinessGatesNotReady"
 	}
 	for _, c := range []corev1.PodCondition{
 		condition(corev1.PodReadyToStartContainers, true, ""),
-		condition(corev1.PodInitialized, true, ""),
+		condition(corev1.PodInitialized, initialized, "ContainersNotInitialized"),
 		containersReady,
 		podReady,
 		condition(corev1.PodScheduled, true, ""),
 	} {
 		status.Conditions = setCondition(status.Conditions, c, now)
 	}
-	return status, next
+	return status
 }
 
 // CrashImagesAnnotation lists, comma-separated, images that crash-loop in this pod whatever

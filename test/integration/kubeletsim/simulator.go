@@ -430,21 +430,23 @@ func restartsOf(p *podSim) map[string]int32 {
 // patchStatus writes the kubelet-owned part of the status with a strategic-merge patch, which
 // merges conditions by type and so keeps readiness-gate conditions other writers own.
 func (s *Simulator) patchStatus(ctx context.Context, pod *corev1.Pod, status corev1.PodStatus) error {
-	patch := map[string]any{
-		"metadata": map[string]any{"uid": pod.UID},
-		"status": map[string]any{
-			"observedGeneration":    status.ObservedGeneration,
-			"phase":                 status.Phase,
-			"hostIP":                status.HostIP,
-			"hostIPs":               status.HostIPs,
-			"podIP":                 status.PodIP,
-			"podIPs":                status.PodIPs,
-			"startTime":             status.StartTime,
-			"conditions":            filterOwnConditions(status.Conditions),
-			"containerStatuses":     status.ContainerStatuses,
-			"initContainerStatuses": status.InitContainerStatuses,
-		},
+	fields := map[string]any{
+		"observedGeneration":    status.ObservedGeneration,
+		"phase":                 status.Phase,
+		"hostIP":                status.HostIP,
+		"hostIPs":               status.HostIPs,
+		"podIP":                 status.PodIP,
+		"podIPs":                status.PodIPs,
+		"startTime":             status.StartTime,
+		"conditions":            filterOwnConditions(status.Conditions),
+		"containerStatuses":     status.ContainerStatuses,
+		"initContainerStatuses": status.InitContainerStatuses,
 	}
+	// Only a pod the kubelet stopped (DeadlineExceeded) has a reason of its own.
+	if status.Reason != "" {
+		fields["reason"], fields["message"] = status.Reason, status.Message
+	}
+	patch := map[string]any{"metadata": map[string]any{"uid": pod.UID}, "status": fields}
 	data, err := json.Marshal(patch)
 	if err != nil {
 		return fmt.Errorf("encoding status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
