@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -337,14 +338,40 @@ func Cleanup(ctx context.Context, client kubernetes.Interface, ns, keep string) 
 	if err != nil {
 		return 0, err
 	}
+	var gone []corev1.Pod
+	for _, p := range pods {
+		if keep == "" || p.Labels[LabelRollout] != keep {
+			gone = append(gone, p)
+		}
+	}
+	return Delete(ctx, client, gone)
+}
+
+// Remove deletes the puller pods in ns of the rollouts named, and returns how many it deleted.
+func Remove(ctx context.Context, client kubernetes.Interface, ns string, rolloutIDs ...string) (int, error) {
+	if len(rolloutIDs) == 0 {
+		return 0, nil
+	}
+	selector := fmt.Sprintf("%s in (%s)", LabelRollout, strings.Join(rolloutIDs, ","))
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return 0, fmt.Errorf("listing the puller pods of rollouts %s in namespace %s: %w", strings.Join(rolloutIDs, ", "), ns, err)
+	}
+	return Delete(ctx, client, list.Items)
+}
+
+// Delete deletes puller pods at once (no grace period), each with a UID precondition so that a
+// pod recreated under the same name is left for the next look; pods already being deleted are
+// skipped. It returns how many it deleted.
+func Delete(ctx context.Context, client kubernetes.Interface, pods []corev1.Pod) (int, error) {
 	deleted := 0
 	var errs []error
 	for i := range pods {
 		p := &pods[i]
-		if (keep != "" && p.Labels[LabelRollout] == keep) || p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil {
 			continue
 		}
-		err := client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{
+		err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 			GracePeriodSeconds: ptr(int64(0)),
 			Preconditions:      &metav1.Preconditions{UID: &p.UID},
 		})
@@ -352,9 +379,9 @@ func Cleanup(ctx context.Context, client kubernetes.Interface, ns, keep string) 
 		case err == nil:
 			deleted++
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// Gone already, or replaced by a pod the next cleanup judges.
+			// Gone already, or replaced by a pod the next look judges.
 		default:
-			errs = append(errs, fmt.Errorf("deleting puller pod %s/%s on node %s: %w", ns, p.Name, p.Spec.NodeName, err))
+			errs = append(errs, fmt.Errorf("deleting puller pod %s/%s on node %s: %w", p.Namespace, p.Name, p.Spec.NodeName, err))
 		}
 	}
 	return deleted, errors.Join(errs...)

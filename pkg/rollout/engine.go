@@ -149,6 +149,9 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && e.stillPinned(ctx, spec, w, lock) {
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	}
+	if spec.PrePull && e.PullerImage == "" {
+		return Status{}, Result{}, invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", w.Ref())
+	}
 	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
 		var nr *workload.NotReadyError
 		if errors.As(err, &nr) {
@@ -223,6 +226,12 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		BeforeImages: before,
 		Phase:        workload.LockProgressing,
 		StartedAt:    e.now().UTC().Truncate(time.Second),
+	}
+	if lock != nil {
+		// Puller pods a rollout killed before its end left behind go with it.
+		if _, err := e.removePullers(ctx, w.Ref().Namespace, append(slices.Clone(lock.Superseded), lock.RolloutID)); err != nil {
+			return Status{}, Result{}, err
+		}
 	}
 	if lock != nil && next.RolloutID == lock.RolloutID {
 		// Started again within the second the last one did: the pods must tell them apart.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/prepull"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -71,6 +72,10 @@ type fakeCluster struct {
 	// pulled are the digests the kubelet pulled tags as, by image, when a test says so; other
 	// tags pull as imageIDOf derives.
 	pulled map[string]string
+	// pullers says the kubelets run puller pods: imageMissing fails to pull, others finish,
+	// except on the nodes of slowPulls, where they keep pulling.
+	pullers   bool
+	slowPulls map[string]bool
 }
 
 // clusterOpts shape a fake cluster.
@@ -330,6 +335,10 @@ func (fc *fakeCluster) play() {
 		}
 	}
 	for _, p := range fc.pods() {
+		if fc.pullers && p.Labels[prepull.LabelRollout] != "" {
+			fc.runPuller(&p)
+			continue
+		}
 		if fc.kubelet(&p) {
 			if _, err := fc.client.CoreV1().Pods(testNS).UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
 				fc.t.Fatal(err)
@@ -369,6 +378,42 @@ func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(fc.now)}}
 	}
 	return changed
+}
+
+// runPuller runs a puller pod as a kubelet would, over two looks: it pulls, then fails to pull
+// imageMissing, or finishes.
+func (fc *fakeCluster) runPuller(p *corev1.Pod) {
+	fc.t.Helper()
+	switch {
+	case p.Status.Phase == corev1.PodSucceeded:
+		return
+	case len(p.Status.ContainerStatuses) == 0:
+		// The first look: pulling, which takes a while.
+		p.Status.Phase = corev1.PodPending
+		for _, c := range p.Spec.Containers {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+		}
+		if _, err := fc.client.CoreV1().Pods(testNS).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+			fc.t.Fatal(err)
+		}
+		return
+	case p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating", fc.slowPulls[p.Spec.NodeName]:
+		return
+	}
+	p.Status.Phase = corev1.PodSucceeded
+	p.Status.ContainerStatuses = nil
+	for _, c := range p.Spec.Containers {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}
+		if c.Image == imageMissing {
+			p.Status.Phase = corev1.PodPending
+			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "manifest unknown"}}
+		}
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
+	}
+	if _, err := fc.client.CoreV1().Pods(testNS).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		fc.t.Fatal(err)
+	}
 }
 
 // crash makes a running pod's container crash-loop on the image it runs, as a kubelet reports

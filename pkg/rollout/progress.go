@@ -50,6 +50,11 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	}
 	st.Updated, st.Unhealthy = len(c.updated), len(c.unhealthy)
 	st.Batch, st.Batches = d.batch+1, len(d.counts)
+	if spec.PrePull && (d.action == actStep || d.action == actSoak || d.action == actAnalyze) {
+		if st, res, done, err := e.prePull(ctx, w, lock, c, &d, st); done {
+			return st, res, err
+		}
+	}
 	switch d.action {
 	case actRollBack:
 		return e.beginRollback(ctx, w, lock, d.code, d.reason, st)
@@ -414,6 +419,11 @@ func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload
 
 // finalize hands the workload back with the new images once every pod runs them.
 func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, st Status) (Status, Result, error) {
+	// Puller pods never outlive the rollout.
+	if removed, err := e.removePullers(ctx, w.Ref().Namespace, append(slices.Clone(lock.Superseded), lock.RolloutID)); err != nil || removed {
+		st.Message = "removing the puller pods"
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, err
+	}
 	done, err := w.Finalize(ctx, lock)
 	if err != nil {
 		return st, Result{}, err

@@ -99,6 +99,10 @@ func (e *Engine) release(ctx context.Context, target workload.Ref, holder string
 		case releaseRefuse:
 			return st, invalid("%s: %s", w.Ref(), msg)
 		}
+		// Puller pods never outlive the rollout.
+		if _, err := e.removePullers(ctx, w.Ref().Namespace, append(slices.Clone(lock.Superseded), lock.RolloutID)); err != nil {
+			return st, err
+		}
 		next := *lock
 		next.Reason, next.ReasonCode = "released by "+holder, ""
 		err = w.Release(ctx, &next)

@@ -233,6 +233,11 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(firstN(stuck, 5), "; ")+notes
 			return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
 		}
+		// Puller pods never outlive the rollout.
+		if removed, err := e.removePullers(ctx, w.Ref().Namespace, ours); err != nil || removed {
+			st.Message = "rolling back: removing the puller pods"
+			return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, err
+		}
 		foreign := workload.ForeignImages(w, lock)
 		done, err := w.Restore(ctx, lock, spec.RestoreTemplate)
 		if err != nil {
