@@ -245,4 +245,3 @@ func TestRollbackSpellsOrPinsByTheRegistry(t *testing.T) {
 		})
 	}
 }
-
