@@ -94,6 +94,7 @@ bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem $(shell $(GO) list ./... | grep -v /test/integration)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 10m ./test/integration/tekton
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 10m ./test/integration/prepull
 	hack/check-leftovers.sh
 
 ## demo: bring the local control plane up and run the demo against it
