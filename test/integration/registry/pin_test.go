@@ -233,7 +233,7 @@ func TestRunRefusesAFloatingTagItCannotResolve(t *testing.T) {
 		want []string
 	}{
 		// The pods run the tag: whether they run what it names now cannot be known.
-		{"auto, pods on the tag", []string{"--image", "app=" + v1},
+		{"auto with pods on the tag", []string{"--image", "app=" + v1},
 			[]string{"app=" + v1, "web-0", "web-1", "web-2", old, "by digest"}},
 		// always refuses whatever the pods run.
 		{"always", []string{"--image", "app=" + repo + ":v2", "--pin-digests", "always"},
@@ -245,6 +245,7 @@ func TestRunRefusesAFloatingTagItCannotResolve(t *testing.T) {
 			if r.Code != 2 {
 				t.Fatalf("run with the registry stopped: %s\nwant exit 2", r)
 			}
+			t.Logf("refused: %s", clitest.LastLines(r.Stderr, 3))
 			for _, w := range tt.want {
 				if !strings.Contains(r.Stderr, w) {
 					t.Errorf("stderr does not name %q:\n%s", w, r.Stderr)
@@ -300,7 +301,7 @@ func rollingBackEvent(t *testing.T, ns, pod string) string {
 }
 
 func TestRollbackGoesToTheTagOnlyWhileItNamesTheContentRun(t *testing.T) {
-	t.Run("crash, tag unmoved: back to the tag as spelled", func(t *testing.T) {
+	t.Run("crash with the tag unmoved: back to the tag as spelled", func(t *testing.T) {
 		ns := env.Namespace(t)
 		dockerConfig := t.TempDir()
 		repo := repoFor(env.Registry, ns)
@@ -313,6 +314,7 @@ func TestRollbackGoesToTheTagOnlyWhileItNamesTheContentRun(t *testing.T) {
 		if r.Code != 1 {
 			t.Fatalf("run to a crashing image: %s\nwant exit 1, rolled back", r)
 		}
+		rolledBack := 0
 		for name, p := range webPods(t, ns) {
 			if p.image != v1 || p.imageID != repo+"@"+old {
 				t.Errorf("pod %s: image %s running %s; want %s running %s@%s", name, p.image, p.imageID, v1, repo, old)
@@ -321,13 +323,17 @@ func TestRollbackGoesToTheTagOnlyWhileItNamesTheContentRun(t *testing.T) {
 			if st == nil || st.Stage != inplace.StageRolledBack {
 				continue
 			}
+			rolledBack++
 			if msg := rollingBackEvent(t, ns, name); strings.Contains(msg, "goes back to") {
 				t.Errorf("pod %s: RollingBack Event %q; want no pinned revert while the tag names %s", name, msg, old)
 			}
 		}
+		if rolledBack == 0 {
+			t.Errorf("no pod is RolledBack after the failed run: the revert was not exercised\n%s", r)
+		}
 	})
 
-	t.Run("tag pushed again: back to the digest run, saying why", func(t *testing.T) {
+	t.Run("tag pushed again: back to the digest run and why", func(t *testing.T) {
 		ns := env.Namespace(t)
 		dockerConfig := t.TempDir()
 		repo := repoFor(env.Registry, ns)
@@ -470,6 +476,7 @@ func TestPrivateRegistryPinsWithThePodsPullSecret(t *testing.T) {
 		if r.Code != 2 || !strings.Contains(r.Stderr, host) || !strings.Contains(r.Stderr, "401") {
 			t.Errorf("run with a wrong password: %s\nwant exit 2 naming %s and 401", r, host)
 		}
+		t.Logf("refused: %s", clitest.LastLines(r.Stderr, 3))
 		checkUnchanged(t, ns, stsRV, before)
 		noCredentials(t, ns, r)
 	})
