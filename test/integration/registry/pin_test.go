@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -480,4 +481,46 @@ func TestPrivateRegistryPinsWithThePodsPullSecret(t *testing.T) {
 		checkUnchanged(t, ns, stsRV, before)
 		noCredentials(t, ns, r)
 	})
+}
+
+func TestRunGoesOnWithAnUnresolvedTagNoPodRuns(t *testing.T) {
+	ns := env.Namespace(t)
+	dockerConfig := t.TempDir()
+	repo := repoFor(env.Registry, ns)
+	pushNew(t, dockerConfig, repo+":v1")
+	v2 := repo + ":v2"
+	digest := pushNew(t, dockerConfig, v2)
+	createWeb(t, ns, repo+":v1")
+	// Every node pulls v2 now, so that the pods, IfNotPresent, start it with the registry down.
+	for i, node := range env.Sim.NodeNames() {
+		name := "prepull-" + strconv.Itoa(i)
+		createPod(t, ns, name, v2, corev1.PullIfNotPresent, node)
+		if id, _ := readyImageID(t, ns, name); id != repo+"@"+digest {
+			t.Fatalf("pod %s on %s runs %s; want %s@%s", name, node, id, repo, digest)
+		}
+	}
+	before := webPods(t, ns)
+	restart, err := env.StopRegistry(env.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restart(); err != nil {
+			t.Errorf("serving the registry again: %v", err)
+		}
+	})
+
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+v2)
+	if r.Code != 0 {
+		t.Fatalf("run with the registry stopped and no pod on %s: %s", v2, r)
+	}
+	if n := strings.Count(r.Stderr, "not pinned"); n != 1 || !strings.Contains(r.Stderr, v2) {
+		t.Errorf("stderr says %d times that the image is not pinned; want once, naming %s:\n%s", n, v2, r.Stderr)
+	}
+	for name, a := range webPods(t, ns) {
+		b := before[name]
+		if a.uid != b.uid || a.image != v2 || a.imageID != repo+"@"+digest || a.restarts != b.restarts+1 {
+			t.Errorf("pod %s: UID %s, image %s running %s, restartCount %d -> %d; want UID %s, %s running %s@%s, one restart", name, a.uid, a.image, a.imageID, b.restarts, a.restarts, b.uid, v2, repo, digest)
+		}
+	}
 }
