@@ -528,3 +528,19 @@ func (c *Cluster) startRegistries() error {
 	}
 	return nil
 }
+
+// StopRegistry stops the registry serving host (Registry or PrivateRegistry), as an outage
+// would: connections to it are refused. It returns a function that serves it again on the same
+// host and port with the content it had.
+func (c *Cluster) StopRegistry(host string) (restart func() error, err error) {
+	for _, r := range c.regs {
+		if r.Host != host {
+			continue
+		}
+		if err := r.Stop(); err != nil {
+			return nil, err
+		}
+		return r.Resume, nil
+	}
+	return nil, fmt.Errorf("stopping the OCI registry %q: the cluster serves no registry there; start it with Options.Registry or Options.RegistryBasicAuth", host)
+}

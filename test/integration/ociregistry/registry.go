@@ -11,6 +11,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -21,8 +22,11 @@ type Server struct {
 	// Host is HOST:PORT, the registry part of image references pushed to it.
 	Host string
 
-	srv  *http.Server
-	done chan error
+	// handler holds what was pushed; it outlives a Stop, so a Resume serves the same content.
+	handler http.Handler
+	mu      sync.Mutex
+	srv     *http.Server // nil while stopped
+	done    chan error
 }
 
 // Start serves a registry on 127.0.0.1 at a free port. Non-empty username makes every request
@@ -36,26 +40,60 @@ func Start(username, password string) (*Server, error) {
 	if username != "" {
 		h = RequireBasicAuth(h, username, password)
 	}
-	s := &Server{
-		Host: ln.Addr().String(),
-		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
-		done: make(chan error, 1),
-	}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	s := &Server{Host: ln.Addr().String(), handler: h}
+	s.serve(ln)
 	return s, nil
+}
+
+func (s *Server) serve(ln net.Listener) {
+	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	s.done = make(chan error, 1)
+	go func(srv *http.Server, done chan error) { done <- srv.Serve(ln) }(s.srv, s.done)
+}
+
+// Stop closes the listener and every connection, so that clients find the registry unreachable
+// (connection refused), and keeps what was pushed for Resume. Stopping a stopped registry does
+// nothing.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return nil
+	}
+	// Close, not Shutdown: a client's dialled but unused connection would hold Shutdown for 5 s,
+	// and nothing in flight needs to finish.
+	err := s.srv.Close()
+	if err == nil {
+		if err = <-s.done; errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	}
+	s.srv = nil
+	if err != nil {
+		return fmt.Errorf("stopping the OCI registry on %s: %w", s.Host, err)
+	}
+	return nil
+}
+
+// Resume serves the registry again on the same HOST:PORT, with the content it had when it was
+// stopped. Resuming a running registry does nothing.
+func (s *Server) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.Host)
+	if err != nil {
+		return fmt.Errorf("listening again for the OCI registry on %s: %w", s.Host, err)
+	}
+	s.serve(ln)
+	return nil
 }
 
 // Close stops the registry; what was pushed to it is gone.
 func (s *Server) Close() error {
-	// Close, not Shutdown: a client's dialled but unused connection would hold Shutdown for 5 s,
-	// and nothing in flight needs to finish.
-	if err := s.srv.Close(); err != nil {
-		return fmt.Errorf("stopping the OCI registry on %s: %w", s.Host, err)
-	}
-	if err := <-s.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("OCI registry on %s: %w", s.Host, err)
-	}
-	return nil
+	return s.Stop()
 }
 
 // RequireBasicAuth answers a request without these credentials 401 with a Basic challenge and
