@@ -18,6 +18,7 @@ var fixFlags = map[rollout.Fix]string{
 	rollout.FixSupersede:         "; pass --supersede to replace it, or roll it back first",
 	rollout.FixAllowOwned:        ", or pass --allow-owned to update such pods anyway",
 	rollout.FixPrometheusAddress: ": give --prometheus or prometheus.address in the analysis config",
+	rollout.FixPinNever:          ", or pass --pin-digests never to take the pods on the tag as done, whatever content it names",
 }
 
 // remedied is an engine error as the CLI says it; errors.As still finds the engine's error.

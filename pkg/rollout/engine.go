@@ -197,7 +197,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	if _, err := ResolveBatches(spec.Batches, w.Replicas()); err != nil {
 		return Status{}, Result{}, err
 	}
-	pin, err := e.pinTargets(ctx, spec, w)
+	pin, err := e.pinTargets(ctx, spec, w, true)
 	if err != nil {
 		return Status{}, Result{}, err
 	}
@@ -270,7 +270,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	if err := checkStates(w); err != nil {
 		return Status{}, Result{}, err
 	}
-	pin, err := e.pinTargets(ctx, spec, w)
+	pin, err := e.pinTargets(ctx, spec, w, false)
 	if err != nil {
 		return Status{}, Result{}, err
 	}

@@ -38,9 +38,11 @@ func (s Spec) pinMode() string {
 // credentials of the workload's pods, so that every batch, every resumed run and every pod
 // recreated from the template gets that content even when the tag is pushed again. Under
 // auto, a registry that does not answer, or wants credentials the pods do not have, leaves the
-// tag as given; credentials the registry refuses, a tag it does not have, or pods already on a
-// tag whose content cannot be checked are bad input. Nothing is written.
-func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload) (pinning, error) {
+// tag as given; credentials the registry refuses, a tag it does not have, or, at the start
+// (atStart), pods already on a tag whose content cannot be checked are bad input. Mid-rollout (a
+// rollout superseded, say back to the images the pods run) the pods' content is the rollout's
+// own doing, and the tag goes on unpinned. Nothing is written.
+func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload, atStart bool) (pinning, error) {
 	p := pinning{images: maps.Clone(spec.Images), digests: map[string]string{}, unresolved: map[string]error{}}
 	mode := spec.pinMode()
 	if mode == PinNever {
@@ -75,7 +77,7 @@ func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload)
 		}
 		p.unresolved[name] = err
 	}
-	if len(p.unresolved) > 0 {
+	if len(p.unresolved) > 0 && atStart {
 		if err := checkUnresolvedTags(w, spec.Images, p.unresolved); err != nil {
 			return p, err
 		}
@@ -109,8 +111,8 @@ func checkUnresolvedTags(w workload.Workload, images map[string]string, unresolv
 			}
 			runs = strings.Join(parts, " and ")
 		}
-		return invalid("%s: pods %s already run %s=%s, as %s, and the tag could not be resolved to check whether it names other content now (%v). Nothing was changed; give the image by digest (IMAGE@sha256:...) to say which content to run, or make the registry answer",
-			w.Ref(), strings.Join(firstN(on, 5), ", "), name, images[name], runs, unresolved[name])
+		return &InvalidError{Fix: FixPinNever, Msg: fmt.Sprintf("%s: pods %s already run %s=%s, as %s, and the tag could not be resolved to check whether it names other content now (%v). Nothing was changed; give the image by digest (IMAGE@sha256:...) to say which content to run, or make the registry answer",
+			w.Ref(), strings.Join(firstN(on, 5), ", "), name, images[name], runs, unresolved[name])}
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	if err := checkStates(w); err != nil {
 		return Plan{}, err
 	}
-	pin, err := e.pinTargets(ctx, spec, w)
+	pin, err := e.pinTargets(ctx, spec, w, true)
 	if err != nil {
 		return Plan{}, err
 	}

@@ -127,6 +127,9 @@ const (
 	// FixStateAnnotation: a pod's state annotation cannot be read; it must be restored or
 	// removed before anything is written.
 	FixStateAnnotation Fix = "StateAnnotation"
+	// FixPinNever: pods already run a target tag that cannot be resolved; turning digest pinning
+	// off judges them by the tag alone.
+	FixPinNever Fix = "PinNever"
 )
 
 // Choice says the choice in words that name no driver, as the end of an error message.
@@ -142,6 +145,8 @@ func (f Fix) Choice() string {
 		return ": give prometheus.address in the analysis config"
 	case FixStateAnnotation:
 		return "; restore it or remove it, then run again. Nothing was changed"
+	case FixPinNever:
+		return ", or turn digest pinning off (never) to take the pods on the tag as done, whatever content it names"
 	}
 	return ""
 }

@@ -165,7 +165,9 @@ func TestStartInplaceTekton(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "tekton.dev", Resource: "customruns", Verb: "delete"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "tekton.dev", Resource: "customruns", Verb: "create"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "team", Resource: "secrets", Verb: "list"}, false},
-		{authorizationv1.ResourceAttributes{Namespace: "team", Resource: "pods", Verb: "create"}, false},
+		// Pre-pull's puller pods are created and deleted; pods are never updated whole.
+		{authorizationv1.ResourceAttributes{Namespace: "team", Resource: "pods", Verb: "create"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: "team", Resource: "pods", Verb: "update"}, false},
 		{authorizationv1.ResourceAttributes{Namespace: "team", Group: "apps", Resource: "statefulsets", Verb: "delete"}, false},
 	}
 	for _, a := range access {

@@ -27,9 +27,11 @@ func createPodOn(t *testing.T, ns, name, label, image string) *corev1.Pod {
 	return env.WaitForPod(t, ns, name, 30*time.Second, "Ready", cluster.PodReady)
 }
 
-// TestFloatingTagIsNamedNotHidden: pods on the target tag report success with nothing to do,
-// but the report names the content they run, that a tag pushed again would not restart them,
-// that a digest would, and warns when the pods run the tag as different content.
+// TestFloatingTagIsNamedNotHidden: pods on a target tag whose registry does not answer are
+// refused under pinning, naming the content they run. With --pin-digests never they report
+// success with nothing to do, but the report names the content they run, that a tag pushed again
+// would not restart them, that a digest would, and warns when the pods run the tag as different
+// content.
 func TestFloatingTagIsNamedNotHidden(t *testing.T) {
 	ns := env.Namespace(t)
 	// The tag is the namespace's own, so re-pointing it touches no other test.
@@ -44,7 +46,19 @@ func TestFloatingTagIsNamedNotHidden(t *testing.T) {
 		t.Fatalf("pods run digests %q and %q; the test needs two", d1, d2)
 	}
 
+	// The tag's registry does not answer, so whether the pods run what it names now cannot be
+	// checked: pinning (the default) refuses, naming the content they run.
 	r := runCLI(t, "run", "-n", ns, "--target", "pods", "--selector", "app=float", "--image", "app="+tag)
+	if r.Code != 2 {
+		t.Fatalf("run: %s; want exit 2", r)
+	}
+	for _, want := range []string{"pods a, b already run app=" + tag, d1 + " (1 pods)", d2 + " (1 pods)", "could not be resolved", "give the image by digest", "--pin-digests never"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("refusal lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+	// Without pinning, the tag is judged by its name: done, and the report says what that hides.
+	r = runCLI(t, "run", "-n", ns, "--target", "pods", "--selector", "app=float", "--image", "app="+tag, "--pin-digests", "never")
 	out := r.Stdout + r.Stderr
 	if r.Code != 0 {
 		t.Fatalf("run: %s", r)
@@ -81,7 +95,9 @@ func TestRolloutStartWarnsOfATagRunAsDifferentContent(t *testing.T) {
 	}
 	want := []string{"app=" + tag, d1 + " (1 pods)", d2 + " (1 pods)"}
 
-	r := runCLI(t, "run", "-n", ns, "--target", "pods", "--selector", "app=float", "--image", "app="+tag)
+	// Without pinning (its registry does not answer: pinning would refuse, as above), the rollout
+	// goes on by the tag's name, and warns.
+	r := runCLI(t, "run", "-n", ns, "--target", "pods", "--selector", "app=float", "--image", "app="+tag, "--pin-digests", "never")
 	if r.Code != 0 {
 		t.Fatalf("run: %s", r)
 	}

@@ -166,6 +166,8 @@ spec:
           kind: InPlaceRollout
           spec:
             target: {kind: StatefulSet, name: web}
+            # registry.example does not answer: pinning would refuse the pods already on the tag.
+            pinDigests: never
         params:
           - name: images
             value: ["app=`+clitest.AppV2+`"]
