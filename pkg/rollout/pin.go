@@ -86,13 +86,23 @@ func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload,
 }
 
 // checkUnresolvedTags refuses a rollout to a tag that could not be resolved while pods already
-// run that tag: whether they run the content it names now cannot be known, and a rollout would
-// leave them as they are, or report success with nothing restarted.
+// run that tag, when the rollout would leave them as they are on content it cannot check: some
+// pods run the tag and others are to pull it now, perhaps as other content; or every pod runs
+// every target already, and the rollout would report success with nothing restarted. A
+// container that every pod runs on its target while others change is the rollout's to leave
+// alone (a sidecar listed with the rest), as it was.
 func checkUnresolvedTags(w workload.Workload, images map[string]string, unresolved map[string]error) error {
+	pods := w.Pods()
+	allThere := true
+	for _, p := range pods {
+		for name, img := range images {
+			allThere = allThere && runsImage(p, name, img)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(unresolved)) {
 		var on []string
 		digests := map[string]int{}
-		for _, p := range w.Pods() {
+		for _, p := range pods {
 			if runsImage(p, name, images[name]) {
 				on = append(on, p.Name)
 				if d := digestReported(p, name); d != "" {
@@ -100,7 +110,7 @@ func checkUnresolvedTags(w workload.Workload, images map[string]string, unresolv
 				}
 			}
 		}
-		if len(on) == 0 {
+		if len(on) == 0 || (len(on) == len(pods) && !allThere) {
 			continue
 		}
 		runs := "no digest reported yet"

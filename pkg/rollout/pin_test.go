@@ -14,10 +14,12 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // testRegistry serves an in-process OCI registry and returns its host.
@@ -241,6 +243,56 @@ func TestRollbackSpellsOrPinsByTheRegistry(t *testing.T) {
 				if img := p.Spec.Containers[0].Image; img != want {
 					t.Errorf("pod %s back on %s, want %s", p.Name, img, want)
 				}
+			}
+		})
+	}
+}
+
+// TestUnresolvedTagRefusals checks which pods on a tag that cannot be resolved refuse a start:
+// a rollout that would do nothing, or pods split between the tag and other images; not a
+// container every pod runs already while another changes.
+func TestUnresolvedTagRefusals(t *testing.T) {
+	sidecarTag := unreachable + "/sidecar:v1"
+	tests := []struct {
+		name    string
+		images  map[string]string
+		sidecar []string // the sidecar image of each pod; none when nil
+		app     []string // the app image of each pod
+		refused bool
+	}{
+		{"every pod on every target", map[string]string{"app": unreachable + "/app:v1"}, nil, []string{unreachable + "/app:v1", unreachable + "/app:v1"}, true},
+		{"pods split between the tag and another image", map[string]string{"app": unreachable + "/app:v1"}, nil, []string{unreachable + "/app:v1", imageV1}, true},
+		{"no pod on the tag", map[string]string{"app": unreachable + "/app:v2"}, nil, []string{imageV1, imageV1}, false},
+		{"a sidecar every pod runs while the app changes", map[string]string{"app": imageV2, "sidecar": sidecarTag},
+			[]string{sidecarTag, sidecarTag}, []string{imageV1, imageV1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := newFakeCluster(t, clusterOpts{kind: workload.Pods, pods: len(tt.app)})
+			for i, p := range fc.pods() {
+				p.Spec.Containers[0].Image = tt.app[i]
+				if tt.sidecar != nil {
+					p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: tt.sidecar[i]})
+				}
+				fc.updatePod(&p)
+			}
+			w, err := workload.Load(context.Background(), fc.client, fc.spec(imageV2).Target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unresolved := map[string]error{}
+			for name, img := range tt.images {
+				if strings.HasPrefix(img, unreachable) {
+					unresolved[name] = errors.New("registry " + unreachable + " did not answer")
+				}
+			}
+			err = checkUnresolvedTags(w, tt.images, unresolved)
+			var inv *InvalidError
+			if refused := errors.As(err, &inv); refused != tt.refused {
+				t.Fatalf("checkUnresolvedTags = %v, want refused %v", err, tt.refused)
+			}
+			if tt.refused && inv.Fix != FixPinNever {
+				t.Errorf("fix %q, want %q", inv.Fix, FixPinNever)
 			}
 		})
 	}
