@@ -27,7 +27,7 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
-		e.log().Info("analysis started", "target", w.Ref().String(), "batch", batch+1, "updatedPods", len(updated))
+		e.logFor(w.Ref(), lock.RolloutID).Info("analysis started", "batch", batch+1, "updatedPods", len(updated))
 		st.Analysis, st.Phase = run, PhaseAnalyzing
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing", st.Batch, st.Batches, st.Updated, st.Total)
 		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, nil
@@ -68,7 +68,8 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
-		e.log().Info("analysis passed", "target", w.Ref().String(), "batch", batch+1, "verdict", stepped.Verdict, "reason", stepped.Reason,
+		e.verdict(w.Ref(), string(stepped.Verdict))
+		e.logFor(w.Ref(), lock.RolloutID).Info("analysis passed", "batch", batch+1, "verdict", stepped.Verdict, "reason", stepped.Reason,
 			"queries", stepped.Queries, "took", e.now().Sub(stepped.StartedAt).Round(time.Millisecond).String())
 		st.Message = reason
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
@@ -77,7 +78,8 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
-		e.log().Warn("paused", "target", w.Ref().String(), "batch", batch+1, "reason", stepped.Reason)
+		e.verdict(w.Ref(), string(stepped.Verdict))
+		e.logFor(w.Ref(), lock.RolloutID).Warn("paused", "batch", batch+1, "reason", stepped.Reason)
 		return e.pausedStatus(w, &next, st, stepped)
 	default: // Fail, Error
 		st.Message = reason
@@ -85,7 +87,11 @@ func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lo
 		if stepped.Verdict == analysis.Inconclusive {
 			code = ReasonAnalysisInconclusive // with onInconclusive: fail
 		}
-		return e.beginRollback(ctx, w, &next, code, reason, st)
+		st, res, err := e.beginRollback(ctx, w, &next, code, reason, st)
+		if err == nil {
+			e.verdict(w.Ref(), string(stepped.Verdict))
+		}
+		return st, res, err
 	}
 }
 
@@ -165,7 +171,7 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 	if err := w.SetLock(ctx, &next); err != nil {
 		return st, err
 	}
-	e.log().Info("resumed: batch accepted after an inconclusive analysis", "target", w.Ref().String(), "batch", p.Batch, "acceptedPods", next.AcceptedPods)
+	e.logFor(w.Ref(), lock.RolloutID).Info("resumed: batch accepted after an inconclusive analysis", "batch", p.Batch, "acceptedPods", next.AcceptedPods)
 	st.Phase, st.Message = PhaseProgressing, fmt.Sprintf("batch %d accepted; resuming", p.Batch)
 	return st, nil
 }

@@ -103,9 +103,10 @@ func alreadyThere(what string, pods []*corev1.Pod, images map[string]string) str
 // warnTagDigests warns that pods run a target tag as different content, which a rollout to
 // that tag leaves as it is: in the log and in one Warning Event, on the first pod that runs such
 // a tag. The Event is a notice: failing to record it is logged, and the rollout goes on.
-func (e *Engine) warnTagDigests(ctx context.Context, ref workload.Ref, pods []*corev1.Pod, tags tagDigests, images map[string]string) {
+func (e *Engine) warnTagDigests(ctx context.Context, ref workload.Ref, id string, pods []*corev1.Pod, tags tagDigests, images map[string]string) {
 	what := tags.describe(images)
-	e.log().Warn("pods run one target tag as different content: the tag was pushed again between pulls", "target", ref.String(), "digests", what)
+	log := e.logFor(ref, id)
+	log.Warn("pods run one target tag as different content: the tag was pushed again between pulls", "digests", what)
 	if e.Events == nil {
 		return
 	}
@@ -117,7 +118,7 @@ func (e *Engine) warnTagDigests(ctx context.Context, ref workload.Ref, pods []*c
 		ev := inplace.Event{Type: corev1.EventTypeWarning, Reason: EventTagContentDiffers, Message: fmt.Sprintf(
 			"pods of %s run one target tag as different content (the tag was pushed again between pulls): %s; a rollout to the tag does not restart the pods already on it: give the image by digest (IMAGE@sha256:...) to run one content on every pod", ref, what)}
 		if err := e.Events.Record(ctx, p, ev); err != nil {
-			e.log().Warn("recording an Event", "target", ref.String(), "err", err)
+			log.Warn("recording an Event", "err", err)
 		}
 		return
 	}

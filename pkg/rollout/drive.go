@@ -72,6 +72,7 @@ func (e *Engine) DriveAbort(ctx context.Context, r RollbackSpec, onStatus func(S
 // too.
 func (e *Engine) AcceptAndDrive(ctx context.Context, spec Spec, p Pause, onStatus func(Status)) (Status, error) {
 	r := e.retrier(spec.Target)
+	r.rolloutID = p.RolloutID
 	for {
 		if err := ctx.Err(); err != nil {
 			return Status{}, fmt.Errorf("%s: stopped before accepting batch %d: %w", spec.Target, p.Batch, err)
@@ -114,8 +115,11 @@ func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(conte
 				return st, nil
 			}
 			wait = max(res.RequeueAfter, minRequeue)
-		} else if wait, err = r.failed(err, st.Phase == PhaseRollingBack || next.Phase == PhaseRollingBack); err != nil {
-			return st, err
+		} else {
+			r.rolloutID = st.RolloutID
+			if wait, err = r.failed(err, st.Phase == PhaseRollingBack || next.Phase == PhaseRollingBack); err != nil {
+				return st, err
+			}
 		}
 		if err := e.sleep(ctx, wait); err != nil {
 			return st, fmt.Errorf("%s: stopped between two steps: %w", target, err)
@@ -130,6 +134,8 @@ type retrier struct {
 	budget     time.Duration
 	errorsFrom time.Time
 	backoff    time.Duration
+	// rolloutID is the rollout driven, once known, for the log.
+	rolloutID string
 }
 
 func (e *Engine) retrier(target workload.Ref) *retrier {
@@ -157,7 +163,7 @@ func (r *retrier) failed(err error, rollingBack bool) (time.Duration, error) {
 		return 0, &APIUnavailableError{Target: r.target, For: r.budget, RollingBack: rollingBack, Err: err}
 	}
 	r.backoff = min(max(2*r.backoff, firstBackoff), maxBackoff)
-	r.e.log().Warn("retrying", "target", r.target.String(), "err", err, "in", r.backoff.String())
+	r.e.logFor(r.target, r.rolloutID).Warn("retrying", "err", err, "in", r.backoff.String())
 	return r.backoff, nil
 }
 

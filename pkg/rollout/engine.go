@@ -34,8 +34,11 @@ type Engine struct {
 	// PullerImage is the image holding the puller binary that pre-pull runs on each node: the
 	// driver's own image. Empty refuses a spec with PrePull.
 	PullerImage string
-	// Log receives one line per event; nil discards.
+	// Log receives one line per event, each naming the namespace, the workload and, once
+	// known, the rollout id; nil discards.
 	Log *slog.Logger
+	// Metrics receives the rollouts' events; nil records none.
+	Metrics Metrics
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Querier answers every analysis' PromQL queries; nil builds a Prometheus client per
@@ -126,12 +129,13 @@ func (e *Engine) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// updater steps pods with the given wait between drain and restart, and progress deadline.
-func (e *Engine) updater(grace, deadline time.Duration) *inplace.Updater {
+// updater steps pods with the given wait between drain and restart, and progress deadline,
+// logging to log.
+func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inplace.Updater {
 	return &inplace.Updater{
 		Client: e.Client,
 		Events: e.Events,
-		Log:    e.Log,
+		Log:    log,
 		Now:    e.Now,
 		// The soak is the batch's (see decideProgress), not each pod's: a pod counts as updated
 		// once its new containers run Ready.
@@ -241,10 +245,10 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		return Status{}, Result{}, err
 	}
 	if tags := observeTagDigests(pods, pin.unpinned(spec.Images)); len(tags.split()) > 0 {
-		e.warnTagDigests(ctx, w.Ref(), pods, tags, spec.Images)
+		e.warnTagDigests(ctx, w.Ref(), next.RolloutID, pods, tags, spec.Images)
 	}
 	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, pin.unresolved)
-	e.log().Info("rollout started", "target", w.Ref().String(), "rollout", next.RolloutID, "images", mustJSON(next.Images), "pods", len(pods))
+	e.logFor(w.Ref(), next.RolloutID).Info("rollout started", "images", mustJSON(next.Images), "pods", len(pods))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
 }
@@ -294,7 +298,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 		return Status{}, Result{}, err
 	}
 	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, pin.unresolved)
-	e.log().Info("rollout superseded", "target", w.Ref().String(), "rollout", next.RolloutID, "superseded", lock.RolloutID, "images", mustJSON(next.Images))
+	e.logFor(w.Ref(), next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(next.Images))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
 }

@@ -159,8 +159,8 @@ func (p pinning) onContent(w workload.Workload, pod *corev1.Pod, given map[strin
 // warnUnresolved says once, in the log, which tags a rollout goes on with unpinned, and why.
 func (e *Engine) warnUnresolved(ref workload.Ref, id string, images map[string]string, unresolved map[string]error) {
 	for _, name := range slices.Sorted(maps.Keys(unresolved)) {
-		e.log().Warn("image not pinned to a digest: pods get the tag, whatever content it names when each pulls it",
-			"target", ref.String(), "rollout", id, "container", name, "image", images[name], "why", unresolved[name].Error())
+		e.logFor(ref, id).Warn("image not pinned to a digest: pods get the tag, whatever content it names when each pulls it",
+			"container", name, "image", images[name], "why", unresolved[name].Error())
 	}
 }
 

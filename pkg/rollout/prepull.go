@@ -99,7 +99,7 @@ func (e *Engine) prePull(ctx context.Context, w workload.Workload, lock *workloa
 			return st, Result{}, true, err
 		}
 		nodes := slices.Sorted(maps.Keys(plan.create))
-		e.log().Info("pulling the new images", "target", w.Ref().String(), "rollout", lock.RolloutID, "nodes", strings.Join(nodes, ","))
+		e.logFor(w.Ref(), lock.RolloutID).Info("pulling the new images", "nodes", strings.Join(nodes, ","))
 		st.Message = fmt.Sprintf("batch %d/%d: pulling the new images onto %s", st.Batch, st.Batches, strings.Join(firstN(nodes, 5), ", "))
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, true, nil
 	}

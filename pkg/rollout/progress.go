@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,15 +81,20 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, total)
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 	}
-	u := e.updater(spec.GracePeriod, spec.Timeout)
+	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
+	var updatedNow atomic.Int32
 	requeue, wrote, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {
 		res, err := u.UpdatePod(ctx, p, target)
+		if err == nil && countUpdated(res) {
+			updatedNow.Add(1)
+		}
 		var ie *inplace.IneligibleError
 		if errors.As(err, &ie) && ie.Wait {
 			return res, nil
 		}
 		return res, err
 	})
+	e.podsUpdated(w.Ref(), c, d, int(updatedNow.Load()))
 	if err != nil {
 		return e.stepFailed(ctx, w, lock, failedPod, err, st)
 	}
@@ -394,7 +400,7 @@ func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *workload.L
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
-		e.log().Info("holding", "target", w.Ref().String(), "rollout", lock.RolloutID, "updated", st.Updated, "upTo", upTo)
+		e.logFor(w.Ref(), lock.RolloutID).Info("holding", "updated", st.Updated, "upTo", upTo)
 	}
 	st.Phase = PhaseHolding
 	st.Message = fmt.Sprintf("holding at %d/%d pods updated; %s stays held until the rollout is asked to go further or is rolled back", st.Updated, st.Total, w.Ref())
@@ -412,7 +418,7 @@ func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload
 	if err := w.SetLock(ctx, &next); err != nil {
 		return st, Result{}, err
 	}
-	e.log().Info("progressing again", "target", w.Ref().String(), "rollout", lock.RolloutID, "why", msg)
+	e.logFor(w.Ref(), lock.RolloutID).Info("progressing again", "why", msg)
 	st.Message = msg
 	return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 }
@@ -436,7 +442,7 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *worklo
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
 	}
-	e.log().Info("rollout succeeded", "target", w.Ref().String(), "rollout", lock.RolloutID, "updated", st.Updated, "unhealthy", st.Unhealthy)
+	e.logFor(w.Ref(), lock.RolloutID).Info("rollout succeeded", "updated", st.Updated, "unhealthy", st.Unhealthy)
 	return st, Result{Phase: PhaseSucceeded, Message: st.Message}, nil
 }
 
@@ -453,7 +459,7 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *workload.L
 		if err := w.SetLock(ctx, &next); err != nil {
 			return st, Result{}, err
 		}
-		e.log().Warn("halted: the template changed under the rollout", "target", w.Ref().String(), "rollout", lock.RolloutID, "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
+		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
 	}
 	for _, p := range w.Pods() {
 		if s, _ := inplace.ReadState(p); s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageUpdated {

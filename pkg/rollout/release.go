@@ -112,7 +112,7 @@ func (e *Engine) release(ctx context.Context, target workload.Ref, holder string
 		if err != nil {
 			return st, fmt.Errorf("releasing rollout %s: %w", lock.RolloutID, err)
 		}
-		e.log().Info("released", "target", w.Ref().String(), "rollout", lock.RolloutID, "holder", holder, "updated", st.Updated, "total", st.Total)
+		e.logFor(w.Ref(), lock.RolloutID).Info("released", "holder", holder, "updated", st.Updated, "total", st.Total)
 		st.Phase = PhaseReleased
 		st.Message = fmt.Sprintf("rollout %s released with %d/%d pods updated; %s has its update strategy back, and its template and pods are left as they are",
 			lock.RolloutID, st.Updated, st.Total, w.Ref())

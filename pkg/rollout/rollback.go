@@ -85,7 +85,7 @@ func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *w
 		st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
 		return st, Result{}, err
 	}
-	e.log().Warn("rolling back", "target", w.Ref().String(), "rollout", lock.RolloutID, "reason", code, "message", reason)
+	e.logFor(w.Ref(), lock.RolloutID).Warn("rolling back", "reason", code, "message", reason)
 	st.Phase, st.Reason, st.Message = PhaseRollingBack, code, "rolling back: "+reason
 	return st, Result{Phase: PhaseRollingBack, Message: st.Message}, nil
 }
@@ -111,7 +111,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	if err := w.Start(ctx, &next); err != nil {
 		return Status{}, Result{}, err
 	}
-	e.log().Info("rolling back a finished rollout", "target", w.Ref().String(), "rollout", lock.RolloutID)
+	e.logFor(w.Ref(), lock.RolloutID).Info("rolling back a finished rollout")
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Message: "rolling back"}
 	return st, Result{Phase: PhaseRollingBack, Message: st.Message}, nil
 }
@@ -192,7 +192,7 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 	if len(stuck) > 0 && len(todo) > 0 {
 		notes += fmt.Sprintf("; %d pods need a person: %s", len(stuck), strings.Join(firstN(stuck, 3), "; "))
 	}
-	u := e.updater(spec.GracePeriod, spec.Timeout)
+	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	u.Options.RevertImages = revertImages(w, lock, before)
 	u.TagMoved = e.tagMoved(ctx, w.Ref().Namespace, pods)
 	if len(strays) > 0 {
@@ -253,7 +253,8 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 			st.Message = fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
 				st.RolledBack, mustJSON(lock.PreviousImages), mustJSON(foreign), w.Ref(), mustJSON(lock.PreviousImages), lock.Reason) + notes
 		}
-		e.log().Info("rolled back", "target", w.Ref().String(), "rollout", lock.RolloutID, "pods", st.RolledBack)
+		e.rolledBack(w.Ref())
+		e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
 		return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
 	}
 
