@@ -65,7 +65,7 @@ func runGateController(cmd *cobra.Command, kubeconfig, namespace, selector, heal
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	stopHealth, err := serveHealth(healthAddr, healthHandler(ctrl.Synced, "pods not listed yet"), log)
+	stopHealth, err := serveHealth(healthAddr, healthHandler(ctrl.Synced, "pods not listed yet", nil), log)
 	if err != nil {
 		return err
 	}

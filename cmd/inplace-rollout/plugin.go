@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/plugin"
@@ -21,6 +23,13 @@ import (
 
 // pluginEnv is the handshake variable Argo Rollouts sets when it starts a plugin process.
 const pluginEnv = "ARGO_ROLLOUTS_RPC_PLUGIN"
+
+// Where the plugin processes serve Prometheus /metrics: Argo starts them with its own
+// environment, so each plugin reads its own variable; unset, none is served.
+const (
+	stepMetricsEnv    = "INPLACE_ROLLOUT_METRICS_ADDR"
+	trafficMetricsEnv = "INPLACE_ROLLOUT_TRAFFIC_METRICS_ADDR"
+)
 
 // servePlugin serves the Argo Rollouts plugin named by pluginEnv, and reports whether it was one.
 // Logs go to stderr, which Argo copies into its own log: stdout is go-plugin's.
@@ -37,20 +46,42 @@ func servePlugin() bool {
 	switch kind {
 	case "step":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", step.Name)
-		step.Serve(step.New(func() (step.Clients, error) { return stepClients(log) }, step.Options{Log: log}))
+		m := serveMetrics(stepMetricsEnv, log)
+		step.Serve(step.New(func() (step.Clients, error) { return stepClients(log, m) }, step.Options{Log: log}))
 		return true
 	case "trafficrouter":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", traffic.Name)
+		m := serveMetrics(trafficMetricsEnv, log)
 		traffic.Serve(traffic.New(func() (*rollout.Engine, error) {
 			cfg, err := pluginConfig("argo-traffic")
 			if err != nil {
 				return nil, err
 			}
-			return pluginEngine(cfg, log)
+			return pluginEngine(cfg, log, m)
 		}, log))
 		return true
 	}
 	return false
+}
+
+// serveMetrics serves the plugin process's metrics on the address in the environment variable
+// env, in the background, and returns their recorder; nil when env is unset. An address that
+// cannot be listened on is logged and the plugin goes on without metrics: Argo would only
+// restart it, with the same address.
+func serveMetrics(env string, log *slog.Logger) rollout.Metrics {
+	addr := os.Getenv(env)
+	if addr == "" {
+		return nil
+	}
+	reg, recorder := metrics.NewRegistry()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(reg))
+	if _, err := serveHTTP(addr, env, mux, log); err != nil {
+		log.Error("metrics not served", "err", err)
+		return nil
+	}
+	log.Info("serving metrics", "addr", addr)
+	return recorder
 }
 
 // parentPoll is how often a plugin process looks whether its controller is still there.
@@ -81,23 +112,23 @@ func pluginConfig(name string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// pluginEngine is an engine on cfg's cluster.
-func pluginEngine(cfg *rest.Config, log *slog.Logger) (*rollout.Engine, error) {
+// pluginEngine is an engine on cfg's cluster, reporting to m (nil: nowhere).
+func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics) (*rollout.Engine, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building a client for %s: %w", cfg.Host, err)
 	}
-	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Registry: &registry.Resolver{Client: client}, PullerImage: ownImage(), Log: log}, nil
+	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Registry: &registry.Resolver{Client: client}, PullerImage: ownImage(), Log: log, Metrics: m}, nil
 }
 
 // stepClients are the step plugin's engine and its Argo Rollouts client, which lists the
 // Rollouts for rollbacks cut short.
-func stepClients(log *slog.Logger) (step.Clients, error) {
+func stepClients(log *slog.Logger, m rollout.Metrics) (step.Clients, error) {
 	cfg, err := pluginConfig("argo-step")
 	if err != nil {
 		return step.Clients{}, err
 	}
-	e, err := pluginEngine(cfg, log)
+	e, err := pluginEngine(cfg, log, m)
 	if err != nil {
 		return step.Clients{}, err
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/tekton/customrun"
@@ -64,7 +65,7 @@ Exit codes: 0 stopped by SIGTERM or Ctrl-C, 1 lost its Lease or could not list C
 	fl := cmd.Flags()
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "path of the kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fl.StringVarP(&f.namespace, "namespace", "n", "", "reconcile CustomRuns in this namespace only (default: all namespaces)")
-	fl.StringVar(&f.healthAddr, "health-addr", "", "serve /healthz and /readyz (ready once CustomRuns are listed) on this address, e.g. :8081 (default: off)")
+	fl.StringVar(&f.healthAddr, "health-addr", "", "serve /healthz, /readyz (ready once CustomRuns are listed) and Prometheus /metrics on this address, e.g. :8081 (default: off)")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "reconcile only while holding the Lease, so that several replicas can run")
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "", "namespace of the Lease (default: $POD_NAMESPACE, else inplace-rollout-system)")
 	fl.StringVar(&f.leaseName, "leader-election-id", "inplace-rollout-tekton-controller", "name of the Lease")
@@ -114,12 +115,13 @@ func runTektonController(cmd *cobra.Command, f tektonFlags) error {
 		return badInput("building a dynamic client for %s: %v", cfg.Host, err)
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-	engine := &rollout.Engine{Client: kube, Events: inplace.ClientEventRecorder{Client: kube}, Registry: &registry.Resolver{Client: kube}, PullerImage: f.pullerImage, Log: log}
+	reg, recorder := metrics.NewRegistry()
+	engine := &rollout.Engine{Client: kube, Events: inplace.ClientEventRecorder{Client: kube}, Registry: &registry.Resolver{Client: kube}, PullerImage: f.pullerImage, Log: log, Metrics: recorder}
 	ctrl := customrun.New(tekton, engine, customrun.DynamicSpecs{Client: dyn}, customrun.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	stopHealth, err := serveHealth(f.healthAddr, healthHandler(ctrl.Synced, "CustomRuns not listed yet"), log)
+	stopHealth, err := serveHealth(f.healthAddr, healthHandler(ctrl.Synced, "CustomRuns not listed yet", metrics.Handler(reg)), log)
 	if err != nil {
 		return err
 	}

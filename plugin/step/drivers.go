@@ -75,15 +75,16 @@ func (d *driver) finished() bool {
 	}
 }
 
-// startLocked starts a driver for key that runs run, in place of the key's driver, which it
-// stops first (its step ends). p.mu must be held.
-func (p *Plugin) startLocked(key driverKey, kind driverKind, config, rolloutName string,
+// startLocked starts a driver for req's key that runs run, in place of the key's driver, which
+// it stops first (its step ends). p.mu must be held.
+func (p *Plugin) startLocked(req request, kind driverKind, config string,
 	run func(ctx context.Context, d *driver) (rollout.Status, error)) *driver {
+	key := req.key
 	old := p.drivers[key]
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &driver{kind: kind, config: config, cancel: cancel, done: make(chan struct{})}
 	p.drivers[key] = d
-	log := p.log.With("rollout", rolloutName, "target", key.target)
+	log := p.log.With(append([]any{"rollout", req.Rollout}, rollout.LogAttrs(req.Spec.Target)...)...)
 	go func() {
 		defer close(d.done)
 		if old != nil {
@@ -95,6 +96,9 @@ func (p *Plugin) startLocked(key driverKey, kind driverKind, config, rolloutName
 		d.mu.Lock()
 		d.final, d.err = d.withAnalysis(st), err
 		d.mu.Unlock()
+		if st.RolloutID != "" {
+			log = log.With("rolloutID", st.RolloutID)
+		}
 		log.Info("driver ended", "for", string(kind), "phase", st.Phase, "err", err)
 	}()
 	return d
@@ -113,7 +117,7 @@ func (p *Plugin) driverFor(e *rollout.Engine, req request, fresh bool) *driver {
 	case old != nil && old.kind == driveRollout && old.config == req.Canonical && !(fresh && old.finished()):
 		return old
 	}
-	return p.startLocked(req.key, driveRollout, req.Canonical, req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
+	return p.startLocked(req, driveRollout, req.Canonical, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return e.Drive(ctx, req.Spec, d.record)
 	})
 }
@@ -133,7 +137,7 @@ func (p *Plugin) rollbackFor(e *rollout.Engine, req request) *driver {
 // must be held.
 func (p *Plugin) startRollbackLocked(e *rollout.Engine, req request) *driver {
 	rb := req.rollbackSpec()
-	return p.startLocked(req.key, driveRollback, "", req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
+	return p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return e.DriveAbort(ctx, rb, d.record)
 	})
 }
@@ -174,7 +178,7 @@ func (p *Plugin) releaseFor(e *rollout.Engine, req request) *driver {
 // be held.
 func (p *Plugin) startReleaseLocked(e *rollout.Engine, req request) *driver {
 	target, holder := req.Spec.Target, req.Holder
-	return p.startLocked(req.key, driveRelease, "", req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
+	return p.startLocked(req, driveRelease, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
 		st, err := e.Release(ctx, target, holder)
 		if err != nil || st.Phase != rollout.PhaseProgressing {
 			return st, err

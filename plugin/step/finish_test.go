@@ -296,7 +296,7 @@ func TestAbortJoinsRollback(t *testing.T) {
 	}
 	block := make(chan struct{})
 	p.mu.Lock()
-	first := p.startLocked(req.key, driveRollback, "", req.Rollout, func(ctx context.Context, d *driver) (rollout.Status, error) {
+	first := p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
 		<-block
 		return e.DriveAbort(ctx, req.rollbackSpec(), d.record)
 	})

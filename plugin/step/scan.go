@@ -87,7 +87,7 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 				continue
 			}
 			seen[req.key] = true
-			log := p.log.With("rollout", req.Rollout, "target", req.key.target)
+			log := p.log.With(append([]any{"rollout", req.Rollout}, rollout.LogAttrs(req.Spec.Target)...)...)
 			lock, err := c.Engine.Lock(ctx, req.Spec.Target)
 			if err != nil {
 				if ctx.Err() == nil {

@@ -86,7 +86,7 @@ func (p *Plugin) driverFor(e *rollout.Engine, req request, o op) *driver {
 // run is a driver's goroutine.
 func (p *Plugin) run(ctx context.Context, e *rollout.Engine, req request, d, old *driver) {
 	defer close(d.done)
-	log := p.log.With("rollout", req.Rollout, "target", req.key.target)
+	log := p.log.With(append([]any{"rollout", req.Rollout}, rollout.LogAttrs(req.Spec.Target)...)...)
 	if old != nil {
 		// One driver per rollout at a time: the old one ends its step and stops.
 		old.cancel()
@@ -117,6 +117,9 @@ func (p *Plugin) run(ctx context.Context, e *rollout.Engine, req request, d, old
 		}
 	}
 	if !errors.Is(err, context.Canceled) {
+		if st.RolloutID != "" {
+			log = log.With("rolloutID", st.RolloutID)
+		}
 		log.Info("driver ended", "op", d.op.String(), "phase", st.Phase, "updated", st.Updated, "total", st.Total, "err", err)
 	}
 	var (
@@ -144,7 +147,7 @@ func (p *Plugin) abort(ctx context.Context, e *rollout.Engine, req request, onSt
 	if lock == nil || lock.Holder != s.Holder || !(lock.Active() || lock.Phase == workload.LockSucceeded && lock.SpecHash == s.Hash()) {
 		return rollout.Status{}, true, nil
 	}
-	log.Info("rolling back", "rollout", lock.RolloutID)
+	log.Info("rolling back", "rolloutID", lock.RolloutID)
 	st, err := e.DriveAbort(ctx, rollbackOf(s), onStatus)
 	return st, false, err
 }
@@ -167,7 +170,7 @@ func (p *Plugin) drive(ctx context.Context, e *rollout.Engine, spec rollout.Spec
 		// Accept only the pause that is still there: a late accept must not accept another.
 		lock, err := e.Lock(ctx, spec.Target)
 		if err == nil && lock != nil && lock.Phase == workload.LockPaused && lock.RolloutID == pause.RolloutID {
-			log.Info("accepting the paused batch: the Rollout was promoted past it", "rollout", pause.RolloutID, "batch", pause.Batch, "pods", pause.Pods)
+			log.Info("accepting the paused batch: the Rollout was promoted past it", "rolloutID", pause.RolloutID, "batch", pause.Batch, "pods", pause.Pods)
 			return e.AcceptAndDrive(ctx, spec, pause, onStatus)
 		}
 	}
@@ -184,7 +187,7 @@ func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Engine, req requ
 		// Drive reports a lock it cannot read; a rollback of these very images is Drive's own.
 		return nil
 	}
-	log.Info("finishing a rollback first", "rollout", lock.RolloutID)
+	log.Info("finishing a rollback first", "rolloutID", lock.RolloutID)
 	st, err := e.DriveAbort(ctx, rollbackOf(s), onStatus)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // Finalizer holds a CustomRun of ours while its rollout may need a rollback: deleted in flight,
@@ -69,7 +70,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (tim
 		return 0, r.setFinalizer(ctx, run, true)
 	}
 	next := run.DeepCopy()
-	requeue, stepErr := r.step(ctx, next)
+	var target workload.Ref
+	requeue, stepErr := r.step(ctx, next, &target)
 	if left, ok := timeLeft(next, r.now()); ok && !next.IsDone() && (requeue == 0 || left < requeue) {
 		// The timeout is looked at when it comes, not at the next change or poll.
 		requeue = max(left, minRequeue)
@@ -82,12 +84,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (tim
 		// reconcile decides again from what it is now.
 		return 0, fmt.Errorf("writing the status of CustomRun %s/%s: %w", run.Namespace, run.Name, err)
 	}
-	r.logOutcome(run, next)
+	r.logOutcome(run, next, target)
 	return requeue, stepErr
 }
 
-// step decides and takes run's next step, setting its status.
-func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun) (time.Duration, error) {
+// step decides and takes run's next step, setting its status, and sets target to the run's
+// workload once its spec is read.
+func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun, target *workload.Ref) (time.Duration, error) {
 	s := &run.Status
 	if !run.HasStarted() {
 		// Tekton shows the run as started only from here; the rollout begins with the next step.
@@ -116,6 +119,7 @@ func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun) (time.Dur
 	case err != nil:
 		return 0, err
 	}
+	*target = spec.Target
 	if run.DeletionTimestamp != nil {
 		// Deleted before it was done: the rollback, after which the finalizer goes.
 		return r.stepRollback(ctx, run, spec, v1beta1.CustomRunReasonCancelled.String(), "deleted")
@@ -173,7 +177,7 @@ func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, sp
 		case err != nil:
 			return 0, fmt.Errorf("accepting batch %d of %s for CustomRun %s/%s: %w", p.Batch, spec.Target, run.Namespace, run.Name, err)
 		default:
-			r.log().Info("batch accepted", "customrun", run.Namespace+"/"+run.Name, "target", spec.Target.String(), "batch", p.Batch)
+			r.runLog(run, spec.Target, p.RolloutID).Info("batch accepted", "batch", p.Batch)
 			setProgress(s, prev.next(st, spec.Target.String()))
 			s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "batch %d accepted by annotation %s; %s", p.Batch, AcceptAnnotation, runningMessage(st))
 			return minRequeue, nil
@@ -345,11 +349,24 @@ func (r *Reconciler) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// runLog is the log of run's rollout of target: each line names the run, the workload and, when
+// known, the rollout.
+func (r *Reconciler) runLog(run *v1beta1.CustomRun, target workload.Ref, rolloutID string) *slog.Logger {
+	l := r.log().With("customrun", run.Namespace+"/"+run.Name)
+	if target.Kind != "" {
+		l = l.With(rollout.LogAttrs(target)...)
+	}
+	if rolloutID != "" {
+		l = l.With("rolloutID", rolloutID)
+	}
+	return l
+}
+
 // logOutcome logs a run's condition when it changed.
-func (r *Reconciler) logOutcome(before, after *v1beta1.CustomRun) {
+func (r *Reconciler) logOutcome(before, after *v1beta1.CustomRun, target workload.Ref) {
 	was, now := before.Status.GetCondition("Succeeded"), after.Status.GetCondition("Succeeded")
 	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
 		return
 	}
-	r.log().Info("customrun", "customrun", after.Namespace+"/"+after.Name, "succeeded", string(now.Status), "reason", now.Reason, "message", now.Message)
+	r.runLog(after, target, progressFrom(&after.Status).RolloutID).Info("customrun", "succeeded", string(now.Status), "reason", now.Reason, "message", now.Message)
 }
