@@ -3,6 +3,10 @@ package tekton_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +225,14 @@ spec:
 			t.Errorf("pod %s: %d container restarts, was %d: want at most one for its update", name, a.restarts, b.restarts)
 		}
 	}
+	// The controller's /metrics counts the run's pods, labelled with its namespace and workload,
+	// and its log names them on every line of the rollout.
+	if want := fmt.Sprintf(`inplace_rollout_pods_updated_total{namespace=%q,workload="StatefulSet/web"} 6`, ns); !strings.Contains(scrape(t, controller.HealthURL+"/metrics"), want) {
+		t.Errorf("the controller's /metrics has no %s", want)
+	}
+	if lines := logLines(t, controller.LogPath, `msg="rollout started"`, "namespace="+ns+" "); len(lines) != 1 || !strings.Contains(lines[0], " workload=StatefulSet/web ") || !strings.Contains(lines[0], " rolloutID=") {
+		t.Errorf("the controller's log: lines %q, want one rollout started naming workload=StatefulSet/web and its rolloutID", lines)
+	}
 	if pods := clitest.ListPods(t, env, ns, "app!=web"); len(pods) != 0 {
 		t.Errorf("namespace %s has %d pods besides the StatefulSet's, want none for custom tasks", ns, len(pods))
 	}
@@ -261,4 +273,35 @@ func waitRun(t testing.TB, ns, name, what string, done func(*v1beta1.CustomRun) 
 		return err == nil && done(r), err
 	})
 	return run
+}
+
+// scrape returns the body of a GET of url.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v: %s", url, resp.Status, err, body)
+	}
+	return string(body)
+}
+
+// logLines are the lines of the log at path that hold every one of subs.
+func logLines(t *testing.T, path string, subs ...string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the log %s: %v", path, err)
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
 }
