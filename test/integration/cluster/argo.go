@@ -56,6 +56,10 @@ type Argo struct {
 	ModuleDir string
 	// LogPath is the controller's log, plugins' stderr included, across restarts.
 	LogPath string
+	// StepMetricsURL and TrafficMetricsURL are the /metrics of the step and traffic plugin
+	// processes, on loopback ports given them through the controller's environment; each
+	// answers once Argo started that plugin.
+	StepMetricsURL, TrafficMetricsURL string
 
 	c    *Cluster
 	proc *process
@@ -227,7 +231,7 @@ func (c *Cluster) writeServiceAccountKubeconfig(ctx context.Context, namespace, 
 
 // start starts the controller on free ports and waits until its rollout workers run.
 func (a *Argo) start() error {
-	return a.c.onFreePorts(argoProcess, 2, func(ports []int) error {
+	return a.c.onFreePorts(argoProcess, 4, func(ports []int) error {
 		cmd := exec.Command(a.c.bin(argoProcess),
 			"--kubeconfig", a.Kubeconfig,
 			"--leader-elect=false",
@@ -238,6 +242,10 @@ func (a *Argo) start() error {
 		// Plugins get the controller's environment, not its --kubeconfig flag; POD_NAMESPACE is
 		// where it reads argo-rollouts-config.
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+a.Kubeconfig, "POD_NAMESPACE="+ArgoNamespace)
+		// Each plugin process serves its metrics on its own port.
+		step, traffic := "127.0.0.1:"+strconv.Itoa(ports[2]), "127.0.0.1:"+strconv.Itoa(ports[3])
+		cmd.Env = append(cmd.Env, "INPLACE_ROLLOUT_METRICS_ADDR="+step, "INPLACE_ROLLOUT_TRAFFIC_METRICS_ADDR="+traffic)
+		a.StepMetricsURL, a.TrafficMetricsURL = "http://"+step+"/metrics", "http://"+traffic+"/metrics"
 		if a.c.PrometheusURL != "" {
 			// The address of an AnalysisTemplate's prometheus provider that sets none, as an
 			// installation sets it once for its cluster's Prometheus.
