@@ -156,7 +156,12 @@ func (c *Controller) next(ctx context.Context) bool {
 	}
 	requeue, err := c.reconciler.Reconcile(ctx, run)
 	if err != nil {
-		c.log.Warn("step failed, retrying", "customrun", key, "error", err.Error())
+		log := c.log.With("customrun", key)
+		var re *RolloutError
+		if errors.As(err, &re) {
+			log = log.With(re.LogAttrs()...)
+		}
+		log.Warn("step failed, retrying", "error", err.Error())
 		c.queue.AddRateLimited(key)
 		return true
 	}

@@ -72,6 +72,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (tim
 	next := run.DeepCopy()
 	var target workload.Ref
 	requeue, stepErr := r.step(ctx, next, &target)
+	if stepErr != nil && target.Kind != "" {
+		stepErr = &RolloutError{Target: target, RolloutID: progressFrom(&next.Status).RolloutID, Err: stepErr}
+	}
 	if left, ok := timeLeft(next, r.now()); ok && !next.IsDone() && (requeue == 0 || left < requeue) {
 		// The timeout is looked at when it comes, not at the next change or poll.
 		requeue = max(left, minRequeue)
@@ -347,6 +350,26 @@ func (r *Reconciler) log() *slog.Logger {
 		return r.Log
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// RolloutError is an error of a step of the rollout of Target, for the log to name it.
+type RolloutError struct {
+	Target workload.Ref
+	// RolloutID is the rollout's, when the run knows it.
+	RolloutID string
+	Err       error
+}
+
+func (e *RolloutError) Error() string { return e.Err.Error() }
+func (e *RolloutError) Unwrap() error { return e.Err }
+
+// LogAttrs name the rollout in a log line: namespace, workload and, when known, rolloutID.
+func (e *RolloutError) LogAttrs() []any {
+	attrs := rollout.LogAttrs(e.Target)
+	if e.RolloutID != "" {
+		attrs = append(attrs, "rolloutID", e.RolloutID)
+	}
+	return attrs
 }
 
 // runLog is the log of run's rollout of target: each line names the run, the workload and, when

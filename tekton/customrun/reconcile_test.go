@@ -3,6 +3,7 @@ package customrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -320,5 +321,30 @@ func TestFinalizer(t *testing.T) {
 				t.Errorf("the status changed in the step that set the finalizer: one write per step")
 			}
 		})
+	}
+}
+
+// A step that fails with API trouble returns an error that names the run's rollout, for the
+// controller's retry line, and still says what failed.
+func TestStepErrorNamesTheRollout(t *testing.T) {
+	run := withProgress(started(referenced("web"), now), Progress{RolloutID: "r-1"})
+	tekton := tektonfake.NewSimpleClientset(run)
+	kube := kubefake.NewClientset()
+	kube.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("etcd is down"))
+	})
+	r := &Reconciler{Engine: &rollout.Engine{Client: kube, Now: func() time.Time { return now }}, Runs: tekton.TektonV1beta1(),
+		Specs: specs{docs: map[string]string{"web": refDoc}}, Now: func() time.Time { return now }}
+	_, err := r.Reconcile(context.Background(), run)
+	var re *RolloutError
+	if !errors.As(err, &re) {
+		t.Fatalf("Reconcile: %v (%T), want a *RolloutError", err, err)
+	}
+	want := []any{"namespace", "ns", "workload", "StatefulSet/web", "rolloutID", "r-1"}
+	if got := re.LogAttrs(); !slices.Equal(got, want) {
+		t.Errorf("LogAttrs() = %v, want %v", got, want)
+	}
+	if !strings.Contains(err.Error(), "etcd is down") || !apierrors.IsInternalError(err) {
+		t.Errorf("Reconcile: %v, want the API error, still an InternalError", err)
 	}
 }
