@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -332,8 +333,15 @@ func TestKilledDuringAnalysisContinuesTheSameRun(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("run after the kill: %s", r)
 	}
-	if strings.Count(r.Stderr, `msg="analysis started" target="StatefulSet `+ns+`/web" batch=1 `) != 0 {
-		t.Errorf("batch 1's analysis started over after the kill:\n%s", clitest.LastLines(r.Stderr, 30))
+	// The engine's lines name the workload and the rollout before their own attributes. The
+	// resumed run starts the analyses of batches 2 and 3, never batch 1's again.
+	startedRe := regexp.MustCompile(`msg="analysis started" namespace=` + regexp.QuoteMeta(ns) + ` workload=StatefulSet/web rolloutID=\S+ batch=(\d+) `)
+	var batches []string
+	for _, m := range startedRe.FindAllStringSubmatch(r.Stderr, -1) {
+		batches = append(batches, m[1])
+	}
+	if !slices.Equal(batches, []string{"2", "3"}) {
+		t.Errorf("the resumed run started the analyses of batches %v, want [2 3]: batch 1's goes on:\n%s", batches, clitest.LastLines(r.Stderr, 30))
 	}
 	m := analysisPassed.FindStringSubmatch(r.Stderr)
 	if m == nil || m[1] != "1" {
