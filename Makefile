@@ -73,12 +73,19 @@ tools:
 ## test: unit and integration tests against the real local control plane
 # One shell line, so that the leftover check runs even when a test step fails. The fuzz targets
 # run a count of inputs, not a duration: Go 1.26's fuzzer can fail a duration run at its deadline
-# on a loaded machine with no failing input (golang/go#75804).
+# on a loaded machine with no failing input (golang/go#75804). Each run links its own test binary,
+# so the decoders' targets keep small counts: most of their time is that link.
 test: tools
 	rc=0; \
 	$(GO) test -count=1 -timeout 25m $(PKGS) || rc=1; \
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 25000x ./analysis || rc=1; \
 	$(GO) test -run '^$$' -fuzz FuzzSpecFile -fuzztime 15000x ./pkg/rollout || rc=1; \
+	$(GO) test -run '^$$' -fuzz '^FuzzBatches$$' -fuzztime 300x ./pkg/rollout || rc=1; \
+	$(GO) test -run '^$$' -fuzz '^FuzzImageAndBatchFlags$$' -fuzztime 600x ./cmd/inplace-rollout || rc=1; \
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 1500x ./plugin/argospec || rc=1; \
+	$(GO) test -run '^$$' -fuzz '^FuzzSpec$$' -fuzztime 1500x ./tekton/customrun || rc=1; \
+	$(GO) test -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime 1500x ./pkg/workload || rc=1; \
+	$(GO) test -run '^$$' -fuzz '^FuzzReadState$$' -fuzztime 1500x ./pkg/inplace || rc=1; \
 	hack/check-leftovers.sh || rc=1; \
 	exit $$rc
 

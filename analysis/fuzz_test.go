@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/fuzzcheck"
 )
 
-// FuzzDecode checks that Decode never panics, that it accepts no address CheckAddress rejects,
+// FuzzDecode checks that Decode never panics, that its error repeats no credential of the
+// input, that it accepts no address CheckAddress rejects,
 // and that what it accepts survives a JSON round trip: marshal, decode again, marshal again
 // gives the same bytes.
 func FuzzDecode(f *testing.F) {
@@ -35,6 +38,9 @@ func FuzzDecode(f *testing.F) {
 		"checks: {saturation: {maxMemory: -0.0}}",
 		"prometheus: {address: 'http://reader:pw@prom:9090'}",
 		"prometheus: {address: 'reader:pw@prom:9090'}",
+		"prometheus: {address: 'http://reader:s3cr3t-pw@prom:9090/x'}",
+		"prometheus: {address: 'http://prom:9090', basicAuth: {username: u, password: hunter2-secret, passwordFile: /p}}",
+		"prometheus: {basicAuth: {username: u, password: hunter2-secret}, count: 1}",
 		"prometheus: {bearerTokenFile: /t, basicAuth: {username: u}, headers: {authorization: x}}",
 		"checks: {traffic: {minRate: -1}, latency: {maxIncrease: -0.5}}",
 	} {
@@ -46,6 +52,7 @@ func FuzzDecode(f *testing.F) {
 			if c != nil {
 				t.Fatalf("Decode returned a config and the error %v", err)
 			}
+			fuzzcheck.NoSecretIn(t, err.Error(), data)
 			return
 		}
 		if c == nil {

@@ -76,12 +76,11 @@ func printReport(out io.Writer, r rollout.Report) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tREADY\tSTAGE\tCONTAINER\tBEFORE\tNOW\tREASON")
 	for _, p := range r.Pods {
+		// A stage this version does not write never gets here: the reason says why the pod's
+		// state was not read.
 		stage := string(p.Stage)
-		switch {
-		case stage == "":
+		if stage == "" {
 			stage = "-"
-		case !p.Stage.Known():
-			stage += " (unknown stage)"
 		}
 		// One row per container the rollout changes (all of them when no rollout is
 		// recorded), each with the bare image it had before and runs now.

@@ -36,8 +36,8 @@ func Decide(pod *corev1.Pod) (set bool, reason string) {
 	case inplace.StageUpdated, inplace.StageRolledBack:
 		return true, fmt.Sprintf("its last in-place update ended (%s)", st.Stage)
 	default:
-		// Failed waits for its revert, and an unknown stage may be newer than this controller:
-		// the engine decides when such a pod comes back.
+		// Failed waits for its revert; the engine decides when such a pod comes back. ReadState
+		// refused any stage this version does not write.
 		return false, fmt.Sprintf("in the middle of an in-place update (stage %s)", st.Stage)
 	}
 }

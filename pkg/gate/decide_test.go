@@ -51,7 +51,7 @@ func TestDecide(t *testing.T) {
 		{"stage Updating", gated(withStage(inplace.StageUpdating)), false, "stage Updating"},
 		{"stage Failed", gated(withStage(inplace.StageFailed)), false, "stage Failed"},
 		{"stage RollingBack", gated(withStage(inplace.StageRollingBack)), false, "stage RollingBack"},
-		{"unknown stage", gated(withStage("Frobnicating")), false, "stage Frobnicating"},
+		{"unknown stage", gated(withStage("Frobnicating")), false, `not a state this version writes: stage "Frobnicating" is none of`},
 		{"state not JSON", gated(func(p *corev1.Pod) { p.Annotations = map[string]string{inplace.StateAnnotation: "{"} }), false, "not valid JSON"},
 		{"empty state annotation", gated(func(p *corev1.Pod) { p.Annotations = map[string]string{inplace.StateAnnotation: ""} }), true, "no in-place update"},
 	}

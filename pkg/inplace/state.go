@@ -3,8 +3,10 @@ package inplace
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/distribution/reference"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -101,6 +103,9 @@ func ReadState(pod *corev1.Pod) (*State, error) {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		return nil, &StateError{Namespace: pod.Namespace, Pod: pod.Name, Err: err}
 	}
+	if err := s.check(pod); err != nil {
+		return nil, &StateError{Namespace: pod.Namespace, Pod: pod.Name, Err: err, Shape: true}
+	}
 	return &s, nil
 }
 
@@ -109,10 +114,62 @@ func ReadState(pod *corev1.Pod) (*State, error) {
 type StateError struct {
 	Namespace, Pod string
 	Err            error
+	// Shape says the annotation is JSON, but not a state this version writes (Err names the
+	// field); otherwise it is not JSON at all.
+	Shape bool
 }
 
 func (e *StateError) Error() string {
+	if e.Shape {
+		return fmt.Sprintf("pod %s/%s: annotation %s is not a state this version writes: %v", e.Namespace, e.Pod, StateAnnotation, e.Err)
+	}
 	return fmt.Sprintf("pod %s/%s: annotation %s is not valid JSON: %v", e.Namespace, e.Pod, StateAnnotation, e.Err)
+}
+
+// check refuses a decoded state that no version writes on this pod: an unknown stage, a
+// container the pod does not have (or listed twice), a negative restart count, an image that
+// is not a reference. Acting on one could patch the wrong container or a made-up image back.
+func (s *State) check(pod *corev1.Pod) error {
+	if !s.Stage.Known() {
+		return fmt.Errorf("stage %q is none of %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Stage), 64),
+			StagePreparing, StageDraining, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack)
+	}
+	seen := make(map[string]bool, len(s.Containers))
+	for i, c := range s.Containers {
+		field := fmt.Sprintf("containers[%d]", i)
+		kind := "container"
+		if c.Init {
+			kind = "init container"
+		}
+		switch {
+		case c.Name == "":
+			return fmt.Errorf("%s has no name", field)
+		case containerSpec(pod, c.Name, c.Init) == nil:
+			return fmt.Errorf("%s: the pod has no %s %q", field, kind, truncate(c.Name, 64))
+		case seen[c.Name]:
+			return fmt.Errorf("%s: container %q is listed twice", field, c.Name)
+		case c.RestartsBefore < 0:
+			return fmt.Errorf("%s.restartsBefore is %d, below 0", field, c.RestartsBefore)
+		}
+		seen[c.Name] = true
+		for _, f := range []struct{ name, img string }{{"beforeImage", c.BeforeImage}, {"afterImage", c.AfterImage}, {"revertImage", c.RevertImage}} {
+			if f.img == "" && f.name == "revertImage" {
+				continue
+			}
+			if _, err := reference.ParseAnyReference(f.img); err != nil || strings.TrimSpace(f.img) != f.img {
+				return fmt.Errorf("%s.%s %q is not an image reference", field, f.name, truncate(f.img, 128))
+			}
+		}
+	}
+	return nil
+}
+
+// truncate keeps a hand-edited value short enough for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 func (e *StateError) Unwrap() error { return e.Err }

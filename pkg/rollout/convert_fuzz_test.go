@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+	"github.com/inplace-rollout/inplace-rollout/pkg/fuzzcheck"
 )
 
 // FuzzSpecFile checks that decoding and converting a rollout spec document never panics, that
-// conversion either gives a Spec that passes Validate or bad input, and that a document it
-// accepts survives a JSON round trip: marshal, decode again, marshal again gives the same bytes.
+// no error repeats a credential of the document, that conversion either gives a Spec that
+// passes Validate or bad input, and that a document it accepts survives a JSON round trip:
+// marshal, decode again, marshal again gives the same bytes.
 func FuzzSpecFile(f *testing.F) {
 	inputs, _ := filepath.Glob("testdata/specfile/*.[jy]*")
 	for _, in := range inputs {
@@ -27,6 +29,8 @@ func FuzzSpecFile(f *testing.F) {
 		"apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nspec: {target: {kind: pods}, images: {a: 'b c'}, maxUnavailable: -1}",
 		"apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nspec: {target: {kind: ds, name: a}, images: {a: b}, soak: -1s, timeout: 1h}",
 		`{"apiVersion":"inplace-rollout.io/v1alpha1","kind":"InPlaceRollout","spec":{"target":{"kind":"Pods","selector":"a=b"},"images":{"a":"b"},"batches":["100.0%"]}}`,
+		"apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nspec: {target: {kind: sts, name: a}, images: {a: b}, analysis: {prometheus: {address: 'http://u:s3cr3t-pw@p:9090', basicAuth: {username: u, password: hunter2-secret}}}}",
+		"apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nspec: {target: {kind: sts, name: a}, images: {a: b}, analysis: {prometheus: {basicAuth: {username: u, password: hunter2-secret, passwordSecret: {name: s, key: k}}}}}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -36,12 +40,16 @@ func FuzzSpecFile(f *testing.F) {
 			if doc != nil {
 				t.Fatalf("Decode returned a document and the error %v", err)
 			}
+			fuzzcheck.NoSecretIn(t, err.Error(), data)
 			return
 		}
 		spec, err := FromV1alpha1(&doc.Spec, Caller{Namespace: "ns", Holder: "cli", CredentialFiles: true})
 		var ie *InvalidError
 		if err != nil && !errors.As(err, &ie) {
 			t.Fatalf("conversion failed with %T, not bad input: %v", err, err)
+		}
+		if err != nil {
+			fuzzcheck.NoSecretIn(t, err.Error(), data)
 		}
 		if err == nil {
 			if err := spec.Validate(); err != nil {

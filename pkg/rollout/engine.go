@@ -440,12 +440,15 @@ func classify(err error, st Status) error {
 		sup *SupersededError
 		blk *BlockedError
 		se  *inplace.StateError
+		le  *workload.LockError
 	)
 	switch {
 	case err == nil, errors.As(err, &inv), errors.As(err, &sup), errors.As(err, &blk):
 		return err
 	case errors.As(err, &se):
 		return &BlockedError{fmt.Sprintf("%v; restore it or remove it (if the pod was updated, put its images back by hand first), then run the same command again to go on, or roll back", err)}
+	case errors.As(err, &le):
+		return &BlockedError{fmt.Sprintf("%v; nothing was changed: restore the annotation (or correct the field it names), then run the same command again", le)}
 	case permanentAPIError(err):
 		return &PermanentError{Err: err, RollingBack: st.Phase == PhaseRollingBack, RolloutID: st.RolloutID, Updated: st.Updated}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 func TestClassify(t *testing.T) {
@@ -32,6 +33,7 @@ func TestClassify(t *testing.T) {
 		{"internal error", wrap(apierrors.NewInternalError(errors.New("etcd"))), Status{}, "retry"},
 		{"service unavailable", wrap(apierrors.NewServiceUnavailable("starting")), Status{}, "retry"},
 		{"connection refused", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}), Status{}, "retry"},
+		{"unreadable lock", fmt.Errorf("reading StatefulSet ns/web: %w", &workload.LockError{Kind: workload.StatefulSet, Namespace: "ns", Name: "web", Err: errors.New("bad"), JSON: true}), Status{}, "blocked"},
 		{"unreadable state", fmt.Errorf("pod ns/web-0: %w", &inplace.StateError{Namespace: "ns", Pod: "web-0", Err: errors.New("bad")}), Status{}, "blocked"},
 	}
 	for _, tt := range tests {

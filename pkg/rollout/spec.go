@@ -276,7 +276,8 @@ func ParseBatches(s string) ([]intstr.IntOrString, error) {
 			out = append(out, intstr.FromString(part))
 			continue
 		}
-		n, err := strconv.Atoi(part)
+		// 32 bits, as the count is stored: a larger one would wrap around to another count.
+		n, err := strconv.ParseInt(part, 10, 32)
 		if err != nil {
 			return nil, invalid("batches %q: %q is neither a pod count nor a percentage", s, part)
 		}

@@ -55,7 +55,9 @@ func TestResolveBatches(t *testing.T) {
 }
 
 func TestParseBatches(t *testing.T) {
-	for _, bad := range []string{"", "1,,100%", "one,100%"} {
+	// 4294967297 and 2147483648 are beyond 32 bits: they once wrapped around to 1 and to a
+	// negative count.
+	for _, bad := range []string{"", "1,,100%", "one,100%", "4294967297,100%", "2147483648,100%"} {
 		if _, err := ParseBatches(bad); err == nil {
 			t.Errorf("ParseBatches(%q) succeeded", bad)
 		}

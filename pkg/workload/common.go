@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -201,6 +202,10 @@ func restoreStrategy(raw json.RawMessage) (map[string]any, error) {
 	var orig map[string]any
 	if err := json.Unmarshal(raw, &orig); err != nil {
 		return nil, fmt.Errorf("decoding the recorded update strategy: %w", err)
+	}
+	if orig == nil {
+		// JSON null decodes without an error into no map at all.
+		return nil, errors.New("decoding the recorded update strategy: it is null, not an update strategy")
 	}
 	if _, ok := orig["rollingUpdate"]; !ok {
 		orig["rollingUpdate"] = nil

@@ -215,6 +215,7 @@ func TestRestoreStrategy(t *testing.T) {
 		{"rolling update cleared when there was none", `{"type":"OnDelete"}`, `{"rollingUpdate":null,"type":"OnDelete"}`, ""},
 		{"not recorded", ``, "", "decoding the recorded update strategy: unexpected end of JSON input"},
 		{"not an object", `"OnDelete"`, "", "decoding the recorded update strategy: json: cannot unmarshal string"},
+		{"null", `null`, "", "decoding the recorded update strategy: it is null, not an update strategy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

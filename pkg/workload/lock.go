@@ -3,8 +3,14 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/distribution/reference"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -117,9 +123,97 @@ func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock
 	}
 	var l Lock
 	if err := json.Unmarshal([]byte(raw), &l); err != nil {
-		return nil, fmt.Errorf("%s %s/%s: annotation %s is not valid JSON: %w", kind, ns, name, LockAnnotation, err)
+		return nil, &LockError{Kind: kind, Namespace: ns, Name: name, Err: err, JSON: true}
+	}
+	if err := l.check(); err != nil {
+		return nil, &LockError{Kind: kind, Namespace: ns, Name: name, Err: err}
 	}
 	return &l, nil
+}
+
+// LockError is a lock annotation that cannot be read: not JSON, or JSON of a shape no version
+// writes (someone edited it by hand). No retry fixes it, and acting on it could undo the wrong
+// images or strategy, so callers stop, write nothing and say which object.
+type LockError struct {
+	Kind            Kind
+	Namespace, Name string
+	Err             error
+	// JSON says the annotation is not JSON at all; otherwise a field is wrong, as Err says.
+	JSON bool
+}
+
+func (e *LockError) Error() string {
+	if e.JSON {
+		return fmt.Sprintf("%s %s/%s: annotation %s is not valid JSON: %v", e.Kind, e.Namespace, e.Name, LockAnnotation, e.Err)
+	}
+	return fmt.Sprintf("%s %s/%s: annotation %s is not a lock this version writes: %v", e.Kind, e.Namespace, e.Name, LockAnnotation, e.Err)
+}
+
+func (e *LockError) Unwrap() error { return e.Err }
+
+// check refuses a decoded lock that no version writes: an unknown phase, a negative count, an
+// image that is not a reference, a recorded strategy that is not an object. Each error names
+// the field.
+func (l *Lock) check() error {
+	switch l.Phase {
+	case LockProgressing, LockPaused, LockRollingBack, LockSucceeded, LockRolledBack, LockHalted, LockHolding, LockReleased:
+	default:
+		return fmt.Errorf("phase %q is none of %s, %s, %s, %s, %s, %s, %s, %s", l.Phase,
+			LockProgressing, LockPaused, LockHolding, LockHalted, LockRollingBack, LockSucceeded, LockRolledBack, LockReleased)
+	}
+	if l.Holder == "" {
+		return errors.New("holder is empty")
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"acceptedPods", l.AcceptedPods}, {"heldAt", l.HeldAt}, {"touchedMore", l.TouchedMore}} {
+		if f.n < 0 {
+			return fmt.Errorf("%s is %d, below 0", f.name, f.n)
+		}
+	}
+	for _, f := range []struct {
+		name   string
+		images map[string]string
+	}{{"images", l.Images}, {"previousImages", l.PreviousImages}} {
+		for _, c := range slices.Sorted(maps.Keys(f.images)) {
+			if err := checkLockImage(f.name, c, f.images[c]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(l.BeforeImages)) {
+		for _, img := range l.BeforeImages[c] {
+			if err := checkLockImage("beforeImages", c, img); err != nil {
+				return err
+			}
+		}
+	}
+	if len(l.PreviousStrategy) > 0 {
+		var strategy map[string]json.RawMessage
+		if err := json.Unmarshal(l.PreviousStrategy, &strategy); err != nil || strategy == nil {
+			return fmt.Errorf("previousStrategy is %s, not an update strategy object", truncate(string(l.PreviousStrategy), 64))
+		}
+	}
+	return nil
+}
+
+func checkLockImage(field, container, img string) error {
+	if container == "" {
+		return fmt.Errorf("%s has an empty container name", field)
+	}
+	if _, err := reference.ParseAnyReference(img); err != nil || strings.TrimSpace(img) != img {
+		return fmt.Errorf("%s[%s] %q is not an image reference", field, container, truncate(img, 128))
+	}
+	return nil
+}
+
+// truncate keeps a hand-edited value short enough for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 func (l *Lock) encode() string {

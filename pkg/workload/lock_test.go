@@ -2,6 +2,7 @@ package workload
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -68,6 +69,22 @@ func TestLockEncodeDecode(t *testing.T) {
 			"StatefulSet ns/web: annotation inplace-rollout.io/rollout is not valid JSON: unexpected end of JSON input", nil},
 		{"wrong type", map[string]string{LockAnnotation: `{"images":["reg/app:v2"]}`}, nil,
 			"StatefulSet ns/web: annotation inplace-rollout.io/rollout is not valid JSON: json: cannot unmarshal array", nil},
+		{"unknown phase", map[string]string{LockAnnotation: `{"holder":"cli","phase":"Done"}`}, nil,
+			`StatefulSet ns/web: annotation inplace-rollout.io/rollout is not a lock this version writes: phase "Done" is none of`, nil},
+		{"no holder", map[string]string{LockAnnotation: `{"phase":"Progressing"}`}, nil,
+			"is not a lock this version writes: holder is empty", nil},
+		{"negative count", map[string]string{LockAnnotation: `{"holder":"cli","phase":"Holding","heldAt":-1}`}, nil,
+			"is not a lock this version writes: heldAt is -1, below 0", nil},
+		{"image not a reference", map[string]string{LockAnnotation: `{"holder":"cli","phase":"Succeeded","images":{"app":"reg/app:v2 "}}`}, nil,
+			`is not a lock this version writes: images[app] "reg/app:v2 " is not an image reference`, nil},
+		{"before image not a reference", map[string]string{LockAnnotation: `{"holder":"cli","phase":"Succeeded","beforeImages":{"app":["reg/app:v1","A:B"]}}`}, nil,
+			`is not a lock this version writes: beforeImages[app] "A:B" is not an image reference`, nil},
+		{"empty container name", map[string]string{LockAnnotation: `{"holder":"cli","phase":"Succeeded","previousImages":{"":"reg/app:v1"}}`}, nil,
+			"is not a lock this version writes: previousImages has an empty container name", nil},
+		{"null strategy", map[string]string{LockAnnotation: `{"holder":"cli","phase":"RollingBack","previousStrategy":null}`}, nil,
+			"is not a lock this version writes: previousStrategy is null, not an update strategy object", nil},
+		{"strategy not an object", map[string]string{LockAnnotation: `{"holder":"cli","phase":"RollingBack","previousStrategy":["OnDelete"]}`}, nil,
+			`is not a lock this version writes: previousStrategy is ["OnDelete"], not an update strategy object`, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +92,10 @@ func TestLockEncodeDecode(t *testing.T) {
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parseLock = %+v, %v; want an error saying %q", got, err, tt.wantErr)
+				}
+				var le *LockError
+				if !errors.As(err, &le) || got != nil {
+					t.Errorf("parseLock = %+v, %T; want no lock and a *LockError", got, err)
 				}
 				return
 			}

@@ -1,0 +1,69 @@
+package inplace
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// statePod is a pod with containers app and init container setup, and the state annotation raw.
+func statePod(t *testing.T, raw string) *corev1.Pod {
+	t.Helper()
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "ns", Annotations: map[string]string{StateAnnotation: raw}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "setup", Image: "reg/setup:v1"}},
+			Containers:     []corev1.Container{{Name: "app", Image: "reg/app:v2"}},
+		},
+	}
+}
+
+// TestReadStateRefusesShapesNoVersionWrites: a state edited by hand into JSON no version
+// writes is a *StateError naming the pod and the field, not a state to act on.
+func TestReadStateRefusesShapesNoVersionWrites(t *testing.T) {
+	const app = `{"name":"app","beforeImage":"reg/app:v1","afterImage":"reg/app:v2","restartsBefore":2}`
+	tests := []struct {
+		name, raw string
+		// want is the error's text; empty, the state is read.
+		want  string
+		shape bool
+	}{
+		{"written by this version", `{"rolloutID":"r","stage":"Updating","containers":[` + app + `]}`, "", false},
+		{"init container", `{"stage":"RollingBack","containers":[{"name":"setup","init":true,"beforeImage":"reg/setup:v1","afterImage":"reg/setup@sha256:` + strings.Repeat("a", 64) + `","revertImage":"reg/setup:v1"}]}`, "", false},
+		{"no containers", `{"stage":"RolledBack","containers":null}`, "", false},
+		{"not JSON", `{"stage":`, "pod ns/web-0: annotation inplace-rollout.io/state is not valid JSON: unexpected end of JSON input", false},
+		{"a string", `"Updated"`, "pod ns/web-0: annotation inplace-rollout.io/state is not valid JSON: json: cannot unmarshal string", false},
+		{"no stage", `{"containers":[` + app + `]}`, `pod ns/web-0: annotation inplace-rollout.io/state is not a state this version writes: stage "" is none of Preparing, Draining, Updating, Updated, Failed, RollingBack, RolledBack`, true},
+		{"unknown stage", `{"stage":"updated","containers":[` + app + `]}`, `stage "updated" is none of`, true},
+		{"container without a name", `{"stage":"Updated","containers":[{"beforeImage":"a","afterImage":"b"}]}`, "containers[0] has no name", true},
+		{"container the pod lacks", `{"stage":"Updated","containers":[` + app + `,{"name":"db","beforeImage":"a","afterImage":"b"}]}`, `containers[1]: the pod has no container "db"`, true},
+		{"init container named as a container", `{"stage":"Updated","containers":[{"name":"setup","beforeImage":"a","afterImage":"b"}]}`, `containers[0]: the pod has no container "setup"`, true},
+		{"container named as an init container", `{"stage":"Updated","containers":[{"name":"app","init":true,"beforeImage":"a","afterImage":"b"}]}`, `containers[0]: the pod has no init container "app"`, true},
+		{"container twice", `{"stage":"Updated","containers":[` + app + `,` + app + `]}`, `containers[1]: container "app" is listed twice`, true},
+		{"negative restarts", `{"stage":"Updated","containers":[{"name":"app","beforeImage":"a","afterImage":"b","restartsBefore":-1}]}`, "containers[0].restartsBefore is -1, below 0", true},
+		{"before image empty", `{"stage":"Updated","containers":[{"name":"app","afterImage":"b"}]}`, `containers[0].beforeImage "" is not an image reference`, true},
+		{"after image not a reference", `{"stage":"Updated","containers":[{"name":"app","beforeImage":"a","afterImage":"B"}]}`, `containers[0].afterImage "B" is not an image reference`, true},
+		{"revert image with spaces", `{"stage":"RollingBack","containers":[{"name":"app","beforeImage":"a","afterImage":"b","revertImage":" a"}]}`, `containers[0].revertImage " a" is not an image reference`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, err := ReadState(statePod(t, tt.raw))
+			if tt.want == "" {
+				if err != nil || st == nil {
+					t.Fatalf("ReadState = %+v, %v; want a state", st, err)
+				}
+				return
+			}
+			var se *StateError
+			if !errors.As(err, &se) || st != nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ReadState = %+v, %v; want no state and a *StateError saying %q", st, err, tt.want)
+			}
+			if se.Shape != tt.shape {
+				t.Errorf("StateError.Shape = %v, want %v", se.Shape, tt.shape)
+			}
+		})
+	}
+}
