@@ -2,16 +2,21 @@ package clirbac_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -51,6 +56,7 @@ func bindCLIRole(t *testing.T) (kubeconfig string, rules []rbacv1.PolicyRule) {
 	if _, err := env.Client.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating RoleBinding %s/%s: %v", namespace, binding.Name, err)
 	}
+	pullSecret(t)
 	kubeconfig, err = env.ServiceAccountKubeconfig(ctx, namespace, serviceAccount, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -58,16 +64,68 @@ func bindCLIRole(t *testing.T) (kubeconfig string, rules []rbacv1.PolicyRule) {
 	return kubeconfig, role.Rules
 }
 
+// pullSecret gives the namespace's default ServiceAccount, which the pods run as, an
+// imagePullSecret, as a private registry needs: digest pinning reads it.
+func pullSecret(t *testing.T) {
+	t.Helper()
+	auth := base64.StdEncoding.EncodeToString([]byte("puller:pw-2b7e"))
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: namespace},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example":{"auth":"` + auth + `"}}}`)},
+	}
+	if _, err := env.Client.CoreV1().Secrets(namespace).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Secret %s/pull: %v", namespace, err)
+	}
+	// The ServiceAccount controller creates default shortly after the namespace.
+	cluster.WaitFor(t, time.Minute, "ServiceAccount "+namespace+"/default with the imagePullSecret pull", func(ctx context.Context) (bool, error) {
+		sa, err := env.Client.CoreV1().ServiceAccounts(namespace).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		sa.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+		_, err = env.Client.CoreV1().ServiceAccounts(namespace).Update(ctx, sa, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+}
+
+// createGatedPods creates n bare pods NAME-0..NAME-(n-1) of Template labelled app=NAME and
+// tier=web that
+// declare the readiness gate inplace-rollout.io/ready, sets the gate True as the gate
+// controller would, and waits until each is Ready.
+func createGatedPods(t *testing.T, name string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	tmpl := clitest.Template(map[string]string{"app": name, "tier": "web"})
+	tmpl.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
+	gateTrue := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}]}}`, inplace.ReadinessGate)
+	for i := range n {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: namespace, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+		if _, err := env.Client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating pod %s/%s: %v", namespace, pod.Name, err)
+		}
+		env.WaitForPod(t, namespace, pod.Name, time.Minute, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+		if _, err := env.Client.CoreV1().Pods(namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(gateTrue), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("setting the readiness gate of pod %s/%s: %v", namespace, pod.Name, err)
+		}
+		env.WaitForPod(t, namespace, pod.Name, time.Minute, "Ready", cluster.PodReady)
+	}
+}
+
 // TestCLIRoleIsLeastPrivilege runs plan, run, status and rollback as a ServiceAccount bound
 // only to config/cli's Role, over a StatefulSet, a DaemonSet, a Deployment (with --pre-pull)
-// and label-selected pods, and checks the Role against the calls they made: every command
+// and label-selected pods behind the readiness gate, and checks the Role against the calls they made: every command
 // succeeds, every call is granted, and every rule served a call.
 func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 	kubeconfig, rules := bindCLIRole(t)
 	clitest.CreateStatefulSet(t, env, namespace, "web", 2)
 	clitest.CreateDaemonSet(t, env, namespace, "agent")
 	clitest.CreateDeployment(t, env, namespace, "api", 2)
-	clitest.CreatePods(t, env, namespace, "loose", 2)
+	createGatedPods(t, "loose", 2)
+	v1Digest := cluster.ContainerStatus(&clitest.ListPods(t, env, namespace, "app=web")[0], "app").ImageID
 
 	short := []string{"-n", namespace, "--batches", "1,100%", "--soak", "1s", "--timeout", "2m"}
 	commands := []struct {
@@ -78,11 +136,14 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 		{[]string{"plan", "-n", namespace, "--target", "statefulset/web", "--image", "app=" + clitest.AppV2}, "web", clitest.AppV1},
 		{append([]string{"run", "--target", "statefulset/web", "--image", "app=" + clitest.AppV2}, short...), "web", clitest.AppV2},
 		{[]string{"status", "-n", namespace, "--target", "statefulset/web"}, "web", clitest.AppV2},
-		{[]string{"rollback", "-n", namespace, "--target", "statefulset/web", "--timeout", "2m"}, "web", clitest.AppV1},
+		{[]string{"rollback", "-n", namespace, "--target", "statefulset/web", "--timeout", "2m"}, "web", v1Digest},
 		{append([]string{"run", "--target", "daemonset/agent", "--image", "app=" + clitest.AppV2}, short...), "agent", clitest.AppV2},
 		{append([]string{"run", "--target", "deployment/api", "--image", "app=" + clitest.AppV2, "--pre-pull"}, short...), "api", clitest.AppV2},
-		{append([]string{"run", "--target", "pods", "-l", "app=loose", "--image", "app=" + clitest.AppV2}, short...), "loose", clitest.AppV2},
+		{append([]string{"run", "--target", "pods", "-l", "app=loose", "--image", "app=" + clitest.AppV2, "--grace", "1s"}, short...), "loose", clitest.AppV2},
 		{[]string{"status", "-n", namespace, "--target", "pods", "-l", "app=loose"}, "loose", clitest.AppV2},
+		// Another selector takes every pod of the first: its run deletes the first one's lock,
+		// which records nothing to act on any longer.
+		{append([]string{"run", "--target", "pods", "-l", "app=loose,tier=web", "--image", "app=" + clitest.AppV3, "--grace", "1s"}, short...), "loose", clitest.AppV3},
 	}
 	for _, c := range commands {
 		r := clitest.RunAs(t, kubeconfig, cli, c.args...)
