@@ -14,9 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -92,39 +90,17 @@ func pullSecret(t *testing.T) {
 	})
 }
 
-// createGatedPods creates n bare pods NAME-0..NAME-(n-1) of Template labelled app=NAME and
-// tier=web that
-// declare the readiness gate inplace-rollout.io/ready, sets the gate True as the gate
-// controller would, and waits until each is Ready.
-func createGatedPods(t *testing.T, name string, n int) {
-	t.Helper()
-	ctx := context.Background()
-	tmpl := clitest.Template(map[string]string{"app": name, "tier": "web"})
-	tmpl.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
-	gateTrue := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}]}}`, inplace.ReadinessGate)
-	for i := range n {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: namespace, Labels: tmpl.Labels}, Spec: tmpl.Spec}
-		if _, err := env.Client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating pod %s/%s: %v", namespace, pod.Name, err)
-		}
-		env.WaitForPod(t, namespace, pod.Name, time.Minute, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-		if _, err := env.Client.CoreV1().Pods(namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(gateTrue), metav1.PatchOptions{}, "status"); err != nil {
-			t.Fatalf("setting the readiness gate of pod %s/%s: %v", namespace, pod.Name, err)
-		}
-		env.WaitForPod(t, namespace, pod.Name, time.Minute, "Ready", cluster.PodReady)
-	}
-}
-
 // TestCLIRoleIsLeastPrivilege runs plan, run, status and rollback as a ServiceAccount bound
 // only to config/cli's Role, over a StatefulSet, a DaemonSet, a Deployment (with --pre-pull)
-// and label-selected pods behind the readiness gate, and checks the Role against the calls they made: every command
+// and label-selected pods behind the readiness gate, every pod written by someone else
+// meanwhile, and checks the Role against the calls they made: every command
 // succeeds, every call is granted, and every rule served a call.
 func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 	kubeconfig, rules := bindCLIRole(t)
 	clitest.CreateStatefulSet(t, env, namespace, "web", 2)
 	clitest.CreateDaemonSet(t, env, namespace, "agent")
 	clitest.CreateDeployment(t, env, namespace, "api", 2)
-	createGatedPods(t, "loose", 2)
+	clitest.CreatePods(t, env, namespace, "loose", 2, true)
 	v1Digest := cluster.ContainerStatus(&clitest.ListPods(t, env, namespace, "app=web")[0], "app").ImageID
 
 	short := []string{"-n", namespace, "--batches", "1,100%", "--soak", "1s", "--timeout", "2m"}
@@ -145,6 +121,9 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 		// which records nothing to act on any longer.
 		{append([]string{"run", "--target", "pods", "-l", "app=loose,tier=web", "--image", "app=" + clitest.AppV3, "--grace", "1s"}, short...), "loose", clitest.AppV3},
 	}
+	// Someone else writes every pod meanwhile, as kubelets do: the command's pod writes, which
+	// carry the resourceVersion they were decided on, meet conflicts and read the pod again.
+	stop := clitest.ChurnPods(t, env, namespace, "", 20*time.Millisecond)
 	for _, c := range commands {
 		r := clitest.RunAs(t, kubeconfig, cli, c.args...)
 		if r.Code != 0 {
@@ -157,6 +136,8 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
+
+	stop()
 
 	calls, err := env.AuditedCalls(cliUser)
 	if err != nil {

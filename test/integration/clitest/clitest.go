@@ -16,8 +16,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
@@ -223,19 +225,61 @@ func CreateDeployment(t testing.TB, c *cluster.Cluster, ns, name string, replica
 	return got
 }
 
-// CreatePods creates n bare pods NAME-0..NAME-(n-1) of Template labelled app=NAME, owned by
-// no controller, and waits until each is Ready.
-func CreatePods(t testing.TB, c *cluster.Cluster, ns, name string, n int) {
+// CreatePods creates n bare pods NAME-0..NAME-(n-1) of Template labelled app=NAME and
+// tier=web, owned by no controller, and waits until each is Ready. With gated, they declare the
+// readiness gate inplace-rollout.io/ready, which is set True as the gate controller would.
+func CreatePods(t testing.TB, c *cluster.Cluster, ns, name string, n int, gated bool) {
 	t.Helper()
-	tmpl := Template(map[string]string{"app": name})
+	ctx := context.Background()
+	tmpl := Template(map[string]string{"app": name, "tier": "web"})
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	if gated {
+		tmpl.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
+	}
+	gateTrue := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}]}}`, inplace.ReadinessGate)
 	for i := range n {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}
-		if _, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns, Labels: tmpl.Labels}, Spec: *tmpl.Spec.DeepCopy()}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating pod %s/%s: %v", ns, pod.Name, err)
 		}
 	}
 	for i := range n {
-		c.WaitForPod(t, ns, fmt.Sprintf("%s-%d", name, i), 60*time.Second, "Ready", cluster.PodReady)
+		name := fmt.Sprintf("%s-%d", name, i)
+		if gated {
+			c.WaitForPod(t, ns, name, time.Minute, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(gateTrue), metav1.PatchOptions{}, "status"); err != nil {
+				t.Fatalf("setting the readiness gate of pod %s/%s: %v", ns, name, err)
+			}
+		}
+		c.WaitForPod(t, ns, name, time.Minute, "Ready", cluster.PodReady)
 	}
+}
+
+// ChurnPods writes an annotation on every pod matching selector every interval until the
+// returned stop is called (or the test ends), as a kubelet's status updates would: a driver's
+// writes, which carry the resourceVersion they read, then meet conflicts and must read the pod
+// again. The shorter the interval, the likelier a conflict.
+func ChurnPods(t testing.TB, c *cluster.Cluster, ns, selector string, interval time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err == nil {
+				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.inplace-rollout.io/churn":"%d"}}}`, i)
+				for _, p := range pods.Items {
+					_, _ = c.Client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(interval):
+			}
+		}
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }

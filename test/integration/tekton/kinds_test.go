@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -11,27 +12,33 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 )
 
-// TestCustomRunRollsEachKind: a CustomRun rolls a DaemonSet, a Deployment (with prePull) and
-// label-selected Pods in place, every pod on the new image with its UID; no puller pod outlives
-// the run. Besides showing each kind works through the controller, it makes the controller
-// use the rules of config/tekton that only these kinds need, for the RBAC check.
+// TestCustomRunRollsEachKind: CustomRuns roll a DaemonSet, a Deployment (with prePull) and
+// label-selected Pods behind the readiness gate in place, every pod on the new image with its
+// UID, while someone else writes the pods; no puller pod outlives the run. A second selector
+// taking the Pods of the first removes the first one's lock. Besides showing each kind works
+// through the controller, it makes the controller use the rules of config/tekton that only
+// these cases need, for the RBAC check.
 func TestCustomRunRollsEachKind(t *testing.T) {
+	type run struct{ target, image string }
 	tests := []struct {
 		name   string
-		target string // the task's spec.target
 		extra  string // more spec fields, YAML lines indented for the spec
 		create func(t *testing.T, ns string)
 		pods   int
+		runs   []run // in order, each the task of its own PipelineRun
 	}{
-		{"DaemonSet", "{kind: DaemonSet, name: agent}", "", func(t *testing.T, ns string) {
+		{"DaemonSet", "", func(t *testing.T, ns string) {
 			clitest.CreateDaemonSet(t, env, ns, "agent")
-		}, len(env.Sim.NodeNames())},
-		{"Deployment with prePull", "{kind: Deployment, name: agent}", "\n            prePull: true", func(t *testing.T, ns string) {
+		}, len(env.Sim.NodeNames()), []run{{"{kind: DaemonSet, name: agent}", clitest.AppV2}}},
+		{"Deployment with prePull", "\n            prePull: true", func(t *testing.T, ns string) {
 			clitest.CreateDeployment(t, env, ns, "agent", 3)
-		}, 3},
-		{"Pods", `{kind: Pods, selector: "app=agent"}`, "", func(t *testing.T, ns string) {
-			clitest.CreatePods(t, env, ns, "agent", 3)
-		}, 3},
+		}, 3, []run{{"{kind: Deployment, name: agent}", clitest.AppV2}}},
+		{"gated Pods, then a second selector", "", func(t *testing.T, ns string) {
+			clitest.CreatePods(t, env, ns, "agent", 3, true)
+		}, 3, []run{
+			{`{kind: Pods, selector: "app=agent"}`, clitest.AppV2},
+			{`{kind: Pods, selector: "app=agent,tier=web"}`, clitest.AppV3},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,11 +49,14 @@ func TestCustomRunRollsEachKind(t *testing.T) {
 			if len(before) != tt.pods {
 				t.Fatalf("%d pods of agent, want %d", len(before), tt.pods)
 			}
-			create(t, dynamicClient(t), pipelineRunsGVR, ns, fmt.Sprintf(`
+			clitest.ChurnPods(t, env, ns, "app=agent", 20*time.Millisecond)
+			for i, r := range tt.runs {
+				name := fmt.Sprintf("roll-%d", i)
+				create(t, dynamicClient(t), pipelineRunsGVR, ns, fmt.Sprintf(`
 apiVersion: tekton.dev/v1
 kind: PipelineRun
 metadata:
-  name: roll
+  name: %s
 spec:
   pipelineSpec:
     tasks:
@@ -63,17 +73,18 @@ spec:
         params:
           - name: images
             value: ["app=%s"]
-`, tt.target, tt.extra, clitest.AppV2))
-			cond := waitPipelineRun(t, ns, "roll", rolloutTimeout)
-			run := waitCustomRun(t, ns, "roll", "rollout", reconcileTimeout, "done", isDone)
-			if cond.Status != corev1.ConditionTrue {
-				t.Fatalf("PipelineRun %s/roll: %s %s: %s; its CustomRun: %+v", ns, cond.Status, cond.Reason, cond.Message, succeeded(run))
-			}
-			if got := result(run, "updated-pods"); got != fmt.Sprint(tt.pods) {
-				t.Errorf("CustomRun %s: result updated-pods = %q, want %d", run.Name, got, tt.pods)
-			}
-			if imgs := podImages(t, ns, "agent"); imgs[clitest.AppV2] != tt.pods {
-				t.Errorf("pods by image: %v, want all %d on %s", imgs, tt.pods, clitest.AppV2)
+`, name, r.target, tt.extra, r.image))
+				cond := waitPipelineRun(t, ns, name, rolloutTimeout)
+				cr := waitCustomRun(t, ns, name, "rollout", reconcileTimeout, "done", isDone)
+				if cond.Status != corev1.ConditionTrue {
+					t.Fatalf("PipelineRun %s/%s: %s %s: %s; its CustomRun: %+v", ns, name, cond.Status, cond.Reason, cond.Message, succeeded(cr))
+				}
+				if got := result(cr, "updated-pods"); got != fmt.Sprint(tt.pods) {
+					t.Errorf("CustomRun %s: result updated-pods = %q, want %d", cr.Name, got, tt.pods)
+				}
+				if imgs := podImages(t, ns, "agent"); imgs[r.image] != tt.pods {
+					t.Errorf("after PipelineRun %s, pods by image: %v, want all %d on %s", name, imgs, tt.pods, r.image)
+				}
 			}
 			uids := func(m map[string]podRecord) map[string]string {
 				out := map[string]string{}
