@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,10 +269,15 @@ func ChurnPods(t testing.TB, c *cluster.Cluster, ns, selector string, interval t
 		for i := 0; ctx.Err() == nil; i++ {
 			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 			if err == nil {
+				// All pods at once, so that each is written every interval, however many.
 				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.inplace-rollout.io/churn":"%d"}}}`, i)
+				var wg sync.WaitGroup
 				for _, p := range pods.Items {
-					_, _ = c.Client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+					wg.Go(func() {
+						_, _ = c.Client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+					})
 				}
+				wg.Wait()
 			}
 			select {
 			case <-ctx.Done():
