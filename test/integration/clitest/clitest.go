@@ -10,14 +10,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
@@ -49,11 +52,17 @@ func (r Result) String() string {
 	return "exit " + strconv.Itoa(r.Code) + "\nstdout:\n" + r.Stdout + "\nstderr:\n" + LastLines(r.Stderr, 15)
 }
 
-// Run runs the command against the cluster and waits for it.
+// Run runs the command against the cluster, as its admin, and waits for it.
 func Run(t testing.TB, c *cluster.Cluster, bin string, args ...string) Result {
 	t.Helper()
+	return RunAs(t, c.Kubeconfig, bin, args...)
+}
+
+// RunAs runs the command as the user kubeconfig authenticates, and waits for it.
+func RunAs(t testing.TB, kubeconfig, bin string, args ...string) Result {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -161,4 +170,122 @@ func Main(m *testing.M, opts cluster.Options, env **cluster.Cluster, bin *string
 		return 1
 	}
 	return cluster.RunTests(m, opts, env)
+}
+
+// CreateDaemonSet creates a DaemonSet of Template pods labelled app=NAME and waits until it
+// runs one Ready, updated pod on each of the simulator's nodes.
+func CreateDaemonSet(t testing.TB, c *cluster.Cluster, ns, name string) *appsv1.DaemonSet {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: Template(labels)},
+	}
+	if _, err := c.Client.AppsV1().DaemonSets(ns).Create(context.Background(), ds, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating DaemonSet %s/%s: %v", ns, name, err)
+	}
+	nodes := int32(len(c.Sim.NodeNames()))
+	var got *appsv1.DaemonSet
+	cluster.WaitFor(t, 60*time.Second, fmt.Sprintf("DaemonSet %s/%s Ready on %d nodes", ns, name, nodes), func(ctx context.Context) (bool, error) {
+		d, err := c.Client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = d
+		return d.Status.NumberReady == nodes && d.Status.UpdatedNumberScheduled == nodes, nil
+	})
+	return got
+}
+
+// CreateDeployment creates a Deployment of Template pods labelled app=NAME and waits until its
+// controller has rolled it out: every replica updated and available.
+func CreateDeployment(t testing.TB, c *cluster.Cluster, ns, name string, replicas int32) *appsv1.Deployment {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: Template(labels),
+		},
+	}
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Deployment %s/%s: %v", ns, name, err)
+	}
+	var got *appsv1.Deployment
+	cluster.WaitFor(t, 60*time.Second, fmt.Sprintf("Deployment %s/%s rolled out", ns, name), func(ctx context.Context) (bool, error) {
+		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got = d
+		s := d.Status
+		return s.ObservedGeneration == d.Generation && s.UpdatedReplicas == replicas && s.AvailableReplicas == replicas && s.Replicas == replicas, nil
+	})
+	return got
+}
+
+// CreatePods creates n bare pods NAME-0..NAME-(n-1) of Template labelled app=NAME and
+// tier=web, owned by no controller, and waits until each is Ready. With gated, they declare the
+// readiness gate inplace-rollout.io/ready, which is set True as the gate controller would.
+func CreatePods(t testing.TB, c *cluster.Cluster, ns, name string, n int, gated bool) {
+	t.Helper()
+	ctx := context.Background()
+	tmpl := Template(map[string]string{"app": name, "tier": "web"})
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	if gated {
+		tmpl.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
+	}
+	gateTrue := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True"}]}}`, inplace.ReadinessGate)
+	for i := range n {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns, Labels: tmpl.Labels}, Spec: *tmpl.Spec.DeepCopy()}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating pod %s/%s: %v", ns, pod.Name, err)
+		}
+	}
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", name, i)
+		if gated {
+			c.WaitForPod(t, ns, name, time.Minute, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			if _, err := c.Client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(gateTrue), metav1.PatchOptions{}, "status"); err != nil {
+				t.Fatalf("setting the readiness gate of pod %s/%s: %v", ns, name, err)
+			}
+		}
+		c.WaitForPod(t, ns, name, time.Minute, "Ready", cluster.PodReady)
+	}
+}
+
+// ChurnPods writes an annotation on every pod matching selector every interval until the
+// returned stop is called (or the test ends), as a kubelet's status updates would: a driver's
+// writes, which carry the resourceVersion they read, then meet conflicts and must read the pod
+// again. The shorter the interval, the likelier a conflict.
+func ChurnPods(t testing.TB, c *cluster.Cluster, ns, selector string, interval time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err == nil {
+				// All pods at once, so that each is written every interval, however many.
+				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.inplace-rollout.io/churn":"%d"}}}`, i)
+				var wg sync.WaitGroup
+				for _, p := range pods.Items {
+					wg.Go(func() {
+						_, _ = c.Client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+					})
+				}
+				wg.Wait()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(interval):
+			}
+		}
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }

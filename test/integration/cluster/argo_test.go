@@ -71,4 +71,8 @@ func TestAuditedCallsReadsOneRequestOnce(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("calls %v, want %v", got, want)
 	}
+	// A user the policy does not log would read as one that called nothing.
+	if _, err := c.AuditedCalls("someone-else"); err == nil || !strings.Contains(err.Error(), "Options.AuditUsers") {
+		t.Errorf("AuditedCalls of a user the policy does not log: error %v, want one naming Options.AuditUsers", err)
+	}
 }

@@ -6,25 +6,37 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
-// auditPolicy logs the requests of the Argo Rollouts controller's ServiceAccount, which its
-// plugins share, and nothing else: the RBAC test wants what that user called.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
+// auditPolicy logs the requests of users, and nothing else: the RBAC tests want what each
+// driver's user called, and a log of every user's requests would be large and slow.
+func auditPolicy(users []string) string {
+	quoted, _ := json.Marshal(users) // a JSON list is a YAML flow sequence
+	return `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
   - level: Metadata
-    users: ["` + ArgoUser + `"]
+    users: ` + string(quoted) + `
   - level: None
 `
+}
+
+// auditUsers are the users Options.AuditLog logs.
+func (c *Cluster) auditUsers() []string {
+	if len(c.opts.AuditUsers) > 0 {
+		return c.opts.AuditUsers
+	}
+	return []string{ArgoUser, InplaceTektonUser}
+}
 
 func (c *Cluster) auditLogPath() string { return filepath.Join(c.Dir, "audit.log") }
 
 // auditArgs writes the audit policy and returns the apiserver flags that apply it.
 func (c *Cluster) auditArgs() ([]string, error) {
 	policy := filepath.Join(c.Dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+	if err := os.WriteFile(policy, []byte(auditPolicy(c.auditUsers())), 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", policy, err)
 	}
 	// A fresh log per start, like etcd's data.
@@ -66,10 +78,13 @@ func (a APICall) String() string {
 
 // AuditedCalls reads the audit log (Options.AuditLog) into the resource requests user made,
 // each with how many times. Requests to non-resource URLs (discovery, /version), which every
-// authenticated user may make, are left out.
+// authenticated user may make, are left out. user must be one of the audited users.
 func (c *Cluster) AuditedCalls(user string) (map[APICall]int, error) {
 	if !c.opts.AuditLog {
 		return nil, fmt.Errorf("the cluster was started without Options.AuditLog")
+	}
+	if !slices.Contains(c.auditUsers(), user) {
+		return nil, fmt.Errorf("the audit log does not log %s: add it to Options.AuditUsers", user)
 	}
 	f, err := os.Open(c.auditLogPath())
 	if err != nil {

@@ -41,9 +41,12 @@ type Options struct {
 	// RegistryBasicAuth starts a second registry, PrivateRegistry, that requires these
 	// credentials, for private-registry tests; pods pull from it with an imagePullSecret.
 	RegistryBasicAuth *BasicAuth
-	// AuditLog makes the apiserver log, at Metadata level, every request of ArgoUser (and no
+	// AuditLog makes the apiserver log, at Metadata level, every request of AuditUsers (and no
 	// one else's) to Dir/audit.log; AuditedCalls reads it.
 	AuditLog bool
+	// AuditUsers are the users whose requests AuditLog logs; empty means ArgoUser and
+	// InplaceTektonUser, the drivers the harness starts.
+	AuditUsers []string
 	// Logger receives one line per lifecycle event. Nil discards.
 	Logger *slog.Logger
 }

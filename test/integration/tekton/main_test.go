@@ -2,9 +2,11 @@ package tekton_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,9 +33,11 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-// run starts the control plane with Prometheus, the Tekton controller and ours, runs the tests
-// and stops them all.
+// run starts the control plane with Prometheus, the audit log, the Tekton controller and ours,
+// runs the tests and, when every test ran and passed, checks config/tekton's roles against the
+// calls our controller made; then it stops them all.
 func run(m *testing.M) int {
+	flag.Parse()
 	dir, err := os.MkdirTemp("", "inplace-rollout-tekton-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -47,6 +51,8 @@ func run(m *testing.M) int {
 	opts := cluster.Options{
 		Prometheus:          true,
 		PrometheusBasicAuth: &cluster.BasicAuth{Username: promUser, Password: promPassword},
+		AuditLog:            true,
+		AuditUsers:          []string{cluster.InplaceTektonUser},
 	}
 	if os.Getenv("INPLACE_ROLLOUT_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -75,7 +81,23 @@ func run(m *testing.M) int {
 	}
 	fmt.Fprintf(os.Stderr, "control plane ready in %s, Tekton in %s more\n",
 		env.BootDuration.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	// The roles must match what ran: a subset of the tests would report the rules the others
+	// need as spare.
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
+		fmt.Fprintln(os.Stderr, "the RBAC check of config/tekton's roles runs only when every test runs (no -run)")
+		return code
+	}
+	calls, err := checkRBAC(env)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "RBAC check of config/tekton's roles against the calls our controller made:\n%v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "RBAC check: config/tekton's roles grant exactly the calls our controller made:\n  %s\n", strings.Join(calls, "\n  "))
+	return code
 }
 
 // keepTektonLog copies the controllers' logs, which the cluster directory's removal would lose:

@@ -1,0 +1,68 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// TestCompareRole checks the comparison itself, without a cluster, so that an RBAC check
+// cannot pass by comparing nothing.
+func TestCompareRole(t *testing.T) {
+	stock := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}}}
+	getPods := APICall{Resource: "pods", Verb: "get", Namespaced: true}
+	listPods := APICall{Resource: "pods", Verb: "list", Namespaced: true}
+	patchSts := APICall{APIGroup: "apps", Resource: "statefulsets", Verb: "patch", Namespaced: true}
+	resize := APICall{Resource: "pods", Subresource: "resize", Verb: "patch", Namespaced: true}
+	tests := []struct {
+		name  string
+		base  []rbacv1.PolicyRule
+		ours  []rbacv1.PolicyRule
+		calls []APICall
+		want  []string // substrings, one per problem
+	}{
+		{"exact", stock, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"patch"}},
+		}, []APICall{getPods, listPods, patchSts}, nil},
+		{"missing", stock, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+		}, []APICall{getPods, patchSts}, []string{"missing rule: patch statefulsets.apps (namespaced) was called 1 times, and neither the stock role nor ours grants it"}},
+		{"spare", stock, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "delete"}},
+		}, []APICall{getPods}, []string{"spare rule: {apiGroups: [\"\"], resources: [pods], verbs: [delete]}"}},
+		{"granted by stock is spare in ours", stock, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		}, []APICall{listPods}, []string{"spare rule: {apiGroups: [\"\"], resources: [pods], verbs: [list]}"}},
+		{"subresource is its own resource", stock, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
+		}, []APICall{resize}, []string{"missing rule: patch pods/resize.core", "spare rule: {apiGroups: [\"\"], resources: [pods], verbs: [patch]}"}},
+		{"no base: every call needs ours", nil, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "watch"}},
+		}, []APICall{getPods, listPods}, []string{
+			"missing rule: list pods.core (namespaced) was called 1 times, and ours does not grant it; add {apiGroups: [\"\"], resources: [pods], verbs: [list]}",
+			"spare rule: {apiGroups: [\"\"], resources: [pods], verbs: [watch]} is granted, but no call used it",
+		}},
+		{"wildcard verb serves any call", nil, []rbacv1.PolicyRule{
+			{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"*"}},
+		}, []APICall{patchSts}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := map[APICall]int{}
+			for _, c := range tt.calls {
+				calls[c] = 1
+			}
+			got := CompareRole(tt.base, "the stock role", tt.ours, calls)
+			if len(got) != len(tt.want) {
+				t.Fatalf("problems %q, want %d matching %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %d is %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
