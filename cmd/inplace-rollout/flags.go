@@ -232,6 +232,7 @@ func (f *rolloutFlags) podsSpec(ref workload.Ref) (rollout.Spec, error) {
 		MaxUnavailable: intstr.FromInt32(1),
 		Timeout:        inplace.DefaultProgressDeadline,
 		PinDigests:     f.pinDigests,
+		Rerun:          true,
 	}
 	images, err := parseImages(f.images)
 	if err != nil {

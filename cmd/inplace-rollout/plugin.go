@@ -118,7 +118,7 @@ func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics) (*rollo
 	if err != nil {
 		return nil, fmt.Errorf("building a client for %s: %w", cfg.Host, err)
 	}
-	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Registry: &registry.Resolver{Client: client}, PullerImage: ownImage(), Log: log, Metrics: m}, nil
+	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Registry: &registry.Resolver{Client: client}, PullerImage: pluginPullerImage(), Log: log, Metrics: m}, nil
 }
 
 // stepClients are the step plugin's engine and its Argo Rollouts client, which lists the
@@ -137,4 +137,14 @@ func stepClients(log *slog.Logger, m rollout.Metrics) (step.Clients, error) {
 		return step.Clients{}, fmt.Errorf("building an Argo Rollouts client for %s: %w", cfg.Host, err)
 	}
 	return step.Clients{Engine: e, Rollouts: rollouts}, nil
+}
+
+// pluginPullerImage is the image holding the puller binary for a step with prePull:
+// $INPLACE_ROLLOUT_PULLER_IMAGE of the Argo controller's container (a mirror, say), else this
+// version's image. Argo starts the plugin with its own environment, so no flag reaches it.
+func pluginPullerImage() string {
+	if img := os.Getenv("INPLACE_ROLLOUT_PULLER_IMAGE"); img != "" {
+		return img
+	}
+	return ownImage()
 }

@@ -148,9 +148,10 @@ func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inpla
 func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
 	// A rollout to these images that was rolled back is no reason to refuse: running again
 	// starts a new one, from what the pods run now.
-	// A rollout pinned to digests is done only while its tags still name them: a tag pushed
-	// again since starts a new one, to the new content.
-	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && e.stillPinned(ctx, spec, w, lock) {
+	// Asked anew, a rollout pinned to digests is done only while its tags still name them: a tag
+	// pushed again since starts a new one, to the new content. A driver calling again for the
+	// rollout it drives gets its end reported, without asking any registry.
+	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && (!spec.Rerun || e.stillPinned(ctx, spec, w, lock)) {
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	}
 	if spec.PrePull && e.PullerImage == "" {
@@ -217,8 +218,8 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	}
 	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images) || workload.TemplateHasImages(tmpl, pin.images)) {
 		msg := alreadyThere(w.Ref().String(), pods, spec.Images)
-		if len(pin.digests) > 0 {
-			msg = fmt.Sprintf("%s already runs these images, as %s; nothing to do", w.Ref(), describePinned(pin.digests, spec.Images))
+		if checked := pin.checked(); len(checked) > 0 {
+			msg = fmt.Sprintf("%s already runs these images, as %s; nothing to do", w.Ref(), describePinned(checked, spec.Images))
 		}
 		return Status{Phase: PhaseSucceeded, Total: len(pods), Updated: len(pods), Message: msg}, Result{Phase: PhaseSucceeded, Message: msg}, nil
 	}

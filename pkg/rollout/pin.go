@@ -24,6 +24,9 @@ type pinning struct {
 	digests map[string]string
 	// unresolved says, by container, why a tag was left as given (pin-digests auto).
 	unresolved map[string]error
+	// current are the digests of tags left as given because every pod, and the template, run
+	// them as that digest already: respelling them would restart pods for nothing.
+	current map[string]string
 }
 
 // pinMode is the spec's pin-digests mode, auto when unset.
@@ -43,7 +46,7 @@ func (s Spec) pinMode() string {
 // rollout superseded, say back to the images the pods run) the pods' content is the rollout's
 // own doing, and the tag goes on unpinned. Nothing is written.
 func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload, atStart bool) (pinning, error) {
-	p := pinning{images: maps.Clone(spec.Images), digests: map[string]string{}, unresolved: map[string]error{}}
+	p := pinning{images: maps.Clone(spec.Images), digests: map[string]string{}, unresolved: map[string]error{}, current: map[string]string{}}
 	mode := spec.pinMode()
 	if mode == PinNever {
 		return p, nil
@@ -61,6 +64,10 @@ func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload,
 			continue
 		}
 		digest, err := session.Digest(ctx, img)
+		if err == nil && runsContent(w, name, img, digest) {
+			p.current[name] = digest
+			continue
+		}
 		if err == nil {
 			p.images[name], p.digests[name] = img+"@"+digest, digest
 			continue
@@ -125,6 +132,22 @@ func checkUnresolvedTags(w workload.Workload, images map[string]string, unresolv
 			w.Ref(), strings.Join(firstN(on, 5), ", "), name, images[name], runs, unresolved[name])}
 	}
 	return nil
+}
+
+// runsContent reports whether the template (if any) and every pod run container name as image,
+// each pod reporting digest: a container the rollout leaves as it is (a sidecar listed with
+// the rest, say).
+func runsContent(w workload.Workload, name, image, digest string) bool {
+	if tmpl := w.Template(); tmpl != nil && !workload.TemplateHasImages(tmpl, map[string]string{name: image}) {
+		return false
+	}
+	pods := w.Pods()
+	for _, p := range pods {
+		if !runsImage(p, name, image) || digestReported(p, name) != digest {
+			return false
+		}
+	}
+	return len(pods) > 0
 }
 
 // runsImage reports whether the pod's container name is spelled image.
@@ -222,4 +245,11 @@ func describePinned(digests, images map[string]string) string {
 		parts = append(parts, fmt.Sprintf("%s=%s as %s", name, images[name], digests[name]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// checked are the digests the registry confirmed for the tags: pinned, or run already.
+func (p pinning) checked() map[string]string {
+	out := maps.Clone(p.current)
+	maps.Copy(out, p.digests)
+	return out
 }

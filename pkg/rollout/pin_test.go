@@ -181,7 +181,12 @@ func TestPinnedRolloutEndsOnTheDigestResolvedAtStart(t *testing.T) {
 		t.Errorf("template image %s, want %s", img, pinned)
 	}
 
-	// The tag names other content now than the rollout pinned: the same spec starts anew.
+	// The tag names other content now than the rollout pinned. A driver calling again for the
+	// rollout it drove gets its end; asked anew, the same spec starts a new rollout.
+	if same, _, err := e.Reconcile(context.Background(), spec, Status{}); err != nil || same.Phase != PhaseSucceeded || same.RolloutID != st.RolloutID {
+		t.Fatalf("called again = %+v, %v; want rollout %s reported Succeeded", same, err, st.RolloutID)
+	}
+	spec.Rerun = true
 	again, _, err := e.Reconcile(context.Background(), spec, Status{})
 	if err != nil || again.Phase != PhaseProgressing || again.RolloutID == st.RolloutID {
 		t.Fatalf("run again after the tag moved = %+v, %v; want a new rollout", again, err)
@@ -199,6 +204,7 @@ func TestStillPinnedWhileTheTagNamesTheDigest(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 2})
 	e := fc.registryEngine()
 	spec := fc.spec(host + "/app:v2")
+	spec.Rerun = true
 	st := fc.mustDrive(e, spec, Status{}, nil)
 	if st.Phase != PhaseSucceeded {
 		t.Fatalf("rollout = %+v", st)
@@ -295,5 +301,35 @@ func TestUnresolvedTagRefusals(t *testing.T) {
 				t.Errorf("fix %q, want %q", inv.Fix, FixPinNever)
 			}
 		})
+	}
+}
+
+// TestContainerOnItsContentIsNotRespelled: a container every pod runs as the digest its tag
+// names (a sidecar listed with the rest) keeps its tag, so no pod restarts it; the one that
+// changes is pinned.
+func TestContainerOnItsContentIsNotRespelled(t *testing.T) {
+	host := testRegistry(t)
+	side := pushRandom(t, host+"/side:v1")
+	v2 := pushRandom(t, host+"/app:v2")
+	fc := newFakeCluster(t, clusterOpts{kind: workload.Pods, pods: 2})
+	for _, p := range fc.pods() {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: host + "/side:v1"})
+		fc.updatePod(&p)
+		p = *fc.pod(p.Name)
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "sidecar", Image: host + "/side:v1",
+			ImageID: host + "/side@" + side, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+		if _, err := fc.client.CoreV1().Pods(testNS).UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := fc.spec(host + "/app:v2")
+	spec.Images["sidecar"] = host + "/side:v1"
+	st, _, err := fc.registryEngine().Reconcile(context.Background(), spec, Status{})
+	if err != nil || st.Phase != PhaseProgressing {
+		t.Fatalf("Reconcile = %+v, %v", st, err)
+	}
+	images := fc.lock().Images
+	if images["sidecar"] != host+"/side:v1" || images[testApp] != host+"/app:v2@"+v2 {
+		t.Errorf("lock images %v, want the sidecar as given and the app pinned", images)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -31,8 +32,10 @@ type pullPlan struct {
 }
 
 // decidePulls decides the pre-pull work of a step from the rollout's puller pods and the
-// pods that start next (the rest of the batch in progress and the next batch), alone.
-func decidePulls(pullers []corev1.Pod, next []*corev1.Pod) pullPlan {
+// pods that start next (the rest of the batch in progress and the next batch), alone. A puller
+// still pulling deadline after it was created failed: its node may be gone, and a kubelet that is
+// gone enforces no activeDeadlineSeconds.
+func decidePulls(pullers []corev1.Pod, next []*corev1.Pod, now time.Time, deadline time.Duration) pullPlan {
 	plan := pullPlan{create: map[string][]*corev1.Pod{}, pulled: map[string]bool{}}
 	waiting := map[string][]*corev1.Pod{}
 	for _, p := range next {
@@ -45,6 +48,9 @@ func decidePulls(pullers []corev1.Pod, next []*corev1.Pod) pullPlan {
 		node := pp.Spec.NodeName
 		have[node] = true
 		phase, why := prepull.Judge(&pp)
+		if phase == prepull.Pulling && !pp.CreationTimestamp.IsZero() && now.Sub(pp.CreationTimestamp.Time) >= deadline {
+			phase, why = prepull.Failed, fmt.Sprintf("puller pod %s on node %s pulled nothing within %s", pp.Name, node, deadline)
+		}
 		switch {
 		case phase == prepull.Failed && plan.failed == "":
 			plan.failed = why
@@ -67,20 +73,21 @@ func decidePulls(pullers []corev1.Pod, next []*corev1.Pod) pullPlan {
 // and the whole batch after it, so that the next batch pulls while this one soaks or is analysed.
 func upcoming(c *census, d decision) []*corev1.Pod {
 	next := min(d.batch+1, len(d.counts)-1)
-	n := d.counts[next] - len(c.updated) - len(c.inflight) - len(c.arriving)
+	// Never past the hold point: the rollout may stay there for long, or stop there.
+	n := min(d.counts[next], d.upTo) - len(c.updated) - len(c.inflight) - len(c.arriving)
 	return c.pending[:max(min(n, len(c.pending)), 0)]
 }
 
 // prePull takes the pre-pull part of a step: it rolls back on a failed pull, removes the pullers
 // that are done, creates the missing ones (one write each, and the step ends there), and keeps
 // in d.work only the pods whose node has their images. done says the step ended here.
-func (e *Engine) prePull(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, d *decision, st Status) (Status, Result, bool, error) {
+func (e *Engine) prePull(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d *decision, st Status) (Status, Result, bool, error) {
 	ns := w.Ref().Namespace
 	pullers, err := prepull.List(ctx, e.Client, ns, lock.RolloutID)
 	if err != nil {
 		return st, Result{}, true, err
 	}
-	plan := decidePulls(pullers, upcoming(c, *d))
+	plan := decidePulls(pullers, upcoming(c, *d), e.now(), spec.progressDeadline())
 	switch {
 	case plan.failed != "":
 		return e.beginRollbackDone(ctx, w, lock, ReasonPrePullFailed, "pre-pull failed, before any pod of the batch restarted: "+plan.failed, st)
@@ -109,7 +116,9 @@ func (e *Engine) prePull(ctx context.Context, w workload.Workload, lock *workloa
 	var work []*corev1.Pod
 	var waiting []string
 	for _, p := range d.work {
-		if slices.Contains(c.inflight, p) || plan.pulled[p.Spec.NodeName] {
+		// A pod on no node yet has no node to pull onto: its update waits, and its deadline
+		// counts, as without pre-pull.
+		if slices.Contains(c.inflight, p) || plan.pulled[p.Spec.NodeName] || p.Spec.NodeName == "" {
 			work = append(work, p)
 		} else {
 			waiting = append(waiting, p.Name)

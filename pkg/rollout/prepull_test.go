@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,11 @@ func puller(node string, phase corev1.PodPhase, waiting string) corev1.Pod {
 	if waiting != "" {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "pull-0", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting, Message: "manifest unknown"}}}}
 	}
+	return p
+}
+
+func created(p corev1.Pod, at time.Time) corev1.Pod {
+	p.CreationTimestamp = metav1.NewTime(at)
 	return p
 }
 
@@ -51,10 +57,14 @@ func TestDecidePulls(t *testing.T) {
 		{name: "a failed pull fails", pullers: []corev1.Pod{puller("n1", corev1.PodPending, "ErrImagePull")}, next: []*corev1.Pod{onNode("a", "n1")},
 			failed: "on node n1: ErrImagePull: manifest unknown"},
 		{name: "an unscheduled pod needs no puller", next: []*corev1.Pod{onNode("a", "")}},
+		{name: "a puller pulling past the deadline failed", pullers: []corev1.Pod{created(puller("n1", corev1.PodPending, ""), t0.Add(-time.Minute))},
+			next: []*corev1.Pod{onNode("a", "n1")}, failed: "on node n1 pulled nothing within 1m0s"},
+		{name: "a puller pulling within the deadline is waited for", pullers: []corev1.Pod{created(puller("n1", corev1.PodPending, ""), t0.Add(-time.Second))},
+			next: []*corev1.Pod{onNode("a", "n1")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan := decidePulls(tt.pullers, tt.next)
+			plan := decidePulls(tt.pullers, tt.next, t0, time.Minute)
 			var create, remove, pulled []string
 			for n := range plan.create {
 				create = append(create, n)

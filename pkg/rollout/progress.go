@@ -52,7 +52,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	st.Updated, st.Unhealthy = len(c.updated), len(c.unhealthy)
 	st.Batch, st.Batches = d.batch+1, len(d.counts)
 	if spec.PrePull && (d.action == actStep || d.action == actSoak || d.action == actAnalyze) {
-		if st, res, done, err := e.prePull(ctx, w, lock, c, &d, st); done {
+		if st, res, done, err := e.prePull(ctx, spec, w, lock, c, &d, st); done {
 			return st, res, err
 		}
 	}

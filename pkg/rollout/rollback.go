@@ -229,14 +229,14 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 		return todo[i].state.StartedAt.After(todo[j].state.StartedAt)
 	})
 	if len(todo) == 0 {
-		if len(stuck) > 0 {
-			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(firstN(stuck, 5), "; ")+notes
-			return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
-		}
-		// Puller pods never outlive the rollout.
+		// Puller pods never outlive the rollout, even one whose rollback a person must finish.
 		if removed, err := e.removePullers(ctx, w.Ref().Namespace, ours); err != nil || removed {
 			st.Message = "rolling back: removing the puller pods"
 			return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, err
+		}
+		if len(stuck) > 0 {
+			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(firstN(stuck, 5), "; ")+notes
+			return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
 		}
 		foreign := workload.ForeignImages(w, lock)
 		done, err := w.Restore(ctx, lock, spec.RestoreTemplate)

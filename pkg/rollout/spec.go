@@ -78,6 +78,10 @@ type Spec struct {
 	// PrePull pulls a batch's new images onto its nodes, one puller pod per node, before any pod
 	// of the batch restarts.
 	PrePull bool
+	// Rerun says the caller asks for the rollout anew (a command run) rather than calling again
+	// for one it drives (the Argo plugins call at every reconcile of a Rollout): a rollout of the
+	// same spec that succeeded pinned to digests starts again when a tag now names other content.
+	Rerun bool
 }
 
 // Digest pinning modes.
