@@ -3,9 +3,7 @@ package argo_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +52,7 @@ func TestStepRollsAStatefulSetInPlace(t *testing.T) {
 
 	// The step plugin process counts the pods it updated, for the target's namespace and
 	// workload, on the /metrics the controller's environment gave it.
-	if want := fmt.Sprintf(`inplace_rollout_pods_updated_total{namespace=%q,workload="StatefulSet/web"} %d`, ns, replicas); !strings.Contains(scrape(t, env.Argo.StepMetricsURL), want) {
+	if want := fmt.Sprintf(`inplace_rollout_pods_updated_total{namespace=%q,workload="StatefulSet/web"} %d`, ns, replicas); !strings.Contains(cluster.Scrape(t, env.Argo.StepMetricsURL), want) {
 		t.Errorf("the step plugin's /metrics has no %s", want)
 	}
 
@@ -143,19 +141,4 @@ func TestStepAbortMidBatchRollsBack(t *testing.T) {
 	if n := specImages(t, ns, "web", slow); n != 0 {
 		t.Errorf("%d pods' specs still on %s", n, slow)
 	}
-}
-
-// scrape returns the body of a GET of url.
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v: %s", url, resp.Status, err, body)
-	}
-	return string(body)
 }

@@ -3,8 +3,6 @@ package tekton_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -227,7 +225,7 @@ spec:
 	}
 	// The controller's /metrics counts the run's pods, labelled with its namespace and workload,
 	// and its log names them on every line of the rollout.
-	if want := fmt.Sprintf(`inplace_rollout_pods_updated_total{namespace=%q,workload="StatefulSet/web"} 6`, ns); !strings.Contains(scrape(t, controller.HealthURL+"/metrics"), want) {
+	if want := fmt.Sprintf(`inplace_rollout_pods_updated_total{namespace=%q,workload="StatefulSet/web"} 6`, ns); !strings.Contains(cluster.Scrape(t, controller.HealthURL+"/metrics"), want) {
 		t.Errorf("the controller's /metrics has no %s", want)
 	}
 	if lines := logLines(t, controller.LogPath, `msg="rollout started"`, "namespace="+ns+" "); len(lines) != 1 || !strings.Contains(lines[0], " workload=StatefulSet/web ") || !strings.Contains(lines[0], " rolloutID=") {
@@ -273,21 +271,6 @@ func waitRun(t testing.TB, ns, name, what string, done func(*v1beta1.CustomRun) 
 		return err == nil && done(r), err
 	})
 	return run
-}
-
-// scrape returns the body of a GET of url.
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v: %s", url, resp.Status, err, body)
-	}
-	return string(body)
 }
 
 // logLines are the lines of the log at path that hold every one of subs.
