@@ -8,7 +8,7 @@ BIN     := .dev/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS     = $(shell $(GO) list ./...)
 
-.PHONY: all build release image task-digest tools test lint bench demo cluster-up cluster-down clean
+.PHONY: all build release image task-digest tools test lint bench chaos demo cluster-up cluster-down clean
 
 all: build
 
@@ -103,6 +103,14 @@ bench: tools
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 10m ./test/integration/tekton
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 10m ./test/integration/prepull
 	hack/check-leftovers.sh
+
+## chaos: the chaos suite's long form: the CLI SIGKILLed at CHAOS_KILLS random points of 30-pod rollouts and rollbacks (make test runs 6); CHAOS_SEED replays a run
+CHAOS_KILLS ?= 100
+chaos: tools
+	rc=0; \
+	INPLACE_ROLLOUT_CHAOS_KILLS=$(CHAOS_KILLS) INPLACE_ROLLOUT_CHAOS_SEED=$(CHAOS_SEED) \
+		$(GO) test -count=1 -v -timeout 60m -run '^TestKilledCommandsFinishInPlace$$' ./test/integration/chaos || rc=1; \
+	hack/check-leftovers.sh || rc=1; exit $$rc
 
 ## demo: bring the local control plane up and run the demo against it
 demo: cluster-up build
