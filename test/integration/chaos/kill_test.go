@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -159,8 +161,69 @@ func (c *chaos) scenario(t *testing.T, i int, rollback bool) {
 		c.drive(t, i, ns, rollbackArgs(ns), perCommand)
 		want = direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true}
 	}
-	for _, v := range violations(t, ns, orig, before, want) {
+	found := violations(t, ns, orig, before, want)
+	for _, v := range found {
 		t.Error(v)
+	}
+	if len(found) == 0 && i < 2 {
+		checkerCatches(t, ns, orig, before, want)
+	}
+}
+
+// checkerCatches proves that violations can fail: the cluster just passed, so each expectation
+// made wrong on purpose must be reported, naming the pod.
+func checkerCatches(t *testing.T, ns string, orig *appsv1.StatefulSet, before map[string]podBefore, want direction) {
+	t.Helper()
+	tests := []struct {
+		name string
+		// back says in which direction the case applies: nil both, else only when equal to want.back.
+		back   *bool
+		change func(orig *appsv1.StatefulSet, before map[string]podBefore, want *direction)
+		report string
+	}{
+		{"a pod recreated", nil, func(_ *appsv1.StatefulSet, b map[string]podBefore, _ *direction) {
+			b["web-0"] = podBefore{uid: "other", image: b["web-0"].image, imageID: b["web-0"].imageID, restarts: b["web-0"].restarts}
+		}, "pod web-0: recreated"},
+		{"a restart too many", nil, func(_ *appsv1.StatefulSet, b map[string]podBefore, _ *direction) {
+			b["web-1"].restarts["app"]--
+		}, "pod web-1: app restarted"},
+		{"a restart count overwritten", nil, func(_ *appsv1.StatefulSet, b map[string]podBefore, _ *direction) {
+			b["web-1"].restarts["app"]--
+		}, "pod web-1: state RestartsBefore"},
+		{"a before image overwritten", nil, func(_ *appsv1.StatefulSet, b map[string]podBefore, _ *direction) {
+			b["web-2"] = podBefore{uid: b["web-2"].uid, image: clitest.AppV3, imageID: b["web-2"].imageID, restarts: b["web-2"].restarts}
+		}, "pod web-2: state BeforeImage"},
+		{"a strategy not restored", nil, func(o *appsv1.StatefulSet, _ map[string]podBefore, _ *direction) {
+			o.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+		}, "updateStrategy"},
+		{"a lock left in another phase", nil, func(_ *appsv1.StatefulSet, _ map[string]podBefore, w *direction) {
+			w.phase = workload.LockProgressing
+		}, "lock phase"},
+		{"pods on another image", ptr.To(false), func(_ *appsv1.StatefulSet, _ map[string]podBefore, w *direction) {
+			w.template = clitest.AppV3
+		}, "spec app image"},
+		// A rollback may put the before image back by its digest, so the digest tells.
+		{"a pod back on another digest", ptr.To(true), func(_ *appsv1.StatefulSet, b map[string]podBefore, _ *direction) {
+			b["web-4"] = podBefore{uid: b["web-4"].uid, image: b["web-4"].image, imageID: "registry.example/app@sha256:" + strings.Repeat("0", 64), restarts: b["web-4"].restarts}
+		}, "pod web-4: app imageID"},
+		{"another restart count", nil, func(_ *appsv1.StatefulSet, _ map[string]podBefore, w *direction) {
+			w.restarts++
+		}, "app restarted"},
+	}
+	for _, tt := range tests {
+		if tt.back != nil && *tt.back != want.back {
+			continue
+		}
+		o, b, w := orig.DeepCopy(), map[string]podBefore{}, want
+		for pod, p := range before {
+			p.restarts = maps.Clone(p.restarts)
+			b[pod] = p
+		}
+		tt.change(o, b, &w)
+		found := violations(t, ns, o, b, w)
+		if !slices.ContainsFunc(found, func(v string) bool { return strings.Contains(v, tt.report) }) {
+			t.Errorf("the invariant check misses %s: want a violation with %q, got %q", tt.name, tt.report, found)
+		}
 	}
 }
 
@@ -326,7 +389,7 @@ func violations(t *testing.T, ns string, orig *appsv1.StatefulSet, before map[st
 			continue
 		}
 		app, side := cluster.ContainerStatus(&p, "app"), cluster.ContainerStatus(&p, "sidecar")
-		if img := p.Spec.Containers[0].Image; img != want.template && (!want.back || img != pinned(b.image, b.imageID)) {
+		if img := p.Spec.Containers[0].Image; img != want.template && (!want.back || img != pinned(want.template, b.imageID)) {
 			out = append(out, fmt.Sprintf("pod %s: spec app image %s, want %s", p.Name, img, want.template))
 		}
 		if app == nil || app.State.Running == nil || !cluster.PodReady(&p) {
