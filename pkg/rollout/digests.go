@@ -63,13 +63,19 @@ func digestReported(p *corev1.Pod, container string) string {
 func (t tagDigests) describe(images map[string]string) string {
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(t)) {
-		var ds []string
-		for _, d := range slices.Sorted(maps.Keys(t[name])) {
-			ds = append(ds, fmt.Sprintf("%s (%d pods)", d, t[name][d]))
-		}
-		parts = append(parts, fmt.Sprintf("%s=%s as %s", name, images[name], strings.Join(ds, " and ")))
+		parts = append(parts, fmt.Sprintf("%s=%s as %s", name, images[name], describeDigests(t[name])))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// describeDigests says each digest with its pod count, e.g. `sha256:1a2b... (3 pods) and
+// sha256:3c4d... (1 pods)`, digests in order.
+func describeDigests(counts map[string]int) string {
+	var ds []string
+	for _, d := range slices.Sorted(maps.Keys(counts)) {
+		ds = append(ds, fmt.Sprintf("%s (%d pods)", d, counts[d]))
+	}
+	return strings.Join(ds, " and ")
 }
 
 // split lists the containers whose target tag runs under more than one digest across the pods:
@@ -126,12 +132,5 @@ func (e *Engine) warnTagDigests(ctx context.Context, ref workload.Ref, id string
 
 // runsTag reports whether the pod's container name runs tag, with a digest reported.
 func runsTag(p *corev1.Pod, name, tag string) bool {
-	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, c := range list {
-			if c.Name == name && inplace.SameImage(tag, c.Image) && digestReported(p, name) != "" {
-				return true
-			}
-		}
-	}
-	return false
+	return runsImage(p, name, tag) && digestReported(p, name) != ""
 }

@@ -234,7 +234,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	}
 	if lock != nil {
 		// Puller pods a rollout killed before its end left behind go with it.
-		if _, err := e.removePullers(ctx, w.Ref().Namespace, append(slices.Clone(lock.Superseded), lock.RolloutID)); err != nil {
+		if _, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil {
 			return Status{}, Result{}, err
 		}
 	}
@@ -288,7 +288,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 		}
 		next.BeforeImages = before
 	}
-	next.Superseded = append(slices.Clone(lock.Superseded), lock.RolloutID)
+	next.Superseded = lock.Rollouts()
 	next.RolloutID = rolloutID(hash, e.now())
 	next.SpecHash = hash
 	next.Images = pin.images

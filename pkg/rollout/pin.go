@@ -106,27 +106,20 @@ func checkUnresolvedTags(w workload.Workload, images map[string]string, unresolv
 			allThere = allThere && runsImage(p, name, img)
 		}
 	}
+	tags := observeTagDigests(pods, images)
 	for _, name := range slices.Sorted(maps.Keys(unresolved)) {
 		var on []string
-		digests := map[string]int{}
 		for _, p := range pods {
 			if runsImage(p, name, images[name]) {
 				on = append(on, p.Name)
-				if d := digestReported(p, name); d != "" {
-					digests[d]++
-				}
 			}
 		}
 		if len(on) == 0 || (len(on) == len(pods) && !allThere) {
 			continue
 		}
 		runs := "no digest reported yet"
-		if len(digests) > 0 {
-			var parts []string
-			for _, d := range slices.Sorted(maps.Keys(digests)) {
-				parts = append(parts, fmt.Sprintf("%s (%d pods)", d, digests[d]))
-			}
-			runs = strings.Join(parts, " and ")
+		if len(tags[name]) > 0 {
+			runs = describeDigests(tags[name])
 		}
 		return &InvalidError{Fix: FixPinNever, Msg: fmt.Sprintf("%s: pods %s already run %s=%s, as %s, and the tag could not be resolved to check whether it names other content now (%v). Nothing was changed; give the image by digest (IMAGE@sha256:...) to say which content to run, or make the registry answer",
 			w.Ref(), strings.Join(firstN(on, 5), ", "), name, images[name], runs, unresolved[name])}

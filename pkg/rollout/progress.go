@@ -426,7 +426,7 @@ func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload
 // finalize hands the workload back with the new images once every pod runs them.
 func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, st Status) (Status, Result, error) {
 	// Puller pods never outlive the rollout.
-	if removed, err := e.removePullers(ctx, w.Ref().Namespace, append(slices.Clone(lock.Superseded), lock.RolloutID)); err != nil || removed {
+	if removed, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil || removed {
 		st.Message = "removing the puller pods"
 		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, err
 	}
@@ -620,7 +620,7 @@ func recordTouched(w workload.Workload, lock *workload.Lock, work []*corev1.Pod)
 		}
 	}
 	if len(next.Touched) >= maxTouched {
-		ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
+		ours := lock.Rollouts()
 		unnamed := 0
 		for _, p := range w.Pods() {
 			if s, _ := inplace.ReadState(p); s != nil && slices.Contains(ours, s.RolloutID) && !named(p) {

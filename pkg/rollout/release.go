@@ -100,7 +100,7 @@ func (e *Engine) release(ctx context.Context, target workload.Ref, holder string
 			return st, invalid("%s: %s", w.Ref(), msg)
 		}
 		// Puller pods never outlive the rollout.
-		if _, err := e.removePullers(ctx, w.Ref().Namespace, append(slices.Clone(lock.Superseded), lock.RolloutID)); err != nil {
+		if _, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil {
 			return st, err
 		}
 		next := *lock
@@ -124,7 +124,7 @@ func (e *Engine) release(ctx context.Context, target workload.Ref, holder string
 // superseded) has mid-update. A pod whose state cannot be read is neither: Release touches no
 // pod.
 func releaseCounts(w workload.Workload, lock *workload.Lock) (updated, inflight int) {
-	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
+	ours := lock.Rollouts()
 	for _, p := range w.Pods() {
 		s, err := inplace.ReadState(p)
 		if err != nil || s == nil || !slices.Contains(ours, s.RolloutID) {

@@ -120,7 +120,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 // first, then restores the workload's previous images and strategy.
 func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Reason: Reason(lock.ReasonCode)}
-	ours := append(slices.Clone(lock.Superseded), lock.RolloutID)
+	ours := lock.Rollouts()
 	var todo, failed []podState
 	var strays []*corev1.Pod
 	// stuck are pods a person must look at; skipped, pods left alone that the rollout did not touch.

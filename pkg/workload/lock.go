@@ -111,6 +111,12 @@ type TouchedPod struct {
 	UID  types.UID `json:"uid"`
 }
 
+// Rollouts are the IDs of the rollout and of those it superseded: the rollouts whose pod states
+// and puller pods are its own.
+func (l *Lock) Rollouts() []string {
+	return append(slices.Clone(l.Superseded), l.RolloutID)
+}
+
 // Active reports whether the lock still holds the workload.
 func (l *Lock) Active() bool {
 	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack || l.Phase == LockHalted || l.Phase == LockHolding)
