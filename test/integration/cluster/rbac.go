@@ -95,6 +95,43 @@ func CompareRole(base []rbacv1.PolicyRule, baseName string, ours []rbacv1.Policy
 	return problems
 }
 
+// Need names an operation of a test that needs one grant of a role: the operation Op (a name
+// the test gives one of the commands or steps it runs) makes Call, which without the grant is
+// forbidden, so removing the rule that grants it breaks Op.
+type Need struct {
+	Call APICall
+	Op   string
+}
+
+// CheckNeeds checks a table of needs against a role and the calls each operation made (opCalls,
+// by operation name, from the audit log): every grant of rules is named by an entry, every entry
+// is granted by a rule, and every entry's operation made its call. So a rule without an entry,
+// or an entry whose call never happened, is a problem; no rule is spare. Every problem is
+// named, sorted.
+func CheckNeeds(rules []rbacv1.PolicyRule, needs []Need, opCalls map[string]map[APICall]int) []string {
+	var problems []string
+	for _, g := range grants(rules) {
+		one := rbacv1.PolicyRule{APIGroups: []string{g.group}, Resources: []string{g.resource}, Verbs: []string{g.verb}}
+		if !slices.ContainsFunc(needs, func(n Need) bool { return matches(one, n.Call) }) {
+			problems = append(problems, fmt.Sprintf("rule without a need: %s names no operation that breaks without it; add one to the table", g))
+		}
+	}
+	for _, n := range needs {
+		if !Allowed(rules, n.Call) {
+			problems = append(problems, fmt.Sprintf("need of %q: no rule grants %s", n.Op, n.Call))
+		}
+		calls, ran := opCalls[n.Op]
+		switch {
+		case !ran:
+			problems = append(problems, fmt.Sprintf("need of %q: no such operation ran", n.Op))
+		case calls[n.Call] == 0:
+			problems = append(problems, fmt.Sprintf("need of %q: it never called %s; name an operation that does", n.Op, n.Call))
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
 // ReadRole reads a namespaced Role manifest.
 func ReadRole(path string) (*rbacv1.Role, error) {
 	var role rbacv1.Role

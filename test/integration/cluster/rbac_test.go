@@ -66,3 +66,46 @@ func TestCompareRole(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNeeds checks the table check itself, without a cluster: each way a table can fall
+// short of the role or of the calls is a problem.
+func TestCheckNeeds(t *testing.T) {
+	getPods := APICall{Resource: "pods", Verb: "get", Namespaced: true}
+	patchPods := APICall{Resource: "pods", Verb: "patch", Namespaced: true}
+	patchStatus := APICall{Resource: "pods", Subresource: "status", Verb: "patch", Namespaced: true}
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}}}
+	ran := map[string]map[APICall]int{"status": {getPods: 2}, "run": {getPods: 1, patchPods: 3}}
+	tests := []struct {
+		name  string
+		needs []Need
+		want  []string // substrings, one per problem, in order
+	}{
+		{"every grant needed by an operation that made its call", []Need{{getPods, "status"}, {patchPods, "run"}}, nil},
+		{"a grant without an entry", []Need{{getPods, "status"}}, []string{
+			`rule without a need: {apiGroups: [""], resources: [pods], verbs: [patch]}`,
+		}},
+		{"an entry whose operation never made the call", []Need{{getPods, "status"}, {patchPods, "status"}}, []string{
+			`need of "status": it never called patch pods.core (namespaced)`,
+		}},
+		{"an entry whose operation never ran", []Need{{getPods, "status"}, {patchPods, "rollback"}}, []string{
+			`need of "rollback": no such operation ran`,
+		}},
+		{"an entry no rule grants", []Need{{getPods, "status"}, {patchPods, "run"}, {patchStatus, "run"}}, []string{
+			`need of "run": it never called patch pods/status.core (namespaced)`,
+			`need of "run": no rule grants patch pods/status.core (namespaced)`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CheckNeeds(rules, tt.needs, ran)
+			if len(got) != len(tt.want) {
+				t.Fatalf("problems %q, want %d matching %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %d is %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
