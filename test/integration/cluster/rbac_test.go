@@ -80,19 +80,23 @@ func TestCheckNeeds(t *testing.T) {
 		needs []Need
 		want  []string // substrings, one per problem, in order
 	}{
-		{"every grant needed by an operation that made its call", []Need{{getPods, "status"}, {patchPods, "run"}}, nil},
-		{"a grant without an entry", []Need{{getPods, "status"}}, []string{
+		{"every grant needed by an operation that made its call", []Need{{getPods, []string{"status"}}, {patchPods, []string{"run"}}}, nil},
+		{"one of several operations made the call", []Need{{getPods, []string{"status"}}, {patchPods, []string{"status", "run"}}}, nil},
+		{"a grant without an entry", []Need{{getPods, []string{"status"}}}, []string{
 			`rule without a need: {apiGroups: [""], resources: [pods], verbs: [patch]}`,
 		}},
-		{"an entry whose operation never made the call", []Need{{getPods, "status"}, {patchPods, "status"}}, []string{
-			`need of "status": it never called patch pods.core (namespaced)`,
+		{"an entry whose operation never made the call", []Need{{getPods, []string{"status"}}, {patchPods, []string{"status"}}}, []string{
+			`need of status: none called patch pods.core (namespaced)`,
 		}},
-		{"an entry whose operation never ran", []Need{{getPods, "status"}, {patchPods, "rollback"}}, []string{
-			`need of "rollback": no such operation ran`,
+		{"an entry whose operation never ran", []Need{{getPods, []string{"status"}}, {patchPods, []string{"run", "rollback"}}}, []string{
+			`need of run, rollback: no operation "rollback" ran`,
 		}},
-		{"an entry no rule grants", []Need{{getPods, "status"}, {patchPods, "run"}, {patchStatus, "run"}}, []string{
-			`need of "run": it never called patch pods/status.core (namespaced)`,
-			`need of "run": no rule grants patch pods/status.core (namespaced)`,
+		{"an entry naming no operation", []Need{{getPods, []string{"status"}}, {patchPods, nil}}, []string{
+			`need of patch pods.core (namespaced): names no operation`,
+		}},
+		{"an entry no rule grants", []Need{{getPods, []string{"status"}}, {patchPods, []string{"run"}}, {patchStatus, []string{"run"}}}, []string{
+			`need of run: no rule grants patch pods/status.core (namespaced)`,
+			`need of run: none called patch pods/status.core (namespaced)`,
 		}},
 	}
 	for _, tt := range tests {
