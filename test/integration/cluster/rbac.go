@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -140,6 +141,30 @@ func CheckNeeds(rules []rbacv1.PolicyRule, needs []Need, opCalls map[string]map[
 	}
 	sort.Strings(problems)
 	return problems
+}
+
+// FormatOpCalls lists the calls of each operation, sorted, one per line under its operation, for
+// a problem's report.
+func FormatOpCalls(opCalls map[string]map[APICall]int) string {
+	var b strings.Builder
+	for _, op := range slices.Sorted(maps.Keys(opCalls)) {
+		var made []string
+		for call, n := range opCalls[op] {
+			made = append(made, fmt.Sprintf("%s x%d", call, n))
+		}
+		sort.Strings(made)
+		fmt.Fprintf(&b, "  %s:\n    %s\n", op, strings.Join(made, "\n    "))
+	}
+	return b.String()
+}
+
+// FormatNeeds lists a table of needs, one grant a line with the operations that need it.
+func FormatNeeds(needs []Need) string {
+	var b strings.Builder
+	for _, n := range needs {
+		fmt.Fprintf(&b, "  %s: %s\n", n.Call, strings.Join(n.Ops, " | "))
+	}
+	return b.String()
 }
 
 // ReadRole reads a namespaced Role manifest.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -111,5 +112,28 @@ func TestCheckNeeds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCallsByTest checks that a test's namespaces, with Namespace's random suffix, merge under
+// the test's name, and that other namespaces and cluster-wide calls keep theirs.
+func TestCallsByTest(t *testing.T) {
+	get := APICall{Resource: "pods", Verb: "get", Namespaced: true}
+	list := APICall{Resource: "pods", Verb: "list"}
+	got := CallsByTest(map[string]map[APICall]int{
+		"testkinds-daemonset-x7k2p":  {get: 1},
+		"testkinds-daemonset-b4wq9":  {get: 2},
+		"testkinds-deployment-zz9q2": {get: 1},
+		"inplace-rollout-system":     {get: 3},
+		"":                           {list: 1},
+	})
+	want := map[string]map[APICall]int{
+		"testkinds-daemonset":    {get: 3},
+		"testkinds-deployment":   {get: 1},
+		"inplace-rollout-system": {get: 3},
+		"cluster-wide":           {list: 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CallsByTest: %v, want %v", got, want)
 	}
 }
