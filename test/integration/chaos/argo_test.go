@@ -133,7 +133,7 @@ func (a *argoChaos) scenario(t *testing.T, i int, abort bool) {
 	updated := 1 + a.rng.IntN(replicas/2)
 	cluster.WaitFor(t, argoTimeout, fmt.Sprintf("%d pods of %s/%s updated", updated, ns, name), func(context.Context) (bool, error) {
 		kp := observe(t, ns)
-		return kp.stages[string(inplace.StageUpdated)] >= updated || kp.phase != workload.LockProgressing, nil
+		return kp.stages[string(inplace.StageUpdated)] >= updated || over(kp), nil
 	})
 	if kp := observe(t, ns); kp.phase != workload.LockProgressing {
 		t.Fatalf("the rollout was over before the abort (lock %s, pods%s): the test proves nothing", kp.phase, counts(kp.stages))

@@ -87,17 +87,30 @@ func driverKills(kills int, driver string) int {
 }
 
 // settings reads the chaos settings from the environment: the driver's kill points, the random
-// source of its test's delays (from the run's seed and the driver's name, so that a replay of
-// the run replays each test) and the longest delay.
+// source of its test's delays and the longest delay.
 func settings(t *testing.T, driver string) (kills int, rng *rand.Rand, maxDelay time.Duration) {
 	t.Helper()
 	kills, seed, maxDelay := runSettings(t)
 	kills = driverKills(kills, driver)
 	t.Logf("chaos: %s: %d kill points, max delay %s; %s", driver, kills, maxDelay, replay(seed))
+	return kills, seededRand(seed, driver), maxDelay
+}
+
+// faultSettings reads the random source of a fault's delays, and the longest delay.
+func faultSettings(t *testing.T, fault string) (rng *rand.Rand, maxDelay time.Duration) {
+	t.Helper()
+	_, seed, maxDelay := runSettings(t)
+	t.Logf("chaos: %s: max delay %s; %s", fault, maxDelay, replay(seed))
+	return seededRand(seed, fault), maxDelay
+}
+
+// seededRand is the random source of one test: from the run's seed and the test's own name,
+// so that a replay of the run replays each test, whichever of them run.
+func seededRand(seed uint64, name string) *rand.Rand {
 	h := fnv.New64a()
-	h.Write([]byte(driver))
+	h.Write([]byte(name))
 	s := seed ^ h.Sum64()
-	return kills, rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), maxDelay
+	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
 }
 
 // replay says how to run the same delays again.

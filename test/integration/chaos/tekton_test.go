@@ -119,7 +119,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 	updated := 1 + c.rng.IntN(replicas/2)
 	cluster.WaitFor(t, tektonTimeout, fmt.Sprintf("%d pods of %s/%s updated", updated, ns, name), func(context.Context) (bool, error) {
 		kp := observe(t, ns)
-		return kp.stages[string(inplace.StageUpdated)] >= updated || kp.phase != workload.LockProgressing, nil
+		return kp.stages[string(inplace.StageUpdated)] >= updated || over(kp), nil
 	})
 	if kp := observe(t, ns); kp.phase != workload.LockProgressing {
 		t.Fatalf("the rollout was over before the cancel (lock %s, pods%s): the test proves nothing", kp.phase, counts(kp.stages))
