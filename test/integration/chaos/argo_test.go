@@ -61,6 +61,7 @@ type argoChaos struct {
 // Argo's Abort call starts and a new process finishes), and a rollout to its end, during which
 // the Argo controller is restarted once. After each scenario the invariants are checked.
 func TestKilledArgoPluginFinishesInPlace(t *testing.T) {
+	t.Parallel()
 	kills, rng, maxDelay := settings(t, driverArgo)
 	if err := startArgo(); err != nil {
 		t.Fatalf("starting Argo Rollouts: %v", err)

@@ -216,7 +216,8 @@ func conflicts(t *testing.T) int {
 
 // TestConcurrentLabellerMeetsEveryWrite runs a CLI rollout of a 30-pod StatefulSet, then its
 // rollback, while a labeller writes the pods and the StatefulSet all along: the engine's writes
-// meet conflicts, read again and go on, and the invariants hold in both directions.
+// meet conflicts, read again and go on, and the invariants hold in both directions. It counts
+// the API server's conflicts, whoever met them: not parallel.
 func TestConcurrentLabellerMeetsEveryWrite(t *testing.T) {
 	ns := env.Namespace(t)
 	orig := clitest.CreateStatefulSet(t, env, ns, name, replicas)
@@ -243,6 +244,7 @@ func TestConcurrentLabellerMeetsEveryWrite(t *testing.T) {
 // up or down once the first batches are in. The rollout finishes and every pod, old or new,
 // runs the new image.
 func TestWorkloadChangedMidRollout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// change changes the workload mid-rollout and returns the pods the controller recreated
@@ -270,6 +272,7 @@ func TestWorkloadChangedMidRollout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ns := env.Namespace(t)
 			orig := clitest.CreateStatefulSet(t, env, ns, name, replicas)
 			before := snapshot(t, ns)

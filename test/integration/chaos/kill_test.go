@@ -191,6 +191,7 @@ type chaos struct {
 // and started again with the same arguments until it exits by itself; once the kill points are
 // spent, the commands run to their end. After each scenario the invariants are checked.
 func TestKilledCommandsFinishInPlace(t *testing.T) {
+	t.Parallel()
 	kills, rng, maxDelay := settings(t, driverCLI)
 	c := &chaos{t: t, rng: rng, budget: kills, maxDelay: maxDelay}
 	// Alternate the two kinds, and run at least one of each, until the kill points are spent.

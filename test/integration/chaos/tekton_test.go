@@ -70,6 +70,7 @@ func leadings(t *testing.T) int {
 // end, which must succeed, and a run cancelled once its first batch is in, which must roll back
 // and fail as cancelled. After each scenario the invariants are checked.
 func TestKilledTektonControllerFinishesInPlace(t *testing.T) {
+	t.Parallel()
 	kills, rng, maxDelay := settings(t, driverTekton)
 	if err := startTekton(); err != nil {
 		t.Fatal(err)
