@@ -149,9 +149,7 @@ func (a *argoChaos) scenario(t *testing.T, i int, abort bool) {
 	waitRollout(t, ns, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
 		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
 	})
-	cluster.WaitFor(t, argoTimeout, "the lock of "+ns+"/"+name+" RolledBack", func(context.Context) (bool, error) {
-		return lockIn(workload.LockRolledBack)(t, ns), nil
-	})
+	waitPlugin(t, ns, "the lock of "+ns+"/"+name+" RolledBack", func() bool { return lockIn(workload.LockRolledBack)(t, ns) })
 	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true, partial: true})
 }
 
@@ -168,9 +166,12 @@ func lockIn(phase string) func(t *testing.T, ns string) bool {
 func (a *argoChaos) kill(t *testing.T, i int, ns, what string, n int, maxDelay time.Duration, done func(*testing.T, string) bool) {
 	t.Helper()
 	for ; n > 0 && a.budget > 0; n-- {
-		cluster.WaitFor(t, argoTimeout, "a plugin process, or the "+what+" done", func(context.Context) (bool, error) {
+		waitPlugin(t, ns, "a plugin process, or the "+what+" done", func() bool {
 			pids, err := env.Argo.PluginPIDs()
-			return len(pids) > 0 || done(t, ns), err
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(pids) > 0 || done(t, ns)
 		})
 		delay := randomDelay(a.rng, maxDelay)
 		time.Sleep(delay)
@@ -189,6 +190,41 @@ func (a *argoChaos) kill(t *testing.T, i int, ns, what string, n int, maxDelay t
 		kp.scenario, kp.command, kp.delay = i, "plugin ("+what+")", delay
 		a.points = append(a.points, kp)
 		t.Log(kp)
+	}
+}
+
+// resyncAfter is how long waitPlugin lets no plugin process run before it touches the Rollout.
+const resyncAfter = 20 * time.Second
+
+// waitPlugin polls cond until it holds. Argo starts a plugin process when it next calls it, and
+// it calls an aborted Rollout's step plugin only when it reconciles the Rollout: a process killed
+// while it finished a rollback cut short leaves the rest to Argo's resync (15 minutes by
+// default) or to any change of a Rollout. So while no plugin process runs for resyncAfter, the
+// Rollout is touched (an annotation), standing in for that resync.
+func waitPlugin(t *testing.T, ns, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(argoTimeout)
+	idle := time.Now()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not after %s", what, argoTimeout)
+		}
+		pids, err := env.Argo.PluginPIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case len(pids) > 0:
+			idle = time.Now()
+		case time.Since(idle) > resyncAfter:
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.inplace-rollout.io/resync":%q}}}`, time.Now().Format(time.RFC3339Nano))
+			if _, err := argoClient(t).ArgoprojV1alpha1().Rollouts(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatalf("touching Rollout %s/%s: %v", ns, name, err)
+			}
+			t.Logf("no plugin process for %s while waiting for %s: touched Rollout %s, as Argo's resync would", resyncAfter, what, name)
+			idle = time.Now()
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

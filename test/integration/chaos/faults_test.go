@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,29 +190,37 @@ func labeller(t *testing.T, ns string) (stop func() (writes int)) {
 	return stop
 }
 
-// conflicts is the number of requests the API server has answered 409 Conflict, from its metrics.
-func conflicts(t *testing.T) int {
+// conflicts is the number of writes of pods (not their status) and of StatefulSets the API
+// server has answered 409 Conflict, by resource, from its metrics. In the labeller's test they
+// are ours: the labeller's patches and the kubelet simulator's status patches name no
+// resourceVersion and never conflict.
+func conflicts(t *testing.T) map[string]int {
 	t.Helper()
 	body, err := env.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		t.Fatalf("reading the API server's metrics: %v", err)
 	}
-	n := 0
+	out := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `code="409"`) {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `code="409"`) || !strings.Contains(line, `subresource=""`) {
 			continue
 		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("apiserver metrics: %q: %v", line, err)
+		for _, resource := range []string{"pods", "statefulsets"} {
+			if !strings.Contains(line, `resource="`+resource+`"`) {
+				continue
+			}
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("apiserver metrics: %q: %v", line, err)
+			}
+			out[resource] += int(v)
 		}
-		n += int(v)
 	}
-	return n
+	return out
 }
 
 // TestConcurrentLabellerMeetsEveryWrite runs a CLI rollout of a 30-pod StatefulSet, then its
@@ -230,9 +239,10 @@ func TestConcurrentLabellerMeetsEveryWrite(t *testing.T) {
 		}
 	}
 	writes := stop()
-	got := conflicts(t) - conflictsBefore
-	t.Logf("labeller: %d writes; the API server answered %d conflicts", writes, got)
-	if got == 0 {
+	after := conflicts(t)
+	pods, sts := after["pods"]-conflictsBefore["pods"], after["statefulsets"]-conflictsBefore["statefulsets"]
+	t.Logf("labeller: %d writes; our writes met %d conflicts on pods, %d on the StatefulSet", writes, pods, sts)
+	if pods+sts == 0 {
 		t.Error("no write met a conflict: the labeller exercised nothing")
 	}
 	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true})
@@ -306,8 +316,40 @@ func TestWorkloadChangedMidRollout(t *testing.T) {
 				}
 				t.Logf("pod %s, the controller's (UID %s): state %s, app restarted %d times, on %s", p.Name, p.UID, stage, restarts, p.Spec.Containers[0].Image)
 			}
-			check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded, recreated: recreated, replicas: n})
+			want := direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded, recreated: recreated, replicas: n}
+			if check(t, ns, orig, before, want) == 0 {
+				changeCaught(t, ns, orig, before, want)
+			}
 		})
+	}
+}
+
+// changeCaught proves that the invariants see the change the test made: expected as if the
+// workload had not changed, the pods the controller created must be reported.
+func changeCaught(t *testing.T, ns string, orig *appsv1.StatefulSet, before map[string]podBefore, want direction) {
+	t.Helper()
+	for pod := range want.recreated {
+		w := want
+		w.recreated = nil
+		if found := violations(t, ns, orig, before, w); !slices.ContainsFunc(found, func(v string) bool { return strings.Contains(v, "pod "+pod+": recreated") }) {
+			t.Errorf("the invariant check misses the deleted pod %s: got %q", pod, found)
+		}
+	}
+	if want.replicas != 0 {
+		w := want
+		w.replicas = 0
+		if found := violations(t, ns, orig, before, w); !slices.ContainsFunc(found, func(v string) bool { return strings.Contains(v, "pods after the scenario") }) {
+			t.Errorf("the invariant check misses the scaling to %d replicas: got %q", want.replicas, found)
+		}
+	}
+	if len(want.recreated) == 0 && want.replicas <= len(before) {
+		return // the controller created no pod
+	}
+	// A pod created on another object's behalf is not one the StatefulSet controller may create.
+	o := orig.DeepCopy()
+	o.UID = "other"
+	if found := violations(t, ns, o, before, want); !slices.ContainsFunc(found, func(v string) bool { return strings.Contains(v, "want StatefulSet "+name) }) {
+		t.Errorf("the invariant check misses a controller pod owned by another object: got %q", found)
 	}
 }
 

@@ -179,7 +179,6 @@ func (k killPoint) String() string {
 
 // chaos drives the scenarios and keeps the kill points.
 type chaos struct {
-	t        *testing.T
 	rng      *rand.Rand
 	budget   int // kill points still to spend
 	maxDelay time.Duration
@@ -193,7 +192,7 @@ type chaos struct {
 func TestKilledCommandsFinishInPlace(t *testing.T) {
 	t.Parallel()
 	kills, rng, maxDelay := settings(t, driverCLI)
-	c := &chaos{t: t, rng: rng, budget: kills, maxDelay: maxDelay}
+	c := &chaos{rng: rng, budget: kills, maxDelay: maxDelay}
 	// Alternate the two kinds, and run at least one of each, until the kill points are spent.
 	// The rollbacks come first so that the short form kills a rollback too.
 	for i := 0; c.budget > 0 || i < 2; i++ {

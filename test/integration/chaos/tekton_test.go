@@ -49,7 +49,8 @@ type tektonChaos struct {
 	budget   int
 	maxDelay time.Duration
 	points   []killPoint
-	// leadings is how many times a controller process had taken the Lease at the last kill.
+	// leadings is how many times a controller process had taken the Lease at the last kill:
+	// the process started after it leads once there is one more.
 	leadings int
 }
 
@@ -108,7 +109,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 	before := snapshot(t, ns)
 	createCustomRun(t, ns)
 	if !cancel {
-		c.kill(t, i, ns, "run", perCommand)
+		c.kill(t, i, ns, "run", perCommand, c.maxDelay)
 		run := waitCustomRunDone(t, ns)
 		if cond := run.Status.GetCondition(apis.ConditionSucceeded); cond == nil || cond.Status != corev1.ConditionTrue {
 			t.Errorf("CustomRun %s/%s: Succeeded %+v, want True", ns, name, cond)
@@ -116,7 +117,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 		check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded})
 		return
 	}
-	c.kill(t, i, ns, "run", 1)
+	c.kill(t, i, ns, "run", 1, c.maxDelay)
 	updated := 1 + c.rng.IntN(replicas/2)
 	cluster.WaitFor(t, tektonTimeout, fmt.Sprintf("%d pods of %s/%s updated", updated, ns, name), func(context.Context) (bool, error) {
 		kp := observe(t, ns)
@@ -130,7 +131,8 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 	if _, err := tektonClient(t).TektonV1beta1().CustomRuns(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("cancelling CustomRun %s/%s: %v", ns, name, err)
 	}
-	c.kill(t, i, ns, "rollback", perCommand)
+	// Putting a few pods back takes a second or two: shorter delays land in it.
+	c.kill(t, i, ns, "rollback", perCommand, max(c.maxDelay/4, 2*minDelay))
 	run := waitCustomRunDone(t, ns)
 	if cond := run.Status.GetCondition(apis.ConditionSucceeded); cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != "CustomRunCancelled" {
 		t.Errorf("CustomRun %s/%s: Succeeded %+v, want False CustomRunCancelled", ns, name, cond)
@@ -138,21 +140,21 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true, partial: true})
 }
 
-// kill SIGKILLs the controller a random delay after it is ready, at most n times while kill
-// points remain and the run is not done, and starts it again each time.
-func (c *tektonChaos) kill(t *testing.T, i int, ns, what string, n int) {
+// kill SIGKILLs the controller a random delay, up to maxDelay, after it leads, at most n times
+// while kill points remain and the run is not done, and starts it again each time.
+func (c *tektonChaos) kill(t *testing.T, i int, ns, what string, n int, maxDelay time.Duration) {
 	t.Helper()
 	for ; n > 0 && c.budget > 0; n-- {
 		// A process that does not lead yet does nothing a kill could cut.
 		cluster.WaitFor(t, tektonTimeout, "the controller leading, or the "+what+" done", func(context.Context) (bool, error) {
 			return leadings(t) > c.leadings || customRun(t, ns).IsDone(), nil
 		})
-		c.leadings = leadings(t)
-		delay := randomDelay(c.rng, c.maxDelay)
+		delay := randomDelay(c.rng, maxDelay)
 		time.Sleep(delay)
 		if customRun(t, ns).IsDone() {
 			return
 		}
+		c.leadings = leadings(t)
 		if err := env.InplaceTekton.Kill(); err != nil {
 			t.Fatal(err)
 		}
