@@ -3,8 +3,8 @@ package chaos_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -12,25 +12,24 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
-	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
 // Settings of the chaos run, from the environment so that `make chaos` and a replay can set them.
 const (
-	// killsEnv is the number of kill points across all scenarios.
+	// killsEnv is the number of kill points across all scenarios of all drivers: each driver's
+	// test takes its share (driverShares).
 	killsEnv = "INPLACE_ROLLOUT_CHAOS_KILLS"
 	// seedEnv seeds the random kill delays; a failure prints its seed, and the same seed (and
 	// kill count) replays the same delays.
@@ -41,7 +40,7 @@ const (
 
 // Defaults: the short form `make test` runs.
 const (
-	defaultKills    = 6
+	defaultKills    = 10
 	defaultMaxDelay = 4 * time.Second
 	// minDelay lets most killed commands get past their start-up and write something.
 	minDelay = 150 * time.Millisecond
@@ -63,11 +62,79 @@ func rollbackArgs(ns string) []string {
 	return []string{"rollback", "-n", ns, "--target", "statefulset/" + name}
 }
 
-// settings reads the chaos settings from the environment.
-func settings(t *testing.T) (kills int, seed uint64, maxDelay time.Duration) {
+// The drivers whose processes the suite kills.
+const (
+	driverCLI    = "cli"
+	driverArgo   = "argo"
+	driverTekton = "tekton"
+)
+
+// driverShares is each driver's part of the kill points, in percent: the CLI, the cheapest to
+// restart, takes the rest. 100 kill points are CLI 60, Argo plugin 20, Tekton controller 20;
+// the short form's 10 are 6, 2 and 2.
+var driverShares = map[string]int{driverArgo: 20, driverTekton: 20}
+
+// driverKills is the driver's share of kills, at least one.
+func driverKills(kills int, driver string) int {
+	if share, ok := driverShares[driver]; ok {
+		return max(1, kills*share/100)
+	}
+	rest := kills
+	for d := range driverShares {
+		rest -= driverKills(kills, d)
+	}
+	return max(1, rest)
+}
+
+// settings reads the chaos settings from the environment: the driver's kill points, the random
+// source of its test's delays and the longest delay.
+func settings(t *testing.T, driver string) (kills int, rng *rand.Rand, maxDelay time.Duration) {
+	t.Helper()
+	kills, seed, maxDelay := runSettings(t)
+	kills = driverKills(kills, driver)
+	t.Logf("chaos: %s: %d kill points, max delay %s; %s", driver, kills, maxDelay, replay(seed))
+	return kills, seededRand(seed, driver), maxDelay
+}
+
+// faultSettings reads the random source of a fault's delays, and the longest delay.
+func faultSettings(t *testing.T, fault string) (rng *rand.Rand, maxDelay time.Duration) {
+	t.Helper()
+	_, seed, maxDelay := runSettings(t)
+	t.Logf("chaos: %s: max delay %s; %s", fault, maxDelay, replay(seed))
+	return seededRand(seed, fault), maxDelay
+}
+
+// seededRand is the random source of one test: from the run's seed and the test's own name,
+// so that a replay of the run replays each test, whichever of them run.
+func seededRand(seed uint64, name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	s := seed ^ h.Sum64()
+	return rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+}
+
+// replay says how to run the same delays again.
+func replay(seed uint64) string {
+	kills := os.Getenv(killsEnv)
+	if kills == "" {
+		kills = strconv.Itoa(defaultKills)
+	}
+	return fmt.Sprintf("replay with %s=%d %s=%s", seedEnv, seed, killsEnv, kills)
+}
+
+// randomDelay is a delay between minDelay and maxDelay.
+func randomDelay(rng *rand.Rand, maxDelay time.Duration) time.Duration {
+	return minDelay + time.Duration(rng.Int64N(int64(maxDelay-minDelay)))
+}
+
+// runSeed is the run's seed when the environment sets none: one for every test of the run.
+var runSeed = sync.OnceValue(func() uint64 { return uint64(time.Now().UnixNano()) })
+
+// runSettings reads the chaos settings of the whole run from the environment.
+func runSettings(t *testing.T) (kills int, seed uint64, maxDelay time.Duration) {
 	t.Helper()
 	kills, maxDelay = defaultKills, defaultMaxDelay
-	seed = uint64(time.Now().UnixNano())
+	seed = runSeed()
 	var err error
 	if v := os.Getenv(killsEnv); v != "" {
 		if kills, err = strconv.Atoi(v); err != nil || kills < 1 {
@@ -112,7 +179,6 @@ func (k killPoint) String() string {
 
 // chaos drives the scenarios and keeps the kill points.
 type chaos struct {
-	t        *testing.T
 	rng      *rand.Rand
 	budget   int // kill points still to spend
 	maxDelay time.Duration
@@ -124,9 +190,9 @@ type chaos struct {
 // and started again with the same arguments until it exits by itself; once the kill points are
 // spent, the commands run to their end. After each scenario the invariants are checked.
 func TestKilledCommandsFinishInPlace(t *testing.T) {
-	kills, seed, maxDelay := settings(t)
-	t.Logf("chaos: %d kill points, seed %d (replay with %s=%d %s=%d), max delay %s", kills, seed, seedEnv, seed, killsEnv, kills, maxDelay)
-	c := &chaos{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), budget: kills, maxDelay: maxDelay}
+	t.Parallel()
+	kills, rng, maxDelay := settings(t, driverCLI)
+	c := &chaos{rng: rng, budget: kills, maxDelay: maxDelay}
 	// Alternate the two kinds, and run at least one of each, until the kill points are spent.
 	// The rollbacks come first so that the short form kills a rollback too.
 	for i := 0; c.budget > 0 || i < 2; i++ {
@@ -137,11 +203,11 @@ func TestKilledCommandsFinishInPlace(t *testing.T) {
 		}
 		ok := t.Run(fmt.Sprintf("%d %s", i, kind), func(t *testing.T) { c.scenario(t, i, rollback) })
 		if !ok {
-			t.Logf("chaos: scenario %d failed; replay with %s=%d %s=%d", i, seedEnv, seed, killsEnv, kills)
+			t.Logf("chaos: scenario %d failed; replay with the seed logged above", i)
 			break
 		}
 	}
-	c.report()
+	report(t, driverCLI, c.points)
 	if len(c.points) == 0 {
 		t.Errorf("no command was killed before it finished: the test exercised nothing; raise %s", maxDelayEnv)
 	}
@@ -234,7 +300,7 @@ func (c *chaos) drive(t *testing.T, scenario int, ns string, args []string, kill
 	for ; kills > 0 && c.budget > 0; kills-- {
 		var stderr bytes.Buffer
 		cmd := clitest.Start(t, env, cli, &stderr, args...)
-		delay := minDelay + time.Duration(c.rng.Int64N(int64(c.maxDelay-minDelay)))
+		delay := randomDelay(c.rng, c.maxDelay)
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
 		select {
@@ -245,7 +311,7 @@ func (c *chaos) drive(t *testing.T, scenario int, ns string, args []string, kill
 		}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 			c.budget--
-			kp := c.observe(t, ns)
+			kp := observe(t, ns)
 			kp.scenario, kp.command, kp.delay = scenario, args[0], delay
 			c.points = append(c.points, kp)
 			t.Log(kp)
@@ -262,7 +328,7 @@ func (c *chaos) drive(t *testing.T, scenario int, ns string, args []string, kill
 }
 
 // observe reads where the rollout stands.
-func (c *chaos) observe(t *testing.T, ns string) killPoint {
+func observe(t *testing.T, ns string) killPoint {
 	t.Helper()
 	kp := killPoint{phase: "none", stages: map[string]int{}}
 	sts, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -286,20 +352,20 @@ func (c *chaos) observe(t *testing.T, ns string) killPoint {
 	return kp
 }
 
-// report prints the kill points per lock phase and per pod stage.
-func (c *chaos) report() {
+// report prints a driver's kill points per lock phase and per pod stage.
+func report(t *testing.T, driver string, points []killPoint) {
 	phases, stages := map[string]int{}, map[string]int{}
-	for _, k := range c.points {
+	for _, k := range points {
 		phases[k.phase]++
 		for s := range k.stages {
 			stages[s]++
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos: %d kill points\n", len(c.points))
+	fmt.Fprintf(&b, "chaos: %s: %d kill points\n", driver, len(points))
 	fmt.Fprintf(&b, "  by lock phase:%s\n", counts(phases))
 	fmt.Fprintf(&b, "  with a pod in stage:%s", counts(stages))
-	c.t.Log(b.String())
+	t.Log(b.String())
 }
 
 func counts(m map[string]int) string {
@@ -313,177 +379,4 @@ func counts(m map[string]int) string {
 		fmt.Fprintf(&b, " %s=%d", k, m[k])
 	}
 	return b.String()
-}
-
-// podBefore is what a pod was before the scenario.
-type podBefore struct {
-	uid      string
-	image    string
-	imageID  string
-	restarts map[string]int32
-}
-
-// snapshot records every pod before the scenario, by name.
-func snapshot(t *testing.T, ns string) map[string]podBefore {
-	t.Helper()
-	out := map[string]podBefore{}
-	for _, p := range clitest.ListPods(t, env, ns, "app="+name) {
-		b := podBefore{uid: string(p.UID), image: p.Spec.Containers[0].Image, restarts: map[string]int32{}}
-		for _, cs := range p.Status.ContainerStatuses {
-			b.restarts[cs.Name] = cs.RestartCount
-			if cs.Name == "app" {
-				b.imageID = cs.ImageID
-			}
-		}
-		out[p.Name] = b
-	}
-	if len(out) != replicas {
-		t.Fatalf("%d pods before the scenario, want %d", len(out), replicas)
-	}
-	return out
-}
-
-// direction is where a scenario must end.
-type direction struct {
-	template string // the app image of the template and every pod
-	restarts int32  // app restarts per pod over the scenario
-	phase    string // the lock's final phase
-	back     bool   // the pods run their first image again
-}
-
-// violations checks the invariants after a scenario and names each one broken, with the pod
-// and the values.
-func violations(t *testing.T, ns string, orig *appsv1.StatefulSet, before map[string]podBefore, want direction) []string {
-	t.Helper()
-	var out []string
-	sts, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("reading statefulset %s/%s: %v", ns, name, err)
-	}
-	if !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
-		out = append(out, fmt.Sprintf("statefulset %s: updateStrategy %+v, want it restored to %+v", name, sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy))
-	}
-	if got := sts.Spec.Template.Spec.Containers[0].Image; got != want.template {
-		out = append(out, fmt.Sprintf("statefulset %s: template app image %s, want %s", name, got, want.template))
-	}
-	switch l := readLock(t, sts); {
-	case l == nil:
-		out = append(out, fmt.Sprintf("statefulset %s: no lock annotation, want one in phase %s", name, want.phase))
-	case l.Active() || l.Phase != want.phase:
-		out = append(out, fmt.Sprintf("statefulset %s: lock phase %s (active %v), want %s and released", name, l.Phase, l.Active(), want.phase))
-	}
-
-	pods := clitest.ListPods(t, env, ns, "app="+name)
-	if len(pods) != len(before) {
-		out = append(out, fmt.Sprintf("%d pods after the scenario, %d before", len(pods), len(before)))
-	}
-	var newIDs []string // the app imageID of each pod, when the pods moved to a new image
-	for _, p := range pods {
-		b, ok := before[p.Name]
-		if !ok {
-			out = append(out, fmt.Sprintf("pod %s: not there before the scenario", p.Name))
-			continue
-		}
-		if string(p.UID) != b.uid {
-			out = append(out, fmt.Sprintf("pod %s: recreated, UID %s -> %s", p.Name, b.uid, p.UID))
-			continue
-		}
-		app, side := cluster.ContainerStatus(&p, "app"), cluster.ContainerStatus(&p, "sidecar")
-		if img := p.Spec.Containers[0].Image; img != want.template && (!want.back || img != pinned(want.template, b.imageID)) {
-			out = append(out, fmt.Sprintf("pod %s: spec app image %s, want %s", p.Name, img, want.template))
-		}
-		if app == nil || app.State.Running == nil || !cluster.PodReady(&p) {
-			out = append(out, fmt.Sprintf("pod %s: app status %+v, Ready %v; want Running and Ready", p.Name, app, cluster.PodReady(&p)))
-			continue
-		}
-		if want.back {
-			if app.ImageID != b.imageID {
-				out = append(out, fmt.Sprintf("pod %s: app imageID %s, want %s as before the scenario", p.Name, app.ImageID, b.imageID))
-			}
-		} else {
-			if app.ImageID == b.imageID {
-				out = append(out, fmt.Sprintf("pod %s: app imageID %s, unchanged from before the scenario", p.Name, app.ImageID))
-			}
-			newIDs = append(newIDs, app.ImageID)
-		}
-		if got := app.RestartCount - b.restarts["app"]; got != want.restarts {
-			out = append(out, fmt.Sprintf("pod %s: app restarted %d times (%d -> %d), want %d", p.Name, got, b.restarts["app"], app.RestartCount, want.restarts))
-		}
-		if side == nil || side.RestartCount != b.restarts["sidecar"] {
-			out = append(out, fmt.Sprintf("pod %s: sidecar status %+v, want it never restarted (%d restarts before)", p.Name, side, b.restarts["sidecar"]))
-		}
-		out = append(out, stateViolations(&p, b, app.ImageID, want)...)
-	}
-	slices.Sort(newIDs)
-	if len(newIDs) > 0 && newIDs[0] != newIDs[len(newIDs)-1] {
-		out = append(out, fmt.Sprintf("pods run %s on different imageIDs: %s and %s", want.template, newIDs[0], newIDs[len(newIDs)-1]))
-	}
-	return out
-}
-
-// stateViolations checks the pod's state: it records what the pod ran before the scenario, never
-// overwritten by a resumed command, and its final stage.
-func stateViolations(p *corev1.Pod, b podBefore, imageID string, want direction) []string {
-	st, err := inplace.ReadState(p)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	if st == nil {
-		return []string{fmt.Sprintf("pod %s: no state annotation after the scenario", p.Name)}
-	}
-	var out []string
-	wantStage := inplace.StageUpdated
-	if want.back {
-		wantStage = inplace.StageRolledBack
-	}
-	if st.Stage != wantStage {
-		out = append(out, fmt.Sprintf("pod %s: state stage %s, want %s", p.Name, st.Stage, wantStage))
-	}
-	var app *inplace.ContainerState
-	for i := range st.Containers {
-		if st.Containers[i].Name == "app" && !st.Containers[i].Init {
-			app = &st.Containers[i]
-		}
-	}
-	if app == nil || len(st.Containers) != 1 {
-		return append(out, fmt.Sprintf("pod %s: state containers %+v, want app alone", p.Name, st.Containers))
-	}
-	if app.BeforeImage != b.image || app.BeforeImageID != b.imageID {
-		out = append(out, fmt.Sprintf("pod %s: state BeforeImage %s (%s), want %s (%s) as before the scenario", p.Name, app.BeforeImage, app.BeforeImageID, b.image, b.imageID))
-	}
-	if app.RestartsBefore != b.restarts["app"] {
-		out = append(out, fmt.Sprintf("pod %s: state RestartsBefore %d, want %d as before the scenario", p.Name, app.RestartsBefore, b.restarts["app"]))
-	}
-	if !want.back && app.AfterImageID != imageID {
-		out = append(out, fmt.Sprintf("pod %s: state AfterImageID %s, but the app runs %s", p.Name, app.AfterImageID, imageID))
-	}
-	return out
-}
-
-// pinned is image by the digest of imageID: what a rollback puts back when it cannot check
-// that the tag still names the content the pod ran (no registry here to ask).
-func pinned(image, imageID string) string {
-	_, digest, ok := strings.Cut(imageID, "@")
-	if !ok {
-		return ""
-	}
-	repo := image
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		repo = image[:i]
-	}
-	return repo + "@" + digest
-}
-
-// readLock decodes the StatefulSet's lock annotation, or returns nil when it has none.
-func readLock(t *testing.T, sts *appsv1.StatefulSet) *workload.Lock {
-	t.Helper()
-	raw, ok := sts.Annotations[workload.LockAnnotation]
-	if !ok {
-		return nil
-	}
-	var l workload.Lock
-	if err := json.Unmarshal([]byte(raw), &l); err != nil {
-		t.Fatalf("statefulset %s/%s: annotation %s: %v", sts.Namespace, sts.Name, workload.LockAnnotation, err)
-	}
-	return &l
 }

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +91,17 @@ type Cluster struct {
 	// pickPorts hands out loopback ports for a component; nil means freePorts. Tests make it
 	// hand out a port that is taken.
 	pickPorts func(n int) ([]int, error)
+	// etcd and apiServer are the running processes with the arguments they were started with,
+	// which RestartEtcd and RestartAPIServer start them again with: same ports, same data.
+	etcd, apiServer *restartable
+}
+
+// restartable is a process and how to start it again as it was.
+type restartable struct {
+	proc *process
+	args []string
+	// ready waits until the process started again serves, giving up when ctx is done.
+	ready func(ctx context.Context, p *process) error
 }
 
 // kubeControllers are the controllers the tests rely on; the others only slow the start. The
@@ -269,27 +282,32 @@ func (c *Cluster) startEtcd(clientPort, peerPort int) error {
 	// Fresh state on every start: an old etcd would bring back objects of an earlier run, or the
 	// membership of an attempt on other ports.
 	_ = os.RemoveAll(filepath.Join(c.Dir, "etcd-data"))
-	p, err := c.start("etcd",
+	args := []string{
 		"--name=default",
-		"--data-dir="+filepath.Join(c.Dir, "etcd-data"),
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=default="+peerURL,
+		"--data-dir=" + filepath.Join(c.Dir, "etcd-data"),
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=default=" + peerURL,
 		// Test data is thrown away; fsync only slows every write.
 		"--unsafe-no-fsync",
 		"--log-level=warn",
-	)
-	if err != nil {
-		return err
 	}
 	// A timeout, because a process that took the port may accept and never answer; the wait
 	// must still see etcd exit.
 	client := &http.Client{Timeout: 2 * time.Second}
-	return c.waitFor(30*time.Second, p, "etcd /health", func() error {
-		return httpOK(client, clientURL+"/health")
-	})
+	ready := func(_ context.Context, p *process) error {
+		return c.waitFor(30*time.Second, p, "etcd /health", func() error {
+			return httpOK(client, clientURL+"/health")
+		})
+	}
+	p, err := c.start("etcd", args...)
+	if err != nil {
+		return err
+	}
+	c.etcd = &restartable{proc: p, args: args, ready: ready}
+	return ready(context.Background(), p)
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port int) error {
@@ -352,13 +370,62 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port
 	if err != nil {
 		return fmt.Errorf("building client for %s: %w", c.Config.Host, err)
 	}
-	return c.waitFor(60*time.Second, p, "kube-apiserver /readyz", func() error {
-		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(body)))
-		}
-		return nil
-	})
+	ready := func(ctx context.Context, p *process) error {
+		return c.waitFor(60*time.Second, p, "kube-apiserver /readyz", func() error {
+			body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(body)))
+			}
+			return nil
+		})
+	}
+	c.apiServer = &restartable{proc: p, args: args, ready: ready}
+	return ready(ctx, p)
+}
+
+// RestartEtcd stops etcd (SIGTERM, then SIGKILL after grace) and starts it again on the same
+// ports with the same data directory, as a restarted etcd member would come back, and waits
+// until it is healthy. The apiserver keeps running and reconnects.
+func (c *Cluster) RestartEtcd(grace time.Duration) error {
+	return c.restart(c.etcd, "etcd", grace)
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after grace) and starts it again
+// on the same port with the same flags, certificates and etcd, and waits until it is ready.
+// Config, Client and Kubeconfig stay valid: every client reconnects to the same address.
+func (c *Cluster) RestartAPIServer(grace time.Duration) error {
+	return c.restart(c.apiServer, "kube-apiserver", grace)
+}
+
+// restart stops r's process and starts it again with its arguments, appending to its log. The
+// ports it held are free once it has exited, and nothing else is given them meanwhile. The new
+// process takes the old one's place in the order Stop stops them.
+func (c *Cluster) restart(r *restartable, name string, grace time.Duration) error {
+	if r == nil {
+		return fmt.Errorf("restarting %s: the cluster did not start it", name)
+	}
+	i := slices.Index(c.procs, r.proc)
+	if err := r.proc.stop(grace); err != nil {
+		return fmt.Errorf("restarting %s: %w", name, err)
+	}
+	p, err := startCommand(c.Dir, name, exec.Command(c.bin(name), r.args...), true)
+	if err != nil {
+		return fmt.Errorf("restarting %s: %w", name, err)
+	}
+	if i >= 0 {
+		c.procs[i] = p
+	} else {
+		c.procs = append(c.procs, p)
+	}
+	r.proc = p
+	c.log.Info("restarted", "process", name, "pid", p.cmd.Process.Pid)
+	// Not Start's context, which has ended by now.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := r.ready(ctx, p); err != nil {
+		return fmt.Errorf("restarting %s: %w", name, err)
+	}
+	return nil
 }
 
 func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
