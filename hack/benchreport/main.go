@@ -122,7 +122,7 @@ func report(ctx context.Context, args []string) error {
 		Client: c.Client, Dynamic: dyn, Kubeconfig: c.Kubeconfig, CLI: cliPath,
 		FloorCommand:         []string{self, "floor"},
 		ControllerManagerPID: kcm, APIServerPID: apiserver,
-		ProfileFile: profile, Timeout: *timeout, Log: log,
+		ProfileFile: profile, LogDir: *work, Timeout: *timeout, Log: log,
 	}
 	if *only != "" {
 		b.Only = map[benchreport.Approach]bool{}

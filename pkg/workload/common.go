@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -119,6 +120,16 @@ func hasLabels(pod *corev1.Pod, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// selectorOf converts a workload's selector; one the API server accepted always converts, and
+// any other selects nothing.
+func selectorOf(s *metav1.LabelSelector) labels.Selector {
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return sel
 }
 
 // ownedPods lists the pods matching selector that ownerUID controls.

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -25,6 +26,8 @@ type daemonSet struct {
 	pods     []*corev1.Pod
 	revision *appsv1.ControllerRevision // the newest owned ControllerRevision
 }
+
+func (d *daemonSet) PodSelector() labels.Selector { return selectorOf(d.ds.Spec.Selector) }
 
 func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*daemonSet, error) {
 	ds, err := client.AppsV1().DaemonSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})

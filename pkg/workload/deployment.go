@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -65,7 +66,9 @@ func loadDeployment(ctx context.Context, client kubernetes.Interface, ref Ref) (
 func (d *deployment) Ref() Ref {
 	return Ref{Kind: Deployment, Namespace: d.dep.Namespace, Name: d.dep.Name}
 }
-func (d *deployment) Lock() *Lock                       { return d.lock }
+func (d *deployment) Lock() *Lock                  { return d.lock }
+func (d *deployment) PodSelector() labels.Selector { return selectorOf(d.dep.Spec.Selector) }
+
 func (d *deployment) Template() *corev1.PodTemplateSpec { return &d.dep.Spec.Template }
 func (d *deployment) Pods() []*corev1.Pod               { return d.pods }
 

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -20,6 +21,8 @@ type statefulSet struct {
 	sts  *appsv1.StatefulSet
 	pods []*corev1.Pod
 }
+
+func (s *statefulSet) PodSelector() labels.Selector { return selectorOf(s.sts.Spec.Selector) }
 
 func loadStatefulSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*statefulSet, error) {
 	sts, err := client.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +54,8 @@ type Bench struct {
 	// Only, when not empty, limits the run to these approaches (the StatefulSet's rollouts
 	// still run in their order: inplace-rollout, then the floor, then its own).
 	Only map[Approach]bool
+	// LogDir, when set, keeps each command's output there, as APPROACH-PODS.log.
+	LogDir string
 	// Timeout bounds each rollout.
 	Timeout time.Duration
 	Log     *slog.Logger
@@ -274,20 +277,25 @@ func (b *Bench) runCLI(ctx context.Context, ns, name, image string, profile bool
 	}
 	cmd := exec.CommandContext(ctx, b.CLI, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.Kubeconfig)
-	u, err := runMeasured(cmd)
+	u, err := b.runMeasured(cmd, fmt.Sprintf("%s-%s", InPlace, ns))
 	return "inplace-rollout run", u, err
 }
 
 // runFloor runs the floor loop as its own process.
 func (b *Bench) runFloor(ctx context.Context, spec FloorSpec) (string, procUsage, error) {
 	argv := append(append([]string(nil), b.FloorCommand...), FloorArgs(b.Kubeconfig, spec)...)
-	u, err := runMeasured(exec.CommandContext(ctx, argv[0], argv[1:]...))
+	u, err := b.runMeasured(exec.CommandContext(ctx, argv[0], argv[1:]...), fmt.Sprintf("%s-%s", FloorLoop, spec.Namespace))
 	return "floor loop", u, err
 }
 
 // runMeasured runs cmd and returns its CPU time and peak resident set.
-func runMeasured(cmd *exec.Cmd) (procUsage, error) {
+func (b *Bench) runMeasured(cmd *exec.Cmd, name string) (procUsage, error) {
 	out, err := cmd.CombinedOutput()
+	if b.LogDir != "" {
+		if werr := os.WriteFile(filepath.Join(b.LogDir, name+".log"), out, 0o644); werr != nil {
+			return procUsage{}, fmt.Errorf("keeping the output of %s: %w", name, werr)
+		}
+	}
 	if err != nil {
 		return procUsage{}, fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, lastLines(string(out), 20))
 	}
