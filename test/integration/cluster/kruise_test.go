@@ -2,15 +2,18 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -145,6 +148,40 @@ func TestKruiseCloneSetInPlaceUpdate(t *testing.T) {
 	}
 	if len(m.Webhooks) != 0 || len(v.Webhooks) != 0 {
 		t.Errorf("kruise-manager registered webhooks: %d mutating, %d validating; want none", len(m.Webhooks), len(v.Webhooks))
+	}
+
+	pid := k.PID()
+	if err := k.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kruise-manager (pid %d) after Stop: signal 0 gave %v, want ESRCH", pid, err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, kruiseProcess+".pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s.pid after Stop: %v, want it removed", kruiseProcess, err)
+	}
+}
+
+// TestKruiseCRDsAreWhereTheHarnessReadsThem reads every CRD StartKruise installs from the
+// OpenKruise module, so that a version bump that moves one fails here, without a cluster.
+func TestKruiseCRDsAreWhereTheHarnessReadsThem(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := KruiseModuleDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range kruiseCRDs {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := readYAML(filepath.Join(dir, "config", "crd", "bases", f), &crd); err != nil {
+			t.Errorf("OpenKruise %s: %v", KruiseVersion, err)
+			continue
+		}
+		if crd.Spec.Group != "apps.kruise.io" {
+			t.Errorf("OpenKruise %s: %s holds a CRD of group %q, want apps.kruise.io", KruiseVersion, f, crd.Spec.Group)
+		}
 	}
 }
 
