@@ -84,6 +84,8 @@ type Cluster struct {
 	Tekton *Tekton
 	// InplaceTekton is our CustomRun controller, once StartInplaceTekton started it.
 	InplaceTekton *InplaceTekton
+	// Kruise is OpenKruise's kruise-manager, once StartKruise started it.
+	Kruise *Kruise
 
 	opts     Options
 	tempDir  bool
