@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -117,11 +118,13 @@ func report(ctx context.Context, args []string) error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("the control plane's kube-controller-manager or kube-apiserver is not running")
 	}
+	kruise := startKruise(ctx, c)
 	profile := filepath.Join(*work, "inplace-rollout-cpu.pprof")
 	b := &benchreport.Bench{
 		Client: c.Client, Dynamic: dyn, Kubeconfig: c.Kubeconfig, CLI: cliPath,
 		FloorCommand:         []string{self, "floor"},
 		ControllerManagerPID: kcm, APIServerPID: apiserver,
+		Kruise:      kruise,
 		ProfileFile: profile, LogDir: *work, Timeout: *timeout, Log: log,
 	}
 	if *only != "" {
@@ -145,8 +148,10 @@ func report(ctx context.Context, args []string) error {
 		},
 		ProfileFile: profile,
 	}
-	r.CloneSetSkipped = "kruise-manager does not run on this control plane"
 	results, runErr := b.Run(ctx, sizes)
+	if _, err := kruise(); err != nil {
+		r.CloneSetSkipped = err.Error()
+	}
 	r.Results = results
 	if runErr != nil {
 		return runErr
@@ -178,6 +183,32 @@ func report(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("wrote %s and its plots in %s\n", f.Name(), time.Since(started).Round(time.Second))
 	return f.Close()
+}
+
+// startKruise starts kruise-manager in the background, since it takes about a minute to set
+// itself up, and returns what waits for it: its PID, or why it does not run.
+func startKruise(ctx context.Context, c *cluster.Cluster) func() (int, error) {
+	type started struct {
+		pid int
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		k, err := c.StartKruise(ctx)
+		if err != nil {
+			done <- started{err: fmt.Errorf("kruise-manager %s did not start here: %w", cluster.KruiseVersion, err)}
+			return
+		}
+		done <- started{pid: k.PID()}
+	}()
+	var (
+		once   sync.Once
+		result started
+	)
+	return func() (int, error) {
+		once.Do(func() { result = <-done })
+		return result.pid, result.err
+	}
 }
 
 // floor runs the floor loop with the inplace-rollout command's default client rate limit.

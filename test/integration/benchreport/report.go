@@ -128,10 +128,16 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		return
 	}
 	for _, other := range []Approach{StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
-		if res, ok := r.result(other, large); ok {
-			fmt.Fprintf(b, "- At %d pods the in-place rollout took %.1f s; %s took %.1f s: the in-place rollout was %.1f× as fast.\n",
-				large, ours.Wall.Seconds(), other, res.Wall.Seconds(), res.Wall.Seconds()/ours.Wall.Seconds())
+		res, ok := r.result(other, large)
+		if !ok {
+			continue
 		}
+		faster := fmt.Sprintf("the in-place rollout was %.1f× as fast", res.Wall.Seconds()/ours.Wall.Seconds())
+		if res.Wall < ours.Wall {
+			faster = fmt.Sprintf("%s was %.1f× as fast as the in-place rollout", other, ours.Wall.Seconds()/res.Wall.Seconds())
+		}
+		fmt.Fprintf(b, "- At %d pods the in-place rollout took %.1f s; %s took %.1f s: %s.\n",
+			large, ours.Wall.Seconds(), other, res.Wall.Seconds(), faster)
 	}
 	if floor, ok := r.result(FloorLoop, large); ok {
 		over := ours.Wall.Seconds()/floor.Wall.Seconds() - 1

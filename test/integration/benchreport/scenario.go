@@ -45,9 +45,11 @@ type Bench struct {
 	// FloorCommand starts the floor loop as its own process, so that its CPU time and memory
 	// are measured as the CLI's are; Floor's flags are appended (see FloorArgs).
 	FloorCommand []string
-	// ControllerManagerPID and APIServerPID are those processes' IDs; KruisePID is
-	// kruise-manager's, zero to leave the CloneSet out.
-	ControllerManagerPID, APIServerPID, KruisePID int
+	// ControllerManagerPID and APIServerPID are those processes' IDs.
+	ControllerManagerPID, APIServerPID int
+	// Kruise waits until kruise-manager runs and returns its process ID; nil, or an error,
+	// leaves the CloneSet out.
+	Kruise func() (pid int, err error)
 	// ProfileFile, when set, is where the CPU profile of inplace-rollout at the largest size is
 	// written.
 	ProfileFile string
@@ -200,7 +202,12 @@ func (s *sizeRun) deployment(ctx context.Context) error {
 
 // cloneSet runs OpenKruise's CloneSet in-place update, when kruise-manager runs.
 func (s *sizeRun) cloneSet(ctx context.Context) error {
-	if s.KruisePID == 0 || !s.want(CloneSetInPlace) {
+	if s.Kruise == nil || !s.want(CloneSetInPlace) {
+		return nil
+	}
+	pid, err := s.Kruise()
+	if err != nil {
+		s.Log.Warn("no CloneSet rollout", "err", err)
 		return nil
 	}
 	const cs = "cloneset"
@@ -211,7 +218,7 @@ func (s *sizeRun) cloneSet(ctx context.Context) error {
 		return fmt.Errorf("creating CloneSet %s/%s: %w", s.ns, cs, err)
 	}
 	return s.add(s.measure(ctx, s.w, CloneSetInPlace, cs, s.n, imageV2, func() (string, procUsage, error) {
-		return s.byController(ctx, s.w, s.KruisePID, "kruise-manager", cs, s.n, imageV2, func() error {
+		return s.byController(ctx, s.w, pid, "kruise-manager", cs, s.n, imageV2, func() error {
 			_, err := s.Dynamic.Resource(cloneSets).Namespace(s.ns).Patch(ctx, cs, types.MergePatchType,
 				[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"`+imageV2+`"}]}}}}`), metav1.PatchOptions{})
 			if err != nil {
@@ -395,14 +402,17 @@ func (b *Bench) createCloneSet(ctx context.Context, ns, name string, n int) erro
 		"apiVersion": "apps.kruise.io/v1alpha1",
 		"kind":       "CloneSet",
 		"metadata":   map[string]any{"name": name, "namespace": ns},
+		// Every field its controller reads is set: no defaulting webhook runs here.
 		"spec": map[string]any{
-			"replicas": int64(n),
-			"selector": map[string]any{"matchLabels": map[string]any{"app": name}},
+			"replicas":             int64(n),
+			"revisionHistoryLimit": int64(10),
+			"scaleStrategy":        map[string]any{},
+			"selector":             map[string]any{"matchLabels": map[string]any{"app": name}},
 			"template": map[string]any{
 				"metadata": map[string]any{"labels": map[string]any{"app": name}},
 				"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": imageV1}}},
 			},
-			"updateStrategy": map[string]any{"type": "InPlaceIfPossible", "maxUnavailable": "10%"},
+			"updateStrategy": map[string]any{"type": "InPlaceIfPossible", "partition": int64(0), "maxUnavailable": "10%", "maxSurge": int64(0)},
 		},
 	}}
 	if _, err := b.Dynamic.Resource(cloneSets).Namespace(ns).Create(ctx, cs, metav1.CreateOptions{}); err != nil {
