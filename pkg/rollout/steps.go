@@ -17,7 +17,7 @@ type podState struct {
 }
 
 // stepConcurrency bounds the pod steps one Reconcile runs at once.
-const stepConcurrency = 16
+const stepConcurrency = 32
 
 // stepPods takes one step on each pod, concurrently, and returns when to look again (soon if
 // any pod was written or finished, else at the earliest time a pod asked for) and how many pods
