@@ -16,6 +16,13 @@ const (
 	cliUser        = "system:serviceaccount:" + namespace + ":" + serviceAccount
 )
 
+// The Prometheus credentials the analysis reads from a Secret; the test checks that the
+// password never shows.
+const (
+	promUser     = "inplace"
+	promPassword = "pw-5c1e8d40b9"
+)
+
 var (
 	env *cluster.Cluster
 	// cli is the inplace-rollout binary built for these tests.
@@ -23,5 +30,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(clitest.Main(m, cluster.Options{AuditLog: true, AuditUsers: []string{cliUser}}, &env, &cli))
+	os.Exit(clitest.Main(m, cluster.Options{
+		AuditLog:            true,
+		AuditUsers:          []string{cliUser},
+		Prometheus:          true,
+		PrometheusBasicAuth: &cluster.BasicAuth{Username: promUser, Password: promPassword},
+	}, &env, &cli))
 }

@@ -80,6 +80,23 @@ func (a APICall) String() string {
 // each with how many times. Requests to non-resource URLs (discovery, /version), which every
 // authenticated user may make, are left out. user must be one of the audited users.
 func (c *Cluster) AuditedCalls(user string) (map[APICall]int, error) {
+	byNS, err := c.AuditedCallsByNamespace(user)
+	if err != nil {
+		return nil, err
+	}
+	calls := map[APICall]int{}
+	for _, nsCalls := range byNS {
+		for call, n := range nsCalls {
+			calls[call] += n
+		}
+	}
+	return calls, nil
+}
+
+// AuditedCallsByNamespace is AuditedCalls by the namespace each request named, "" for the
+// cluster-wide ones: a test's namespace (Namespace) tells its calls from those of the tests
+// that ran beside it.
+func (c *Cluster) AuditedCallsByNamespace(user string) (map[string]map[APICall]int, error) {
 	if !c.opts.AuditLog {
 		return nil, fmt.Errorf("the cluster was started without Options.AuditLog")
 	}
@@ -91,7 +108,7 @@ func (c *Cluster) AuditedCalls(user string) (map[APICall]int, error) {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
 	defer f.Close()
-	calls := map[APICall]int{}
+	calls := map[string]map[APICall]int{}
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
@@ -117,12 +134,16 @@ func (c *Cluster) AuditedCalls(user string) (map[APICall]int, error) {
 			continue
 		}
 		seen[ev.AuditID] = true
-		calls[APICall{
+		ns := ev.ObjectRef.Namespace
+		if calls[ns] == nil {
+			calls[ns] = map[APICall]int{}
+		}
+		calls[ns][APICall{
 			APIGroup:    ev.ObjectRef.APIGroup,
 			Resource:    ev.ObjectRef.Resource,
 			Subresource: ev.ObjectRef.Subresource,
 			Verb:        ev.Verb,
-			Namespaced:  ev.ObjectRef.Namespace != "",
+			Namespaced:  ns != "",
 		}]++
 	}
 	if err := sc.Err(); err != nil {

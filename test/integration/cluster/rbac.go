@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 )
@@ -93,6 +95,76 @@ func CompareRole(base []rbacv1.PolicyRule, baseName string, ours []rbacv1.Policy
 	}
 	sort.Strings(problems)
 	return problems
+}
+
+// Need names the operations of a test that need one grant of a role: each of Ops (names the
+// test gives the commands or steps it runs) makes Call, which without the grant is forbidden,
+// so removing the rule that grants it breaks them. Some calls happen only on a condition the
+// test provokes without choosing where (a pod read again after a write conflict): such an entry
+// names every operation that may make the call, and one of them must have.
+type Need struct {
+	Call APICall
+	Ops  []string
+}
+
+// CheckNeeds checks a table of needs against a role and the calls each operation made (opCalls,
+// by operation name, from the audit log): every grant of rules is named by an entry, every entry
+// is granted by a rule, names operations that ran, and one of them made its call. So a rule
+// without an entry, or an entry whose call never happened, is a problem: no rule is spare, and
+// each says what breaks without it. Every problem is named, sorted.
+func CheckNeeds(rules []rbacv1.PolicyRule, needs []Need, opCalls map[string]map[APICall]int) []string {
+	var problems []string
+	for _, g := range grants(rules) {
+		one := rbacv1.PolicyRule{APIGroups: []string{g.group}, Resources: []string{g.resource}, Verbs: []string{g.verb}}
+		if !slices.ContainsFunc(needs, func(n Need) bool { return matches(one, n.Call) }) {
+			problems = append(problems, fmt.Sprintf("rule without a need: %s names no operation that breaks without it; add one to the table", g))
+		}
+	}
+	for _, n := range needs {
+		ops := strings.Join(n.Ops, ", ")
+		if !Allowed(rules, n.Call) {
+			problems = append(problems, fmt.Sprintf("need of %s: no rule grants %s", ops, n.Call))
+		}
+		made := false
+		for _, op := range n.Ops {
+			calls, ran := opCalls[op]
+			if !ran {
+				problems = append(problems, fmt.Sprintf("need of %s: no operation %q ran", ops, op))
+			}
+			made = made || calls[n.Call] > 0
+		}
+		if len(n.Ops) == 0 {
+			problems = append(problems, fmt.Sprintf("need of %s: names no operation", n.Call))
+		} else if !made {
+			problems = append(problems, fmt.Sprintf("need of %s: none called %s; name an operation that does", ops, n.Call))
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// FormatOpCalls lists the calls of each operation, sorted, one per line under its operation, for
+// a problem's report.
+func FormatOpCalls(opCalls map[string]map[APICall]int) string {
+	var b strings.Builder
+	for _, op := range slices.Sorted(maps.Keys(opCalls)) {
+		var made []string
+		for call, n := range opCalls[op] {
+			made = append(made, fmt.Sprintf("%s x%d", call, n))
+		}
+		sort.Strings(made)
+		fmt.Fprintf(&b, "  %s:\n    %s\n", op, strings.Join(made, "\n    "))
+	}
+	return b.String()
+}
+
+// FormatNeeds lists a table of needs, one grant a line with the operations that need it.
+func FormatNeeds(needs []Need) string {
+	var b strings.Builder
+	for _, n := range needs {
+		fmt.Fprintf(&b, "  %s: %s\n", n.Call, strings.Join(n.Ops, " | "))
+	}
+	return b.String()
 }
 
 // ReadRole reads a namespaced Role manifest.

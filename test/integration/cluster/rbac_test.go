@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -64,5 +65,75 @@ func TestCompareRole(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckNeeds checks the table check itself, without a cluster: each way a table can fall
+// short of the role or of the calls is a problem.
+func TestCheckNeeds(t *testing.T) {
+	getPods := APICall{Resource: "pods", Verb: "get", Namespaced: true}
+	patchPods := APICall{Resource: "pods", Verb: "patch", Namespaced: true}
+	patchStatus := APICall{Resource: "pods", Subresource: "status", Verb: "patch", Namespaced: true}
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}}}
+	ran := map[string]map[APICall]int{"status": {getPods: 2}, "run": {getPods: 1, patchPods: 3}}
+	tests := []struct {
+		name  string
+		needs []Need
+		want  []string // substrings, one per problem, in order
+	}{
+		{"every grant needed by an operation that made its call", []Need{{getPods, []string{"status"}}, {patchPods, []string{"run"}}}, nil},
+		{"one of several operations made the call", []Need{{getPods, []string{"status"}}, {patchPods, []string{"status", "run"}}}, nil},
+		{"a grant without an entry", []Need{{getPods, []string{"status"}}}, []string{
+			`rule without a need: {apiGroups: [""], resources: [pods], verbs: [patch]}`,
+		}},
+		{"an entry whose operation never made the call", []Need{{getPods, []string{"status"}}, {patchPods, []string{"status"}}}, []string{
+			`need of status: none called patch pods.core (namespaced)`,
+		}},
+		{"an entry whose operation never ran", []Need{{getPods, []string{"status"}}, {patchPods, []string{"run", "rollback"}}}, []string{
+			`need of run, rollback: no operation "rollback" ran`,
+		}},
+		{"an entry naming no operation", []Need{{getPods, []string{"status"}}, {patchPods, nil}}, []string{
+			`need of patch pods.core (namespaced): names no operation`,
+		}},
+		{"an entry no rule grants", []Need{{getPods, []string{"status"}}, {patchPods, []string{"run"}}, {patchStatus, []string{"run"}}}, []string{
+			`need of run: no rule grants patch pods/status.core (namespaced)`,
+			`need of run: none called patch pods/status.core (namespaced)`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CheckNeeds(rules, tt.needs, ran)
+			if len(got) != len(tt.want) {
+				t.Fatalf("problems %q, want %d matching %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %d is %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestCallsByTest checks that a test's namespaces, with Namespace's random suffix, merge under
+// the test's name, and that other namespaces and cluster-wide calls keep theirs.
+func TestCallsByTest(t *testing.T) {
+	get := APICall{Resource: "pods", Verb: "get", Namespaced: true}
+	list := APICall{Resource: "pods", Verb: "list"}
+	got := CallsByTest(map[string]map[APICall]int{
+		"testkinds-daemonset-x7k2p":  {get: 1},
+		"testkinds-daemonset-b4wq9":  {get: 2},
+		"testkinds-deployment-zz9q2": {get: 1},
+		"inplace-rollout-system":     {get: 3},
+		"":                           {list: 1},
+	})
+	want := map[string]map[APICall]int{
+		"testkinds-daemonset":    {get: 3},
+		"testkinds-deployment":   {get: 1},
+		"inplace-rollout-system": {get: 3},
+		"cluster-wide":           {list: 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CallsByTest: %v, want %v", got, want)
 	}
 }

@@ -69,6 +69,30 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	return name
 }
 
+// CallsByTest merges calls by namespace (AuditedCallsByNamespace) by the test that made each
+// namespace with Namespace, named as Namespace spells it ("testkinds-daemonset" for
+// TestKinds/daemonset, which may make several); the calls in other namespaces keep the
+// namespace's name, and the cluster-wide ones are under "cluster-wide".
+func CallsByTest(byNamespace map[string]map[APICall]int) map[string]map[APICall]int {
+	out := map[string]map[APICall]int{}
+	for ns, calls := range byNamespace {
+		op := ns
+		switch {
+		case ns == "":
+			op = "cluster-wide"
+		case strings.HasPrefix(ns, "test") && len(ns) > 6 && ns[len(ns)-6] == '-':
+			op = ns[:len(ns)-6] // the random suffix
+		}
+		if out[op] == nil {
+			out[op] = map[APICall]int{}
+		}
+		for call, n := range calls {
+			out[op][call] += n
+		}
+	}
+	return out
+}
+
 // WaitForPod polls the pod until done returns true, failing the test after timeout with the
 // last state seen.
 func (c *Cluster) WaitForPod(t testing.TB, namespace, name string, timeout time.Duration, what string, done func(*corev1.Pod) bool) *corev1.Pod {

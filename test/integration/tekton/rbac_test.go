@@ -21,6 +21,10 @@ func checkRBAC(c *cluster.Cluster) (calls []string, err error) {
 	if err != nil {
 		return nil, err
 	}
+	byNamespace, err := c.AuditedCallsByNamespace(cluster.InplaceTektonUser)
+	if err != nil {
+		return nil, err
+	}
 	if len(audited) == 0 {
 		return nil, errors.New("the audit log holds no call of " + cluster.InplaceTektonUser)
 	}
@@ -41,8 +45,66 @@ func checkRBAC(c *cluster.Cluster) (calls []string, err error) {
 		calls = append(calls, fmt.Sprintf("%s x%d", c, n))
 	}
 	sort.Strings(calls)
-	if problems := cluster.CompareRole(nil, "", ours, audited); len(problems) > 0 {
-		return nil, fmt.Errorf("%s\nevery call of %s:\n  %s", strings.Join(problems, "\n"), cluster.InplaceTektonUser, strings.Join(calls, "\n  "))
+	problems := cluster.CompareRole(nil, "", ours, audited)
+	byTest := cluster.CallsByTest(byNamespace)
+	problems = append(problems, cluster.CheckNeeds(ours, needs(), byTest)...)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s\nevery call of %s, by test (its namespaces) or namespace:\n%s", strings.Join(problems, "\n"), cluster.InplaceTektonUser, cluster.FormatOpCalls(byTest))
 	}
-	return calls, nil
+	return append(calls, "each grant, and the tests that break without it:", cluster.FormatNeeds(needs())), nil
+}
+
+// needs names, for each grant of config/tekton's roles, the tests (as cluster.CallsByTest names
+// them: by their namespaces) whose runs make the call the grant allows, and so break without
+// it; "cluster-wide" is the controller's informer, and inplace-rollout-system its Lease.
+func needs() []cluster.Need {
+	need := func(verb, group, resource, subresource string, ops ...string) cluster.Need {
+		return cluster.Need{Call: cluster.APICall{APIGroup: group, Resource: resource, Subresource: subresource, Verb: verb, Namespaced: true}, Ops: ops}
+	}
+	clusterWide := func(verb, group, resource string) cluster.Need {
+		return cluster.Need{Call: cluster.APICall{APIGroup: group, Resource: resource, Verb: verb}, Ops: []string{"cluster-wide"}}
+	}
+	const (
+		statefulSet = "testpipelinerunrollsstatefulsetinplace"
+		daemonSet   = "testcustomrunrollseachkind-daemonset"
+		deployment  = "testcustomrunrollseachkind-deployment-with-prepull"
+		// Namespace cuts a test's name at 50 characters.
+		gatedPods = "testcustomrunrollseachkind-gated-pods--then-a-seco"
+	)
+	return []cluster.Need{
+		clusterWide("list", "tekton.dev", "customruns"),
+		clusterWide("watch", "tekton.dev", "customruns"),
+		need("update", "tekton.dev", "customruns", "", "testcustomrunofourkind"),
+		need("update", "tekton.dev", "customruns", "status", "testcustomrunofourkind"),
+		need("get", "inplace-rollout.io", "inplacerollouts", "", "testexamplesapply-statefulset-custom-task-ref"),
+		need("create", "", "events", "", statefulSet),
+		need("get", "apps", "statefulsets", "", statefulSet),
+		need("patch", "apps", "statefulsets", "", statefulSet),
+		need("get", "apps", "daemonsets", "", daemonSet),
+		need("patch", "apps", "daemonsets", "", daemonSet),
+		need("list", "apps", "controllerrevisions", "", daemonSet),
+		need("get", "apps", "deployments", "", deployment),
+		need("patch", "apps", "deployments", "", deployment),
+		need("list", "apps", "replicasets", "", deployment),
+		need("patch", "apps", "replicasets", "", deployment),
+		// A pod is read again only when a write meets a conflict, which these tests provoke
+		// with ChurnPods.
+		need("get", "", "pods", "", daemonSet, deployment, gatedPods),
+		need("list", "", "pods", "", statefulSet),
+		need("patch", "", "pods", "", statefulSet),
+		need("create", "", "pods", "", deployment),
+		need("delete", "", "pods", "", deployment),
+		need("get", "", "serviceaccounts", "", statefulSet),
+		need("patch", "", "pods", "status", gatedPods),
+		need("get", "", "configmaps", "", gatedPods),
+		need("list", "", "configmaps", "", gatedPods),
+		need("create", "", "configmaps", "", gatedPods),
+		need("update", "", "configmaps", "", gatedPods),
+		need("delete", "", "configmaps", "", gatedPods),
+		// The analysis' Prometheus password, from a Secret.
+		need("get", "", "secrets", "", "testanalysisgateseverybatch-good-image"),
+		need("get", "coordination.k8s.io", "leases", "", "inplace-rollout-system"),
+		need("create", "coordination.k8s.io", "leases", "", "inplace-rollout-system"),
+		need("update", "coordination.k8s.io", "leases", "", "inplace-rollout-system"),
+	}
 }
