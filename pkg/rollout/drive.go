@@ -17,7 +17,7 @@ const (
 	minRequeue = 50 * time.Millisecond
 	// changeDebounce is the least Drive waits after a step when Changes says the pods
 	// changed: a batch's pods change within moments of each other, and one step sees them all.
-	changeDebounce = 100 * time.Millisecond
+	changeDebounce = 50 * time.Millisecond
 	firstBackoff   = time.Second
 	maxBackoff     = 30 * time.Second
 )

@@ -10,10 +10,12 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
@@ -222,4 +224,42 @@ func restoreStrategy(raw json.RawMessage) (map[string]any, error) {
 		orig["rollingUpdate"] = nil
 	}
 	return orig, nil
+}
+
+// objectVersion is what a lock-only write depends on in a workload object: its spec (the
+// generation) and its lock annotation.
+type objectVersion struct {
+	resourceVersion string
+	generation      int64
+	lock            string
+}
+
+func versionOf(meta metav1.Object) objectVersion {
+	return objectVersion{resourceVersion: meta.GetResourceVersion(), generation: meta.GetGeneration(), lock: meta.GetAnnotations()[LockAnnotation]}
+}
+
+// writeLock writes a lock-only patch with the resourceVersion observed. On a conflict it reads
+// the object again and, when neither its spec nor its lock changed, writes again with the new
+// resourceVersion: the conflict came from a write of its status, labels or other annotations
+// (the controller's, as the pods change), which leaves the lock to write as it was. Any other
+// change returns the conflict, for the caller to decide again.
+func writeLock(ctx context.Context, observed objectVersion, p objectPatch, read func(context.Context) (objectVersion, error), write func(context.Context, []byte) error) error {
+	p.resourceVersion = observed.resourceVersion
+	changed := false
+	return retry.OnError(retry.DefaultRetry, func(err error) bool { return !changed && apierrors.IsConflict(err) }, func() error {
+		err := write(ctx, p.bytes())
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		now, rerr := read(ctx)
+		if rerr != nil {
+			return rerr
+		}
+		if now.generation != observed.generation || now.lock != observed.lock {
+			changed = true
+			return err
+		}
+		p.resourceVersion = now.resourceVersion
+		return err
+	})
 }

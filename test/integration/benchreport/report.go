@@ -11,12 +11,12 @@ import (
 // at most 2 pod writes per pod, cost per pod growing at most 20% from the smallest size to
 // the largest).
 const (
-	goalOverhead     = 0.10
-	goalPodWrites    = 2.0
-	goalGrowth       = 0.20
-	plotWallFile     = "benchmarks/wall-time.png"
-	plotCPUFile      = "benchmarks/cpu-seconds.png"
-	plotPerPodFile   = "benchmarks/wall-per-pod.png"
+	goalOverhead   = 0.10
+	goalPodWrites  = 2.0
+	goalGrowth     = 0.20
+	plotWallFile   = "benchmarks/wall-time.png"
+	plotCPUFile    = "benchmarks/cpu-seconds.png"
+	plotPerPodFile = "benchmarks/wall-per-pod.png"
 )
 
 // approaches are the report's rows in order, with what each does.

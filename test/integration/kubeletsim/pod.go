@@ -16,7 +16,7 @@ type podSim struct {
 	// sandboxReady is when the pod's sandbox, network and volumes are set up and its
 	// containers can be created.
 	sandboxReady time.Time
-	containers      map[string]*containerSim
+	containers   map[string]*containerSim
 	// initContainers are the run-once init containers of a pod with restartPolicy Never; those
 	// of other pods are reported completed and not simulated.
 	initContainers map[string]*containerSim
