@@ -96,8 +96,10 @@ lint:
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-## bench: Go benchmarks, then the scale scenarios (a 500-pod StatefulSet, the Argo plugins' latency and API calls on 100 pods, once) and the Tekton controller's latency and memory
-bench: tools
+## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, and pre-pull's not-Ready window
+bench: tools build
+	hack/tools/build.sh kruise-manager
+	$(GO) run ./hack/benchreport -out docs -cli $(BIN)/inplace-rollout
 	$(GO) test -run '^$$' -bench . -benchmem $(shell $(GO) list ./... | grep -v /test/integration)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 10m ./test/integration/tekton

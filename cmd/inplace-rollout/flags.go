@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -26,6 +27,10 @@ type clusterFlags struct {
 	output     string
 	qps        float32
 	burst      int
+
+	// events is the client Events are recorded with, once client ran: the same credentials,
+	// a rate limit of its own, so that Events never hold back the pod writes.
+	events kubernetes.Interface
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
@@ -75,6 +80,9 @@ func (f *clusterFlags) client() (kubernetes.Interface, string, error) {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
+		return nil, "", badInput("building a client for %s: %v", cfg.Host, err)
+	}
+	if f.events, err = kubernetes.NewForConfig(rest.CopyConfig(cfg)); err != nil {
 		return nil, "", badInput("building a client for %s: %v", cfg.Host, err)
 	}
 	return client, ns, nil

@@ -58,6 +58,7 @@ failing (run again to resume), 130 stopped by Ctrl-C (run again to resume).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	addProfileFlags(root)
 	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newGateControllerCommand(), newTektonControllerCommand(), newVersionCommand())
 	return root
 }

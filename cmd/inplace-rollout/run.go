@@ -67,7 +67,7 @@ func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return drive(cmd, client, spec, resume, rf.resultsDir, cf.output)
+		return drive(cmd, client, cf.events, spec, resume, rf.resultsDir, cf.output)
 	}
 	cf.register(cmd)
 	rf.register(cmd)
@@ -97,9 +97,11 @@ the previous images back in the template instead.`,
 			}
 			r := rollout.RollbackSpec{Target: ref, Holder: "cli", RestoreTemplate: rf.restoreTemplate,
 				GracePeriod: rf.grace, Timeout: rf.timeout, MaxUnavailable: intstr.Parse(rf.maxUnavailable)}
-			d := newDriver(cmd, client, ref, nil, nil)
+			d := newDriver(cmd, client, cf.events, ref, nil, nil)
+			defer d.closeEvents()
 			ctx, stop := interruptible()
 			defer stop()
+			d.watchPods(ctx, client, ref)
 			st, err := d.engine.DriveAbort(ctx, r, d.report)
 			return d.finish(st, err, rf.resultsDir, cf.output, true)
 		},
@@ -122,10 +124,12 @@ func interruptible() (context.Context, context.CancelFunc) {
 // drive runs the rollout until it settles, printing one line per change on stderr. With resume,
 // a rollout paused by an inconclusive analysis when the command starts has its batch accepted
 // first; a pause reached later stops the command as it stops run.
-func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, resume bool, resultsDir, output string) error {
-	d := newDriver(cmd, client, spec.Target, spec.Images, spec.Batches)
+func drive(cmd *cobra.Command, client, events kubernetes.Interface, spec rollout.Spec, resume bool, resultsDir, output string) error {
+	d := newDriver(cmd, client, events, spec.Target, spec.Images, spec.Batches)
+	defer d.closeEvents()
 	ctx, stop := interruptible()
 	defer stop()
+	d.watchPods(ctx, client, spec.Target)
 	if !resume {
 		st, err := d.engine.Drive(ctx, spec, d.report)
 		return d.finish(st, err, resultsDir, output, false)
@@ -151,6 +155,7 @@ func drive(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spec, r
 type driver struct {
 	cmd     *cobra.Command
 	engine  *rollout.Engine
+	events  *inplace.AsyncEventRecorder // nil without a client
 	log     *slog.Logger
 	bar     *progressBar
 	target  string
@@ -163,27 +168,71 @@ type driver struct {
 	lastMeasure time.Time
 }
 
-func newDriver(cmd *cobra.Command, client kubernetes.Interface, ref workload.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
+func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref workload.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
 	stderr := cmd.ErrOrStderr()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var recorder *inplace.AsyncEventRecorder
+	if events != nil {
+		recorder = inplace.NewAsyncEventRecorder(inplace.ClientEventRecorder{Client: events}, eventWorkers, eventQueue, func(err error) {
+			log.Warn("event not recorded", "target", ref.String(), "err", err)
+		})
+	}
 	// Commands without --pre-pull (rollback) start no pullers.
 	pullerImage, _ := cmd.Flags().GetString("puller-image")
-	return &driver{
+	d := &driver{
 		cmd: cmd,
 		engine: &rollout.Engine{
 			Client:      client,
-			Events:      inplace.ClientEventRecorder{Client: client},
 			Registry:    &registry.Resolver{Client: client},
 			PullerImage: pullerImage,
 			Log:         log,
 		},
 		log:     log,
+		events:  recorder,
 		bar:     newProgressBar(stderr),
 		target:  ref.String(),
 		batches: batches,
 		ref:     ref,
 		images:  images,
 	}
+	if recorder != nil {
+		d.engine.Events = recorder
+	}
+	return d
+}
+
+// Events are recorded by eventWorkers in the background, up to eventQueue of them waiting;
+// at the end the command waits up to eventDrain for the last ones.
+const (
+	eventWorkers = 4
+	eventQueue   = 1024
+	eventDrain   = 30 * time.Second
+)
+
+// closeEvents records the Events still queued before the command exits.
+func (d *driver) closeEvents() {
+	if d.events == nil {
+		return
+	}
+	if err := d.events.Close(eventDrain); err != nil {
+		d.log.Warn("events lost", "target", d.target, "err", err)
+	}
+}
+
+// watchPods lets the engine step as soon as the target's pods change, instead of at the next
+// interval. Without it (the workload is not there yet, or pods cannot be watched) the rollout
+// goes on at its intervals.
+func (d *driver) watchPods(ctx context.Context, client kubernetes.Interface, ref workload.Ref) {
+	w, err := workload.Load(ctx, client, ref)
+	if err != nil {
+		return // the first step says what is wrong
+	}
+	changes, err := workload.WatchPods(ctx, client, ref.Namespace, w.PodSelector())
+	if err != nil {
+		d.log.Debug("stepping at intervals", "target", d.target, "err", err)
+		return
+	}
+	d.engine.Changes = changes
 }
 
 // report prints a step's status: a progress line when its message changed, a line per check

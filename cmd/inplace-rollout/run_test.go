@@ -85,7 +85,7 @@ func TestFinishMapsWhatTheEngineReturns(t *testing.T) {
 			cmd := &cobra.Command{}
 			cmd.SetOut(&bytes.Buffer{})
 			cmd.SetErr(&bytes.Buffer{})
-			d := newDriver(cmd, nil, target, nil, nil)
+			d := newDriver(cmd, nil, nil, target, nil, nil)
 			err := d.finish(tt.st, tt.err, "", "text", tt.rollbackCmd)
 			if tt.code == exitSucceeded {
 				if err != nil {

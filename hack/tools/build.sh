@@ -7,7 +7,7 @@
 # module rebuilds only that tool (Prometheus alone takes minutes). The binary is
 # TOOLS/NAME-KEY/NAME, keeping its file name.
 #
-# Usage: hack/tools/build.sh [TOOL...]   (default: every tool)
+# Usage: hack/tools/build.sh [TOOL...]   (default: every tool but those built on request)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +43,12 @@ specs=(
   "crane|crane|github.com/google/go-containerregistry/cmd/crane|-s -w"
 )
 
+# Built only when named: OpenKruise's kruise-manager, which only the benchmark runs, takes
+# longer to build cold than the rest of make tools.
+on_request=(
+  "kruise-manager|kruise|github.com/openkruise/kruise|-s -w"
+)
+
 want=("$@")
 selected() {
   [ ${#want[@]} -eq 0 ] && return 0
@@ -64,6 +70,12 @@ key() { # name dir pkg ldflags
     case "$3" in ./*) cat "$tools/$2/$3"/*.go ;; esac
   } | sha256sum | cut -c1-16
 }
+
+for w in "${want[@]}"; do
+  for spec in "${on_request[@]}"; do
+    [ "${spec%%|*}" = "$w" ] && specs+=("$spec")
+  done
+done
 
 for spec in "${specs[@]}"; do
   IFS='|' read -r name dir pkg ldflags <<<"$spec"

@@ -14,9 +14,12 @@ const (
 	// DefaultErrorBudget is how long Drive retries errors worth a retry before it gives up.
 	DefaultErrorBudget = 2 * time.Minute
 	// minRequeue keeps a step that asks to be called again at once from spinning.
-	minRequeue   = 50 * time.Millisecond
-	firstBackoff = time.Second
-	maxBackoff   = 30 * time.Second
+	minRequeue = 50 * time.Millisecond
+	// changeDebounce is the least Drive waits after a step when Changes says the pods
+	// changed: a batch's pods change within moments of each other, and one step sees them all.
+	changeDebounce = 50 * time.Millisecond
+	firstBackoff   = time.Second
+	maxBackoff     = 30 * time.Second
 )
 
 // APIUnavailableError says that steps kept failing with errors worth a retry (the API server
@@ -187,10 +190,23 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
+	changes := e.Changes
+	if d <= changeDebounce {
+		changes = nil
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	case <-changes:
+		// The pods changed: wait out the debounce (part of it may have passed), then step.
+		t.Reset(changeDebounce)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
 	}
 }

@@ -79,7 +79,8 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 			return st, Result{}, err
 		}
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, total)
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+		// The next call steps them: it reads the lock afresh, so it need not wait.
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: minRequeue, Message: st.Message}, nil
 	}
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	var updatedNow atomic.Int32

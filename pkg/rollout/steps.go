@@ -17,7 +17,7 @@ type podState struct {
 }
 
 // stepConcurrency bounds the pod steps one Reconcile runs at once.
-const stepConcurrency = 16
+const stepConcurrency = 32
 
 // stepPods takes one step on each pod, concurrently, and returns when to look again (soon if
 // any pod was written or finished, else at the earliest time a pod asked for) and how many pods
@@ -48,7 +48,10 @@ func stepPods(pods []*corev1.Pod, step func(*corev1.Pod) (inplace.Result, error)
 		case apierrors.IsNotFound(o.err):
 		case o.err != nil:
 			return 0, wrote, pods[i], o.err
-		case o.res.Wrote || o.res.Done:
+		case o.res.Done:
+			// A pod finished: the batch may be complete, and the next one can start now.
+			requeue = minRequeue
+		case o.res.Wrote && requeue > busyRequeue:
 			requeue = busyRequeue
 		case o.res.RequeueAfter > 0 && o.res.RequeueAfter < requeue:
 			requeue = o.res.RequeueAfter

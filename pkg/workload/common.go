@@ -10,9 +10,12 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
@@ -121,6 +124,16 @@ func hasLabels(pod *corev1.Pod, labels map[string]string) bool {
 	return true
 }
 
+// selectorOf converts a workload's selector; one the API server accepted always converts, and
+// any other selects nothing.
+func selectorOf(s *metav1.LabelSelector) labels.Selector {
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return sel
+}
+
 // ownedPods lists the pods matching selector that ownerUID controls.
 func ownedPods(ctx context.Context, client kubernetes.Interface, ns string, selector *metav1.LabelSelector, ownerUID types.UID) ([]*corev1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(selector)
@@ -211,4 +224,42 @@ func restoreStrategy(raw json.RawMessage) (map[string]any, error) {
 		orig["rollingUpdate"] = nil
 	}
 	return orig, nil
+}
+
+// objectVersion is what a lock-only write depends on in a workload object: its spec (the
+// generation) and its lock annotation.
+type objectVersion struct {
+	resourceVersion string
+	generation      int64
+	lock            string
+}
+
+func versionOf(meta metav1.Object) objectVersion {
+	return objectVersion{resourceVersion: meta.GetResourceVersion(), generation: meta.GetGeneration(), lock: meta.GetAnnotations()[LockAnnotation]}
+}
+
+// writeLock writes a lock-only patch with the resourceVersion observed. On a conflict it reads
+// the object again and, when neither its spec nor its lock changed, writes again with the new
+// resourceVersion: the conflict came from a write of its status, labels or other annotations
+// (the controller's, as the pods change), which leaves the lock to write as it was. Any other
+// change returns the conflict, for the caller to decide again.
+func writeLock(ctx context.Context, observed objectVersion, p objectPatch, read func(context.Context) (objectVersion, error), write func(context.Context, []byte) error) error {
+	p.resourceVersion = observed.resourceVersion
+	changed := false
+	return retry.OnError(retry.DefaultRetry, func(err error) bool { return !changed && apierrors.IsConflict(err) }, func() error {
+		err := write(ctx, p.bytes())
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		now, rerr := read(ctx)
+		if rerr != nil {
+			return rerr
+		}
+		if now.generation != observed.generation || now.lock != observed.lock {
+			changed = true
+			return err
+		}
+		p.resourceVersion = now.resourceVersion
+		return err
+	})
 }

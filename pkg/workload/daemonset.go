@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -25,6 +26,8 @@ type daemonSet struct {
 	pods     []*corev1.Pod
 	revision *appsv1.ControllerRevision // the newest owned ControllerRevision
 }
+
+func (d *daemonSet) PodSelector() labels.Selector { return selectorOf(d.ds.Spec.Selector) }
 
 func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*daemonSet, error) {
 	ds, err := client.AppsV1().DaemonSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -53,9 +56,17 @@ func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*
 			ref:  Ref{Kind: DaemonSet, Namespace: ds.Namespace, Name: ds.Name},
 			lock: lock, template: &ds.Spec.Template, strategy: ds.Spec.UpdateStrategy,
 			onDeleteType: string(appsv1.OnDeleteDaemonSetStrategyType), resourceVersion: ds.ResourceVersion,
+			observed: versionOf(ds),
 			write: func(ctx context.Context, patch []byte) error {
 				_, err := client.AppsV1().DaemonSets(ds.Namespace).Patch(ctx, ds.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 				return err
+			},
+			read: func(ctx context.Context) (objectVersion, error) {
+				now, err := client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+				if err != nil {
+					return objectVersion{}, fmt.Errorf("reading DaemonSet %s/%s again: %w", ds.Namespace, ds.Name, err)
+				}
+				return versionOf(now), nil
 			},
 		},
 		ds: ds, pods: pods,

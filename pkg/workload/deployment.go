@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -65,7 +66,9 @@ func loadDeployment(ctx context.Context, client kubernetes.Interface, ref Ref) (
 func (d *deployment) Ref() Ref {
 	return Ref{Kind: Deployment, Namespace: d.dep.Namespace, Name: d.dep.Name}
 }
-func (d *deployment) Lock() *Lock                       { return d.lock }
+func (d *deployment) Lock() *Lock                  { return d.lock }
+func (d *deployment) PodSelector() labels.Selector { return selectorOf(d.dep.Spec.Selector) }
+
 func (d *deployment) Template() *corev1.PodTemplateSpec { return &d.dep.Spec.Template }
 func (d *deployment) Pods() []*corev1.Pod               { return d.pods }
 
@@ -132,7 +135,21 @@ func (d *deployment) Start(ctx context.Context, lock *Lock) error {
 func (d *deployment) Retarget(ctx context.Context, lock *Lock) error { return d.SetLock(ctx, lock) }
 
 func (d *deployment) SetLock(ctx context.Context, lock *Lock) error {
-	return d.patch(ctx, objectPatch{lock: lock})
+	deployments := d.client.AppsV1().Deployments(d.dep.Namespace)
+	err := writeLock(ctx, versionOf(d.dep), objectPatch{lock: lock}, func(ctx context.Context) (objectVersion, error) {
+		now, err := deployments.Get(ctx, d.dep.Name, metav1.GetOptions{})
+		if err != nil {
+			return objectVersion{}, fmt.Errorf("reading %s again: %w", d.Ref(), err)
+		}
+		return versionOf(now), nil
+	}, func(ctx context.Context, patch []byte) error {
+		_, err := deployments.Patch(ctx, d.dep.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", d.Ref(), err)
+	}
+	return nil
 }
 
 func (d *deployment) RevisionLabels(map[string]string) (map[string]string, bool, error) {

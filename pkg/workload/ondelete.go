@@ -17,8 +17,11 @@ type onDelete struct {
 	strategy        any    // the object's spec.updateStrategy
 	onDeleteType    string // the kind's OnDelete strategy type
 	resourceVersion string
-	// write sends a strategic-merge patch of the object.
+	// observed is the object's version as loaded, for lock-only writes (see writeLock).
+	observed objectVersion
+	// write sends a strategic-merge patch of the object; read gets its version now.
 	write func(ctx context.Context, patch []byte) error
+	read  func(ctx context.Context) (objectVersion, error)
 }
 
 func (o *onDelete) Ref() Ref                          { return o.ref }
@@ -51,7 +54,10 @@ func (o *onDelete) Retarget(ctx context.Context, lock *Lock) error {
 }
 
 func (o *onDelete) SetLock(ctx context.Context, lock *Lock) error {
-	return o.patch(ctx, objectPatch{lock: lock})
+	if err := writeLock(ctx, o.observed, objectPatch{lock: lock}, o.read, o.write); err != nil {
+		return fmt.Errorf("writing %s: %w", o.ref, err)
+	}
+	return nil
 }
 
 func (o *onDelete) Finalize(ctx context.Context, lock *Lock) (bool, error) {

@@ -62,8 +62,16 @@ func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSe
 func (p *podSet) Ref() Ref                          { return p.ref }
 func (p *podSet) Lock() *Lock                       { return p.lock }
 func (p *podSet) Template() *corev1.PodTemplateSpec { return nil }
-func (p *podSet) Pods() []*corev1.Pod               { return p.pods }
-func (p *podSet) Replicas() int                     { return len(p.pods) }
+
+func (p *podSet) PodSelector() labels.Selector {
+	sel, err := labels.Parse(p.ref.Selector)
+	if err != nil {
+		return labels.Nothing() // loadPods refused it already
+	}
+	return sel
+}
+func (p *podSet) Pods() []*corev1.Pod { return p.pods }
+func (p *podSet) Replicas() int       { return len(p.pods) }
 
 func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
 	if len(p.pods) == 0 {

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -20,6 +21,8 @@ type statefulSet struct {
 	sts  *appsv1.StatefulSet
 	pods []*corev1.Pod
 }
+
+func (s *statefulSet) PodSelector() labels.Selector { return selectorOf(s.sts.Spec.Selector) }
 
 func loadStatefulSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*statefulSet, error) {
 	sts, err := client.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -55,9 +58,17 @@ func loadStatefulSet(ctx context.Context, client kubernetes.Interface, ref Ref) 
 			ref:  Ref{Kind: StatefulSet, Namespace: sts.Namespace, Name: sts.Name},
 			lock: lock, template: &sts.Spec.Template, strategy: sts.Spec.UpdateStrategy,
 			onDeleteType: string(appsv1.OnDeleteStatefulSetStrategyType), resourceVersion: sts.ResourceVersion,
+			observed: versionOf(sts),
 			write: func(ctx context.Context, patch []byte) error {
 				_, err := client.AppsV1().StatefulSets(sts.Namespace).Patch(ctx, sts.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 				return err
+			},
+			read: func(ctx context.Context) (objectVersion, error) {
+				now, err := client.AppsV1().StatefulSets(sts.Namespace).Get(ctx, sts.Name, metav1.GetOptions{})
+				if err != nil {
+					return objectVersion{}, fmt.Errorf("reading StatefulSet %s/%s again: %w", sts.Namespace, sts.Name, err)
+				}
+				return versionOf(now), nil
 			},
 		},
 		sts: sts, pods: pods,

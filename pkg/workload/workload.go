@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -64,6 +65,8 @@ type Workload interface {
 	Replicas() int
 	// Pods returns the workload's live pods in update order.
 	Pods() []*corev1.Pod
+	// PodSelector selects the workload's pods (and, maybe, others: Pods filters by owner).
+	PodSelector() labels.Selector
 	// CheckStart returns an error when a rollout to images cannot start: an unknown container,
 	// or an unfinished rollout of the controller's own (pods not at the template's revision,
 	// whose template may differ from the pods' in more than images).

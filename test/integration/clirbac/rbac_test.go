@@ -274,6 +274,8 @@ func needs() []cluster.Need {
 		need("patch", "apps", "replicasets", "", "run api --pre-pull"),
 		need("get", "", "pods", "", podWriters...),
 		need("list", "", "pods", "", "plan web"),
+		// Without it a command steps at intervals instead of as soon as the pods change.
+		need("watch", "", "pods", "", "run web", "rollback web"),
 		need("patch", "", "pods", "", "run web"),
 		need("create", "", "pods", "", "run api --pre-pull"),
 		need("delete", "", "pods", "", "run api --pre-pull"),

@@ -49,6 +49,12 @@ type Options struct {
 	// AuditUsers are the users whose requests AuditLog logs; empty means ArgoUser and
 	// InplaceTektonUser, the drivers the harness starts.
 	AuditUsers []string
+	// FeatureGates is passed as --feature-gates to kube-apiserver and kube-controller-manager,
+	// e.g. "MaxUnavailableStatefulSet=true" [none].
+	FeatureGates string
+	// SimulatorQPS gives the kubelet simulator its own client with this rate limit (burst
+	// twice that); zero shares Client's (200 requests/s).
+	SimulatorQPS float32
 	// Logger receives one line per lifecycle event. Nil discards.
 	Logger *slog.Logger
 }
@@ -80,6 +86,8 @@ type Cluster struct {
 	Tekton *Tekton
 	// InplaceTekton is our CustomRun controller, once StartInplaceTekton started it.
 	InplaceTekton *InplaceTekton
+	// Kruise is OpenKruise's kruise-manager, once StartKruise started it.
+	Kruise *Kruise
 
 	opts     Options
 	tempDir  bool
@@ -252,6 +260,18 @@ func (c *Cluster) stopProcess(p *process, grace time.Duration) error {
 	return nil
 }
 
+// PID returns the process ID of the running component called name (etcd, kube-apiserver,
+// kube-controller-manager, or a controller the harness started), for reading its CPU time and
+// memory from /proc.
+func (c *Cluster) PID(name string) (int, bool) {
+	for _, p := range c.procs {
+		if done, _ := p.exited(); p.name == name && !done {
+			return p.cmd.Process.Pid, true
+		}
+	}
+	return 0, false
+}
+
 // dropExited forgets the processes called name that have ended, removing their PID files, so
 // that a retry's process is the only one of that name Stop knows.
 func (c *Cluster) dropExited(name string) {
@@ -329,6 +349,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
+	}
+	if c.opts.FeatureGates != "" {
+		args = append(args, "--feature-gates="+c.opts.FeatureGates)
 	}
 	if c.opts.AuditLog {
 		audit, err := c.auditArgs()
@@ -429,7 +452,11 @@ func (c *Cluster) restart(r *restartable, name string, grace time.Duration) erro
 }
 
 func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
-	return c.start("kube-controller-manager",
+	var gates []string
+	if c.opts.FeatureGates != "" {
+		gates = []string{"--feature-gates=" + c.opts.FeatureGates}
+	}
+	return c.start("kube-controller-manager", append(gates,
 		"--kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
@@ -438,7 +465,7 @@ func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
 		"--service-account-private-key-file="+certs.SAKey,
 		"--root-ca-file="+certs.CACert,
 		"--use-service-account-credentials=false",
-	)
+	)...)
 }
 
 // waitControllerManager waits until the controller manager is observably working. It serves no
@@ -464,7 +491,16 @@ func (c *Cluster) startSimulator(ctx context.Context) error {
 	if cfg.Logger == nil {
 		cfg.Logger = c.log.With("component", "kubeletsim")
 	}
-	sim, err := kubeletsim.New(c.Client, cfg)
+	client := c.Client
+	if c.opts.SimulatorQPS > 0 {
+		rc := rest.CopyConfig(c.Config)
+		rc.QPS, rc.Burst = c.opts.SimulatorQPS, int(2*c.opts.SimulatorQPS)
+		var err error
+		if client, err = kubernetes.NewForConfig(rc); err != nil {
+			return fmt.Errorf("building the kubelet simulator's client: %w", err)
+		}
+	}
+	sim, err := kubeletsim.New(client, cfg)
 	if err != nil {
 		return fmt.Errorf("creating kubelet simulator: %w", err)
 	}

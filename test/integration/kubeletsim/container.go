@@ -13,6 +13,8 @@ import (
 // timings are the simulated durations of a container's life.
 type timings struct {
 	pull, start, slowStart, backoff time.Duration
+	// sandbox is what a new pod waits before its containers are created (Config.SandboxDelay).
+	sandbox time.Duration
 }
 
 type containerPhase int

@@ -13,7 +13,10 @@ type podSim struct {
 	node            string
 	podIP, hostIP   string
 	startTime       time.Time
-	containers      map[string]*containerSim
+	// sandboxReady is when the pod's sandbox, network and volumes are set up and its
+	// containers can be created.
+	sandboxReady time.Time
+	containers   map[string]*containerSim
 	// initContainers are the run-once init containers of a pod with restartPolicy Never; those
 	// of other pods are reported completed and not simulated.
 	initContainers map[string]*containerSim
@@ -75,6 +78,9 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
 		return p.syncRunOnce(pod, now, t, reg)
 	}
+	if now.Before(p.sandboxReady) {
+		return p.creatingSandbox(pod, now), p.sandboxReady
+	}
 	var next time.Time
 	earliest := func(d time.Time) {
 		if !d.IsZero() && (next.IsZero() || d.Before(next)) {
@@ -126,6 +132,17 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		phase = corev1.PodRunning
 	}
 	return p.render(pod, now, phase, statuses, initStatuses, true, allReady), next
+}
+
+// creatingSandbox is the status of a pod whose sandbox is not set up yet: Pending, every
+// container waiting in ContainerCreating.
+func (p *podSim) creatingSandbox(pod *corev1.Pod, now time.Time) corev1.PodStatus {
+	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
+	for _, spec := range pod.Spec.Containers {
+		statuses = append(statuses, corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Started: ptr(false),
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+	}
+	return p.render(pod, now, corev1.PodPending, statuses, nil, false, false)
 }
 
 func pullSecretsOf(pod *corev1.Pod) []string {

@@ -39,6 +39,13 @@ type Config struct {
 	StartDelay time.Duration
 	// SlowStartDelay replaces StartDelay for images tagged slow* [10s].
 	SlowStartDelay time.Duration
+	// ScheduleDelay is how long a new pod waits to be bound to a node: the scheduler's share
+	// of a pod start [0].
+	ScheduleDelay time.Duration
+	// SandboxDelay is how long a newly bound pod waits before its containers are created: the
+	// pod sandbox, its network and IP, and its volumes mounted. An image update in place does
+	// not pay it [0].
+	SandboxDelay time.Duration
 	// BackOff is the wait before a crashed container restarts, and before ErrImagePull turns
 	// into ImagePullBackOff [1s].
 	BackOff time.Duration
@@ -95,6 +102,7 @@ type Simulator struct {
 
 	mu       sync.Mutex
 	pods     map[types.UID]*podSim
+	unbound  map[types.UID]time.Time // when each pod waiting for ScheduleDelay was first seen
 	reg      registry
 	traffic  bool
 	nextIP   []int // per node, the last pod IP index handed out
@@ -118,9 +126,10 @@ func New(client kubernetes.Interface, cfg Config) (*Simulator, error) {
 	s := &Simulator{
 		client:  client,
 		cfg:     cfg,
-		t:       timings{pull: cfg.PullDelay, start: cfg.StartDelay, slowStart: cfg.SlowStartDelay, backoff: cfg.BackOff},
+		t:       timings{pull: cfg.PullDelay, start: cfg.StartDelay, slowStart: cfg.SlowStartDelay, backoff: cfg.BackOff, sandbox: cfg.SandboxDelay},
 		log:     cfg.Logger,
 		pods:    map[types.UID]*podSim{},
+		unbound: map[types.UID]time.Time{},
 		traffic: true,
 		nextIP:  make([]int, cfg.Nodes),
 		now:     time.Now,
@@ -363,6 +372,9 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 		return 0, err
 	}
 	if pod.Spec.NodeName == "" {
+		if wait := s.scheduleWait(pod.UID); wait > 0 {
+			return wait, nil
+		}
 		return 0, s.bind(ctx, pod)
 	}
 	node := s.nodeIndex(pod.Spec.NodeName)
@@ -395,6 +407,9 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 		}
 		p = newPodSim(pod, ip, s.hostIP(node), now)
 		p.node = pod.Spec.NodeName
+		if pod.Status.StartTime == nil { // new here, not adopted from an earlier simulator
+			p.sandboxReady = now.Add(s.t.sandbox)
+		}
 		s.pods[pod.UID] = p
 	}
 	s.tickLocked(now)
@@ -459,6 +474,27 @@ func (s *Simulator) patchStatus(ctx context.Context, pod *corev1.Pod, status cor
 		return fmt.Errorf("writing status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
+}
+
+// scheduleWait returns how long an unbound pod still waits for the simulated scheduler, counting
+// from when the simulator first saw it.
+func (s *Simulator) scheduleWait(uid types.UID) time.Duration {
+	if s.cfg.ScheduleDelay <= 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	seen, ok := s.unbound[uid]
+	if !ok {
+		s.unbound[uid] = now
+		return s.cfg.ScheduleDelay
+	}
+	if wait := seen.Add(s.cfg.ScheduleDelay).Sub(now); wait > 0 {
+		return wait
+	}
+	delete(s.unbound, uid)
+	return 0
 }
 
 // bind plays the scheduler: a DaemonSet pod goes to the node its affinity names, any other pod

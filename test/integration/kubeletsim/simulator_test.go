@@ -153,3 +153,47 @@ func TestSyncReportsObservedGeneration(t *testing.T) {
 		})
 	}
 }
+
+// TestNewPodWaitsForItsSandbox: a new pod stays Pending with its containers in ContainerCreating
+// until its sandbox is set up, then pulls and starts; an image changed in place later does not
+// wait for a sandbox again.
+func TestNewPodWaitsForItsSandbox(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tm := testTimings
+	tm.sandbox = 3 * time.Second
+	pod := podOn("web-0", "sim-node-0", "")
+	p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
+	p.sandboxReady = t0.Add(tm.sandbox)
+	reg := &registry{}
+
+	status, next := p.sync(pod, t0, tm, reg)
+	if status.Phase != corev1.PodPending || !next.Equal(p.sandboxReady) {
+		t.Fatalf("at creation: phase %s, next sync %v; want Pending until %v", status.Phase, next, p.sandboxReady)
+	}
+	if w := status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
+		t.Fatalf("at creation: container state %+v; want waiting in ContainerCreating", status.ContainerStatuses[0].State)
+	}
+
+	// The simulator syncs the pod again when the sandbox is ready: the pull starts then.
+	if _, next = p.sync(pod, p.sandboxReady, tm, reg); next.IsZero() {
+		t.Fatal("once the sandbox is ready: no next sync; want one when the pull ends")
+	}
+	readyAt := p.sandboxReady.Add(tm.pull + tm.start)
+	status, _ = p.sync(pod, readyAt.Add(-time.Millisecond), tm, reg)
+	if conditionTrue(status.Conditions, corev1.PodReady) {
+		t.Fatalf("Ready at %v, before sandbox, pull and start were done (%v)", readyAt.Add(-time.Millisecond), readyAt)
+	}
+	status, _ = p.sync(pod, readyAt, tm, reg)
+	if status.Phase != corev1.PodRunning || !conditionTrue(status.Conditions, corev1.PodReady) {
+		t.Fatalf("after sandbox, pull and start: phase %s, Ready %v; want Running and Ready", status.Phase, conditionTrue(status.Conditions, corev1.PodReady))
+	}
+
+	pod.Spec.Containers[0].Image = "registry.example/app:v2"
+	changed := readyAt.Add(time.Second)
+	p.sync(pod, changed, tm, reg)
+	status, _ = p.sync(pod, changed.Add(tm.pull+tm.start), tm, reg)
+	if !conditionTrue(status.Conditions, corev1.PodReady) || status.ContainerStatuses[0].RestartCount != 1 {
+		t.Fatalf("an image changed in place: Ready %v, restartCount %d; want Ready after pull and start alone, restartCount 1",
+			conditionTrue(status.Conditions, corev1.PodReady), status.ContainerStatuses[0].RestartCount)
+	}
+}

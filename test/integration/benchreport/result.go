@@ -1,0 +1,96 @@
+package benchreport
+
+import (
+	"slices"
+	"time"
+)
+
+// Approach names one way of rolling a new image out.
+type Approach string
+
+// The approaches the report compares.
+const (
+	// InPlace is inplace-rollout's command rolling a StatefulSet in place.
+	InPlace Approach = "inplace-rollout"
+	// FloorLoop is Floor: the same image patches with no safety.
+	FloorLoop Approach = "floor"
+	// StatefulSetRolling is the StatefulSet controller's RollingUpdate: pods recreated.
+	StatefulSetRolling Approach = "statefulset-rollingupdate"
+	// DeploymentRolling is the Deployment controller's rolling update: pods recreated.
+	DeploymentRolling Approach = "deployment-rollingupdate"
+	// CloneSetInPlace is OpenKruise's CloneSet with updateStrategy InPlaceIfPossible.
+	CloneSetInPlace Approach = "kruise-cloneset"
+)
+
+// Result is what one rollout of Pods pods by one approach measured.
+type Result struct {
+	Approach Approach
+	Pods     int
+	// Wall is from the first write of the rollout until every pod ran the new image, Ready.
+	Wall time.Duration
+	// PodWrites are the requests that wrote the pods' objects (POST, PUT, PATCH, DELETE on
+	// pods, subresources left out), by every client: a recreated pod costs a DELETE by its
+	// controller, one by the kubelet and a POST.
+	PodWrites int
+	// Writes are all mutating requests, every resource and subresource (status included).
+	Writes int
+	// Requests are all requests but watches.
+	Requests int
+	// Driver is the process doing the rollout; DriverCPU and DriverPeakRSSKiB are its CPU
+	// time and peak resident set over the rollout.
+	Driver           string
+	DriverCPU        float64
+	DriverPeakRSSKiB int
+	// APIServerCPU is kube-apiserver's CPU time over the rollout.
+	APIServerCPU float64
+	// Recreated is how many pods ended with a UID they did not start with.
+	Recreated int
+}
+
+// RequestsPerSecond is the apiserver's request rate over the rollout.
+func (r Result) RequestsPerSecond() float64 { return float64(r.Requests) / r.Wall.Seconds() }
+
+// Report is one run of every scenario on one control plane.
+type Report struct {
+	// Date is when the run started.
+	Date time.Time
+	// Machine describes where it ran: CPUs, Go version, OS.
+	Machine string
+	// Settings are the simulated kubelet's delays and the clients' rate limits, by name.
+	Settings []Setting
+	// Results holds one entry per approach and size.
+	Results []Result
+	// CloneSetSkipped says why the CloneSet rows are missing, when they are.
+	CloneSetSkipped string
+	// Profile is the top of the CPU profile of inplace-rollout at the largest size, as
+	// `go tool pprof -top` prints it; ProfileFile is that profile's file name.
+	Profile     string
+	ProfileFile string
+}
+
+// Setting is one named parameter of the run.
+type Setting struct{ Name, Value string }
+
+// result returns the result of approach at pods, if measured.
+func (r *Report) result(a Approach, pods int) (Result, bool) {
+	for _, res := range r.Results {
+		if res.Approach == a && res.Pods == pods {
+			return res, true
+		}
+	}
+	return Result{}, false
+}
+
+// sizes are the pod counts measured, in increasing order.
+func (r *Report) sizes() []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, res := range r.Results {
+		if !seen[res.Pods] {
+			seen[res.Pods] = true
+			out = append(out, res.Pods)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
