@@ -54,6 +54,10 @@ const (
 	sandboxDelay  = time.Second
 	// simulatorQPS is what 10 kubelets at their default rate limit (50 requests/s) send at most.
 	simulatorQPS = 500
+	// clientQPS and clientBurst are the inplace-rollout command's default rate limit, which
+	// the floor loop shares.
+	clientQPS   = 100
+	clientBurst = 200
 )
 
 func report(ctx context.Context, args []string) error {
@@ -144,9 +148,11 @@ func report(ctx context.Context, args []string) error {
 			{Name: "a new pod's sandbox, network, IP and volumes", Value: sandboxDelay.String() + " (paid by recreated pods only)"},
 			{Name: "kubelets' API rate limit", Value: fmt.Sprintf("%d requests/s in all", simulatorQPS)},
 			{Name: "kube-controller-manager's API rate limit", Value: "its default: 20 requests/s, burst 30"},
-			{Name: "inplace-rollout's API rate limit", Value: "its default: 100 requests/s, burst 200"},
+			{Name: "inplace-rollout's and the floor loop's API rate limit", Value: fmt.Sprintf("the command's default: %d requests/s, burst %d", clientQPS, clientBurst)},
 		},
 		ProfileFile: profile,
+		ClientQPS:   clientQPS,
+		ClientBurst: clientBurst,
 	}
 	results, runErr := b.Run(ctx, sizes)
 	if _, err := kruise(); err != nil {
@@ -235,7 +241,7 @@ func floor(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig %s: %w", *kubeconfig, err)
 	}
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)

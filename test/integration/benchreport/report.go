@@ -143,6 +143,12 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		over := ours.Wall.Seconds()/floor.Wall.Seconds() - 1
 		fmt.Fprintf(b, "- Overhead over the floor at %d pods: %.1f s against %.1f s, %+.0f%% (goal: at most %.0f%%, %s).\n",
 			large, ours.Wall.Seconds(), floor.Wall.Seconds(), 100*over, 100*goalOverhead, verdict(over <= goalOverhead))
+		if over > goalOverhead && r.ClientQPS > 0 {
+			fmt.Fprintf(b, "- At the clients' rate limit (%.0f requests/s, burst %d) the in-place rollout's %d pod writes take at least %.1f s, the floor's %d at least %.1f s: "+
+				"%.1f s of the %.1f s between them is the second write per pod, which records in the pod's state that its new containers run and are Ready.\n",
+				r.ClientQPS, r.ClientBurst, ours.PodWrites, writeBound(ours.PodWrites, r), floor.PodWrites, writeBound(floor.PodWrites, r),
+				writeBound(ours.PodWrites, r)-writeBound(floor.PodWrites, r), ours.Wall.Seconds()-floor.Wall.Seconds())
+		}
 	}
 	pw := perPod(ours.PodWrites, large)
 	fmt.Fprintf(b, "- Pod writes per pod at %d pods: %.2f (goal: at most %.0f without a readiness gate, %s).\n", large, pw, goalPodWrites, verdict(pw <= goalPodWrites))
@@ -152,6 +158,11 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		fmt.Fprintf(b, "- Cost per pod at %d pods over that at %d: wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",
 			large, small, wallRatio, cpuRatio, 100*goalGrowth, verdict(wallRatio <= 1+goalGrowth && cpuRatio <= 1+goalGrowth))
 	}
+}
+
+// writeBound is the least time n requests take through a token bucket of r's rate limit.
+func writeBound(n int, r *Report) float64 {
+	return max(0, float64(n-r.ClientBurst)) / r.ClientQPS
 }
 
 func verdict(met bool) string {

@@ -19,6 +19,8 @@ func sampleReport() *Report {
 		Date:        time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC),
 		Machine:     "2 CPUs, go1.26.8, linux/amd64",
 		Settings:    []Setting{{Name: "nodes", Value: "10 simulated kubelets"}},
+		ClientQPS:   100,
+		ClientBurst: 200,
 		Profile:     "      flat  flat%   sum%        cum   cum%\n         0     0%     0%      3.04s 57.25%  main.main\n",
 		ProfileFile: ".dev/bench/inplace-rollout-cpu.pprof",
 	}
@@ -29,8 +31,8 @@ func sampleReport() *Report {
 				PodWrites: podWrites, Writes: 3 * podWrites, Requests: 5 * podWrites, Driver: string(a) + " driver",
 				DriverCPU: cpu, DriverPeakRSSKiB: 64 * 1024, APIServerCPU: 2 * cpu, Recreated: recreated})
 		}
-		add(InPlace, 5+0.9*f, 2*n, 0.5*f, 0)
-		add(FloorLoop, 4+0.8*f, n, 0.1*f, 0)
+		add(InPlace, 5+2.5*f, 2*n, 0.5*f, 0)
+		add(FloorLoop, 4+1.6*f, n, 0.1*f, 0)
 		add(StatefulSetRolling, 20*f, 3*n, 2*f, n)
 		add(DeploymentRolling, 25*f, 3*n, 2.5*f, n)
 		add(CloneSetInPlace, 6+f, 2*n, f, 0)
@@ -64,14 +66,18 @@ func TestRenderSummary(t *testing.T) {
 		name string
 		edit func(*Report)
 		want []string
+		// notWant are texts the report must not hold.
+		notWant []string
 	}{
 		{"sample", func(*Report) {}, []string{
-			"At 1000 pods the in-place rollout took 14.0 s; statefulset-rollingupdate took 200.0 s: the in-place rollout was 14.3× as fast.",
-			"deployment-rollingupdate took 250.0 s: the in-place rollout was 17.9× as fast.",
-			"Overhead over the floor at 1000 pods: 14.0 s against 12.0 s, +17% (goal: at most 10%, missed).",
+			"At 1000 pods the in-place rollout took 30.0 s; statefulset-rollingupdate took 200.0 s: the in-place rollout was 6.7× as fast.",
+			"deployment-rollingupdate took 250.0 s: the in-place rollout was 8.3× as fast.",
+			"kruise-cloneset took 16.0 s: kruise-cloneset was 1.9× as fast as the in-place rollout.",
+			"Overhead over the floor at 1000 pods: 30.0 s against 20.0 s, +50% (goal: at most 10%, missed).",
+			"the in-place rollout's 2000 pod writes take at least 18.0 s, the floor's 1000 at least 8.0 s: 10.0 s of the 10.0 s between them",
 			"Pod writes per pod at 1000 pods: 2.00 (goal: at most 2 without a readiness gate, met).",
-			"Cost per pod at 1000 pods over that at 100: wall time 0.24×, CPU seconds 1.00× (goal: within 20%, met).",
-		}},
+			"Cost per pod at 1000 pods over that at 100: wall time 0.40×, CPU seconds 1.00× (goal: within 20%, met).",
+		}, nil},
 		{"no CloneSet", func(r *Report) {
 			r.CloneSetSkipped = "kruise-manager v1.8.3 did not start here: boom"
 			kept := r.Results[:0]
@@ -81,16 +87,17 @@ func TestRenderSummary(t *testing.T) {
 				}
 			}
 			r.Results = kept
-		}, []string{"- **kruise-cloneset**: not measured: kruise-manager v1.8.3 did not start here: boom"}},
+		}, []string{"- **kruise-cloneset**: not measured: kruise-manager v1.8.3 did not start here: boom"}, nil},
 		{"overhead met, writes and growth missed", func(r *Report) {
 			for i := range r.Results {
 				if r.Results[i].Approach == InPlace && r.Results[i].Pods == 1000 {
-					r.Results[i].Wall = 13 * time.Second
+					r.Results[i].Wall = 21 * time.Second
 					r.Results[i].PodWrites = 2500
 					r.Results[i].DriverCPU = 7
 				}
 			}
-		}, []string{"+8% (goal: at most 10%, met)", "2.50 (goal: at most 2 without a readiness gate, missed)", "CPU seconds 1.40× (goal: within 20%, missed)"}},
+		}, []string{"+5% (goal: at most 10%, met)", "2.50 (goal: at most 2 without a readiness gate, missed)", "CPU seconds 1.40× (goal: within 20%, missed)"},
+			[]string{"At the clients' rate limit"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,6 +110,11 @@ func TestRenderSummary(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(buf.String(), w) {
 					t.Errorf("report lacks %q; got:\n%s", w, buf.String())
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(buf.String(), w) {
+					t.Errorf("report holds %q; got:\n%s", w, buf.String())
 				}
 			}
 		})

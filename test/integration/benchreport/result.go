@@ -58,6 +58,10 @@ type Report struct {
 	Machine string
 	// Settings are the simulated kubelet's delays and the clients' rate limits, by name.
 	Settings []Setting
+	// ClientQPS and ClientBurst are the rate limit that inplace-rollout and the floor loop
+	// share: the least time their pod writes can take follows from it.
+	ClientQPS   float64
+	ClientBurst int
 	// Results holds one entry per approach and size.
 	Results []Result
 	// CloneSetSkipped says why the CloneSet rows are missing, when they are.
