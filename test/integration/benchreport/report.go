@@ -144,10 +144,16 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		fmt.Fprintf(b, "- Overhead over the floor at %d pods: %.1f s against %.1f s, %+.0f%% (goal: at most %.0f%%, %s).\n",
 			large, ours.Wall.Seconds(), floor.Wall.Seconds(), 100*over, 100*goalOverhead, verdict(over <= goalOverhead))
 		if over > goalOverhead && r.ClientQPS > 0 {
-			fmt.Fprintf(b, "- At the clients' rate limit (%.0f requests/s, burst %d) the in-place rollout's %d pod writes take at least %.1f s, the floor's %d at least %.1f s: "+
-				"%.1f s of the %.1f s between them is the second write per pod, which records in the pod's state that its new containers run and are Ready.\n",
-				r.ClientQPS, r.ClientBurst, ours.PodWrites, writeBound(ours.PodWrites, r), floor.PodWrites, writeBound(floor.PodWrites, r),
-				writeBound(ours.PodWrites, r)-writeBound(floor.PodWrites, r), ours.Wall.Seconds()-floor.Wall.Seconds())
+			least := writeBound(ours.PodWrites, r)
+			fmt.Fprintf(b, "- Why: at the clients' rate limit (%.0f requests/s, burst %d) the in-place rollout's %d pod writes cannot take less than %.1f s, %.0f%% of its %.1f s, "+
+				"where the floor's %d need %.1f s.",
+				r.ClientQPS, r.ClientBurst, ours.PodWrites, least, 100*least/ours.Wall.Seconds(), ours.Wall.Seconds(), floor.PodWrites, writeBound(floor.PodWrites, r))
+			if least > floor.Wall.Seconds() {
+				fmt.Fprintf(b, " Its second write per pod, which records in the pod's state that the new containers run and are Ready, "+
+					"alone puts the least time possible at this rate limit %.0f%% over the floor's %.1f s.\n", 100*(least/floor.Wall.Seconds()-1), floor.Wall.Seconds())
+			} else {
+				b.WriteString(" The rate limit does not account for the overhead; the profile below shows where the CPU time goes.\n")
+			}
 		}
 	}
 	pw := perPod(ours.PodWrites, large)
