@@ -102,8 +102,8 @@ bench: tools build
 	$(GO) run ./hack/benchreport -out docs -cli $(BIN)/inplace-rollout
 	$(GO) test -run '^$$' -bench . -benchmem $(shell $(GO) list ./... | grep -v /test/integration)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
-	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 10m ./test/integration/tekton
-	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 10m ./test/integration/prepull
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 10m ./test/integration/tekton
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./test/integration/prepull
 	hack/check-leftovers.sh
 
 ## chaos: the chaos suite's long form: CHAOS_KILLS random SIGKILLs of 30-pod rollouts and rollbacks, 60% of the CLI, 20% of the Argo plugin process, 20% of the Tekton controller; kube-apiserver and etcd restarted, a concurrent labeller, a pod deleted and the StatefulSet scaled mid-rollout (make test runs it with 10 kills); CHAOS_SEED replays a run
