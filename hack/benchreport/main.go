@@ -55,7 +55,7 @@ const (
 	// simulatorQPS is what 10 kubelets at their default rate limit (50 requests/s) send at most.
 	simulatorQPS = 500
 	// clientQPS and clientBurst are the inplace-rollout command's default rate limit, which
-	// the floor loop shares.
+	// the floor loop shares unless -qps and -burst say otherwise.
 	clientQPS   = 100
 	clientBurst = 200
 )
@@ -67,6 +67,8 @@ func report(ctx context.Context, args []string) error {
 	cli := fs.String("cli", ".dev/bin/inplace-rollout", "the inplace-rollout binary")
 	work := fs.String("work", ".dev/bench", "directory for the control plane's files and the CPU profile")
 	timeout := fs.Duration("timeout", 10*time.Minute, "longest one rollout may take")
+	qps := fs.Float64("qps", clientQPS, "requests per second allowed to inplace-rollout and to the floor loop")
+	burst := fs.Int("burst", clientBurst, "requests allowed in a burst above -qps, to inplace-rollout and to the floor loop")
 	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,6 +80,9 @@ func report(ctx context.Context, args []string) error {
 			return fmt.Errorf("-sizes %q: want pod counts of at least 10, comma-separated", *sizesFlag)
 		}
 		sizes = append(sizes, n)
+	}
+	if *qps <= 0 || *burst <= 0 {
+		return fmt.Errorf("-qps %v -burst %d: want both above 0", *qps, *burst)
 	}
 	cliPath, err := filepath.Abs(*cli)
 	if err != nil {
@@ -126,7 +131,8 @@ func report(ctx context.Context, args []string) error {
 	profile := filepath.Join(*work, "inplace-rollout-cpu.pprof")
 	b := &benchreport.Bench{
 		Client: c.Client, Dynamic: dyn, Kubeconfig: c.Kubeconfig, CLI: cliPath,
-		FloorCommand:         []string{self, "floor"},
+		FloorCommand: []string{self, "floor", "-qps", strconv.FormatFloat(*qps, 'f', -1, 64), "-burst", strconv.Itoa(*burst)},
+		ClientQPS:    *qps, ClientBurst: *burst,
 		ControllerManagerPID: kcm, APIServerPID: apiserver,
 		Kruise:      kruise,
 		ProfileFile: profile, LogDir: *work, Timeout: *timeout, Log: log,
@@ -148,11 +154,11 @@ func report(ctx context.Context, args []string) error {
 			{Name: "a new pod's sandbox, network, IP and volumes", Value: sandboxDelay.String() + " (paid by recreated pods only)"},
 			{Name: "kubelets' API rate limit", Value: fmt.Sprintf("%d requests/s in all", simulatorQPS)},
 			{Name: "kube-controller-manager's API rate limit", Value: "its default: 20 requests/s, burst 30"},
-			{Name: "inplace-rollout's and the floor loop's API rate limit", Value: fmt.Sprintf("the command's default: %d requests/s, burst %d", clientQPS, clientBurst)},
+			{Name: "inplace-rollout's and the floor loop's API rate limit", Value: fmt.Sprintf("%v requests/s, burst %d (the command's default: %d, %d)", *qps, *burst, clientQPS, clientBurst)},
 		},
 		ProfileFile: profile,
-		ClientQPS:   clientQPS,
-		ClientBurst: clientBurst,
+		ClientQPS:   *qps,
+		ClientBurst: *burst,
 	}
 	results, runErr := b.Run(ctx, sizes)
 	if _, err := kruise(); err != nil {
@@ -217,7 +223,7 @@ func startKruise(ctx context.Context, c *cluster.Cluster) func() (int, error) {
 	}
 }
 
-// floor runs the floor loop with the inplace-rollout command's default client rate limit.
+// floor runs the floor loop, by default at the inplace-rollout command's default rate limit.
 func floor(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("floor", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file")
@@ -227,6 +233,8 @@ func floor(ctx context.Context, args []string) error {
 	fs.StringVar(&spec.Container, "container", "", "container whose image changes")
 	fs.StringVar(&spec.Image, "image", "", "new image")
 	batches := fs.String("batches", "", "cumulative pod counts after each batch, comma-separated")
+	qps := fs.Float64("qps", clientQPS, "requests per second to the Kubernetes API")
+	burst := fs.Int("burst", clientBurst, "requests allowed in a burst above -qps")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -241,7 +249,7 @@ func floor(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig %s: %w", *kubeconfig, err)
 	}
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)

@@ -25,7 +25,7 @@ var approaches = []struct {
 	what string
 }{
 	{InPlace, "`inplace-rollout run` on a StatefulSet: 10 batches of 10% (`--batches 10%,20%,...,100% --max-unavailable 10%`), each pod's image patched in place, with the lock, the per-pod state and every check"},
-	{FloorLoop, "the same image patches on the same StatefulSet's pods by a loop with no safety: patch a batch's pods (32 in flight, the CLI's default rate limit of 100 requests/s, burst 200), wait until they are Ready on the image, next batch"},
+	{FloorLoop, "the same image patches on the same StatefulSet's pods by a loop with no safety: patch a batch's pods (32 in flight, at inplace-rollout's rate limit), wait until they are Ready on the image, next batch"},
 	{StatefulSetRolling, "the StatefulSet's own RollingUpdate of the same pods, `maxUnavailable: 10%` (Parallel pod management): pods deleted and recreated"},
 	{DeploymentRolling, "a Deployment of as many pods, rolling update `maxUnavailable: 10%`, `maxSurge: 0`: pods deleted and recreated"},
 	{CloneSetInPlace, "OpenKruise's CloneSet of as many pods, `updateStrategy: {type: InPlaceIfPossible, maxUnavailable: 10%}`: images patched in place by kruise-manager"},
@@ -154,6 +154,8 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 			} else {
 				b.WriteString(" The rate limit does not account for the overhead; the profile below shows where the CPU time goes.\n")
 			}
+			fmt.Fprintf(b, "  The control plane shares the machine: kube-apiserver took %.1f s of CPU over the in-place rollout's %.1f s (%.2f CPUs on average), %.1f s over the floor's %.1f s (%.2f).\n",
+				ours.APIServerCPU, ours.Wall.Seconds(), ours.APIServerCPU/ours.Wall.Seconds(), floor.APIServerCPU, floor.Wall.Seconds(), floor.APIServerCPU/floor.Wall.Seconds())
 		}
 	}
 	pw := perPod(ours.PodWrites, large)

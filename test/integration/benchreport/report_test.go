@@ -76,6 +76,7 @@ func TestRenderSummary(t *testing.T) {
 			"Overhead over the floor at 1000 pods: 20.5 s against 13.0 s, +58% (goal: at most 10%, missed).",
 			"the in-place rollout's 2000 pod writes cannot take less than 18.0 s, 88% of its 20.5 s, where the floor's 1000 need 8.0 s.",
 			"alone puts the least time possible at this rate limit 38% over the floor's 13.0 s.",
+			"kube-apiserver took 10.0 s of CPU over the in-place rollout's 20.5 s (0.49 CPUs on average), 2.0 s over the floor's 13.0 s (0.15).",
 			"Pod writes per pod at 1000 pods: 2.00 (goal: at most 2 without a readiness gate, met).",
 			"Cost per pod at 1000 pods over that at 100: wall time 0.31×, CPU seconds 1.00× (goal: within 20%, met).",
 		}, nil},

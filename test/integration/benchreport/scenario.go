@@ -50,6 +50,10 @@ type Bench struct {
 	// Kruise waits until kruise-manager runs and returns its process ID; nil, or an error,
 	// leaves the CloneSet out.
 	Kruise func() (pid int, err error)
+	// ClientQPS and ClientBurst, when set, are inplace-rollout's rate limit
+	// (--kube-api-qps, --kube-api-burst); FloorCommand sets the floor loop's.
+	ClientQPS   float64
+	ClientBurst int
 	// ProfileFile, when set, is where the CPU profile of inplace-rollout at the largest size is
 	// written.
 	ProfileFile string
@@ -279,6 +283,9 @@ func (b *Bench) measure(ctx context.Context, w *podWatch, a Approach, app string
 func (b *Bench) runCLI(ctx context.Context, ns, name, image string, profile bool) (string, procUsage, error) {
 	args := []string{"run", "-n", ns, "--target", "statefulset/" + name, "--image", "app=" + image,
 		"--batches", "10%,20%,30%,40%,50%,60%,70%,80%,90%,100%", "--max-unavailable", "10%"}
+	if b.ClientQPS > 0 && b.ClientBurst > 0 {
+		args = append(args, "--kube-api-qps", strconv.FormatFloat(b.ClientQPS, 'f', -1, 64), "--kube-api-burst", strconv.Itoa(b.ClientBurst))
+	}
 	if profile && b.ProfileFile != "" {
 		args = append(args, "--profile", "cpu", "--profile-output", b.ProfileFile)
 	}
