@@ -13,7 +13,6 @@ import (
 	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	argoclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -245,32 +244,12 @@ func waitRolledBack(t *testing.T, ns, target string, before map[string]podState,
 	})
 }
 
-// churnPods writes an annotation on every pod of the target every 100ms until the returned
-// stop is called (or the test ends), as a kubelet's status updates would: the plugin's writes,
-// which carry the resourceVersion they read, then meet conflicts and must read again.
+// churnPods writes an annotation on every pod of the target every 20ms until the returned stop
+// is called (or the test ends), as a kubelet's status updates would: the plugin's writes, which
+// carry the resourceVersion they read, then meet conflicts and must read the pod again.
 func churnPods(t *testing.T, ns, target string) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ctx.Err() == nil; i++ {
-			pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + target})
-			if err == nil {
-				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.inplace-rollout.io/churn":"%d"}}}`, i)
-				for _, p := range pods.Items {
-					_, _ = env.Client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	stop = func() { cancel(); <-done }
-	t.Cleanup(stop)
-	return stop
+	return clitest.ChurnPods(t, env, ns, "app="+target, 20*time.Millisecond)
 }
 
 // healthyOn waits until the Rollout is Healthy on a revision other than old.
