@@ -54,6 +54,10 @@ const LockReleased = "Released"
 type Lock struct {
 	// Holder names who runs the rollout: cli, argo:NS/NAME, tekton:NS/NAME.
 	Holder string `json:"holder"`
+	// HolderUID is the UID of the object named by Holder (the Argo Rollout, the CustomRun), so
+	// that an object deleted and created again under the same name is not taken for the one that
+	// started the rollout. Empty for the CLI, and in locks written before it existed.
+	HolderUID types.UID `json:"holderUID,omitempty"`
 	// RolloutID identifies the rollout on the pods' state annotations.
 	RolloutID string `json:"rolloutID"`
 	// SpecHash is the hash of the rollout's target and images.

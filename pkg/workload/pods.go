@@ -111,7 +111,7 @@ func (p *podSet) Start(ctx context.Context, lock *Lock) error {
 	if p.configMap == nil {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name: lockConfigMapName(p.ref.Selector), Namespace: p.ref.Namespace,
-			Annotations: map[string]string{LockAnnotation: lock.encode(), "inplace-rollout.io/selector": p.ref.Selector},
+			Annotations: map[string]string{LockAnnotation: lock.encode(), SelectorAnnotation: p.ref.Selector},
 		}}
 		if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
