@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -11,6 +13,8 @@ type Caller struct {
 	Namespace string
 	// Holder names the driver on the lock: cli, argo:NS/NAME, tekton:NS/NAME.
 	Holder string
+	// HolderUID is the UID of the object Holder names (the Rollout, the CustomRun).
+	HolderUID types.UID
 	// CredentialFiles: the spec is the caller's own (the CLI's command line or file), so the
 	// analysis may read credential files (see Spec.CredentialFiles).
 	CredentialFiles bool
@@ -38,6 +42,7 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 		Timeout:         s.Timeout.Duration,
 		AllowUnready:    s.AllowUnready,
 		Holder:          holder,
+		HolderUID:       c.HolderUID,
 		Analysis:        s.Analysis,
 		CredentialFiles: c.CredentialFiles,
 		OnInconclusive:  s.OnInconclusive,

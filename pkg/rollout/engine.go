@@ -93,15 +93,16 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	}
 	hash := spec.Hash()
 	switch {
-	case lock != nil && !lock.Active() && prev.RolloutID == lock.RolloutID && lock.Holder == spec.Holder:
+	case lock != nil && !lock.Active() && prev.RolloutID == lock.RolloutID && heldBy(lock, spec.Holder, spec.HolderUID):
 		// prev's rollout ended in a step whose status the caller did not get (a driver stopped
 		// between the two): it reports that end rather than start the images afresh.
 		return e.ended(w, lock)
 	case lock == nil || !lock.Active():
 		return e.start(ctx, spec, w, lock, hash)
-	case lock.Holder != spec.Holder:
-		return prev, Result{}, invalid("%s is being rolled out by %s (rollout %s, started %s); only its holder can change it",
-			w.Ref(), lock.Holder, lock.RolloutID, lock.StartedAt.Format(time.RFC3339))
+	case !heldBy(lock, spec.Holder, spec.HolderUID) && !spec.TakeOver:
+		return prev, Result{}, holderRefusal(w, lock, spec.Holder, "change it")
+	case !heldBy(lock, spec.Holder, spec.HolderUID):
+		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
 	case lock.SpecHash != hash:
 		return e.supersede(ctx, spec, w, lock, hash)
 	case lock.Phase == workload.LockRollingBack:
@@ -156,7 +157,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	// Asked anew, a rollout pinned to digests is done only while its tags still name them: a tag
 	// pushed again since starts a new one, to the new content. A driver calling again for the
 	// rollout it drives gets its end reported, without asking any registry.
-	if lock != nil && lock.Holder == spec.Holder && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && (!spec.Rerun || e.stillPinned(ctx, spec, w, lock)) {
+	if lock != nil && heldBy(lock, spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && (!spec.Rerun || e.stillPinned(ctx, spec, w, lock)) {
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	}
 	if spec.PrePull && e.PullerImage == "" {
@@ -230,6 +231,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	}
 	next := &workload.Lock{
 		Holder:       spec.Holder,
+		HolderUID:    spec.HolderUID,
 		RolloutID:    rolloutID(hash, e.now()),
 		SpecHash:     hash,
 		Images:       pin.images,

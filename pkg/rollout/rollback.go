@@ -25,6 +25,11 @@ type RollbackSpec struct {
 	Target workload.Ref
 	// Holder names who asks; only the rollout's holder may roll it back.
 	Holder string
+	// HolderUID is the UID of the object Holder names, when it names one (Spec.HolderUID).
+	HolderUID types.UID
+	// TakeOver rolls back a rollout another holder left, once that holder no longer exists
+	// (Spec.TakeOver).
+	TakeOver bool
 	// MaxUnavailable is how many pods are reverted at once (count or percentage, above 0).
 	MaxUnavailable intstr.IntOrString
 	// GracePeriod is the wait between draining a pod (readiness gate False) and its restart.
@@ -54,7 +59,7 @@ func (r RollbackSpec) Validate() error {
 // rollback is how a rollout that fails rolls itself back: at its own pace, leaving a template
 // someone else changed as it is.
 func (s Spec) rollback() RollbackSpec {
-	return RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+	return RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
 }
 
 // Abort takes one bounded step of a rollback, like Reconcile does of a rollout: it marks the
@@ -96,8 +101,10 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	switch {
 	case lock == nil:
 		return Status{}, Result{}, invalid("%s has no in-place rollout recorded; nothing to roll back", w.Ref())
-	case lock.Holder != spec.Holder:
-		return Status{}, Result{}, invalid("%s was rolled out by %s (rollout %s); only its holder can roll it back", w.Ref(), lock.Holder, lock.RolloutID)
+	case !heldBy(lock, spec.Holder, spec.HolderUID) && !spec.TakeOver:
+		return Status{}, Result{}, holderRefusal(w, lock, spec.Holder, "roll it back")
+	case !heldBy(lock, spec.Holder, spec.HolderUID) && lock.Phase != workload.LockRolledBack:
+		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
 	case lock.Phase == workload.LockRolledBack:
 		return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s is rolled back", lock.RolloutID))
 	case lock.Phase == workload.LockRollingBack:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -58,6 +59,12 @@ type Spec struct {
 	AllowOwned bool
 	// Holder names who runs the rollout: cli, argo:NS/NAME, tekton:NS/NAME.
 	Holder string
+	// HolderUID is the UID of the object Holder names, when it names one: a lock of an earlier
+	// object of that name (deleted, then created again) is not this holder's.
+	HolderUID types.UID
+	// TakeOver makes this holder the holder of a rollout another holder left, when that holder
+	// no longer exists: a person's explicit choice, never a driver's default.
+	TakeOver bool
 	// Supersede replaces a rollout of the same holder to other images that is in flight.
 	Supersede bool
 	// Analysis gates every batch on Prometheus; nil runs no analysis.
@@ -134,6 +141,9 @@ const (
 	// FixPinNever: pods already run a target tag that cannot be resolved; turning digest pinning
 	// off judges them by the tag alone.
 	FixPinNever Fix = "PinNever"
+	// FixTakeOver: another holder's rollout holds the workload; once that holder no longer
+	// exists, taking the lock over lets this caller roll it back or supersede it.
+	FixTakeOver Fix = "TakeOver"
 )
 
 // Choice says the choice in words that name no driver, as the end of an error message.
@@ -151,6 +161,8 @@ func (f Fix) Choice() string {
 		return "; restore it or remove it, then run again. Nothing was changed"
 	case FixPinNever:
 		return ", or turn digest pinning off (never) to take the pods on the tag as done, whatever content it names"
+	case FixTakeOver:
+		return "; if that holder no longer exists, take the rollout over to roll it back or replace it"
 	}
 	return ""
 }

@@ -1,0 +1,44 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// heldBy reports whether lock is the lock of holder, the object of that name with UID uid. A
+// lock or a caller that records no UID (the CLI, a lock written before UIDs were recorded) is
+// judged by the name alone.
+func heldBy(lock *workload.Lock, holder string, uid types.UID) bool {
+	return lock.Holder == holder && (lock.HolderUID == "" || uid == "" || lock.HolderUID == uid)
+}
+
+// holderRefusal is the error for a caller that is not the lock's holder and did not ask to take
+// it over: what holds it, and that it can be taken over once that holder is gone.
+func holderRefusal(w workload.Workload, lock *workload.Lock, holder, doing string) error {
+	who := lock.Holder
+	if lock.Holder == holder {
+		// The same name, another object: the one that started the rollout was deleted.
+		who = fmt.Sprintf("an earlier %s (UID %s), deleted since", lock.Holder, lock.HolderUID)
+	}
+	return &InvalidError{Msg: fmt.Sprintf("%s is being rolled out by %s (rollout %s, %s, started %s); only its holder can %s",
+		w.Ref(), who, lock.RolloutID, lock.Phase, lock.StartedAt.Format(time.RFC3339), doing), Fix: FixTakeOver}
+}
+
+// takeOver makes holder (UID uid) the holder of lock, in one write, and changes nothing else:
+// the next step goes on as the new holder's. Only an explicit request does it (Spec.TakeOver,
+// RollbackSpec.TakeOver), for a lock whose holder no longer exists.
+func (e *Engine) takeOver(ctx context.Context, w workload.Workload, lock *workload.Lock, holder string, uid types.UID) (Status, Result, error) {
+	next := *lock
+	next.Holder, next.HolderUID = holder, uid
+	if err := w.SetLock(ctx, &next); err != nil {
+		return Status{}, Result{}, fmt.Errorf("taking over rollout %s from %s: %w", lock.RolloutID, lock.Holder, err)
+	}
+	e.logFor(w.Ref(), lock.RolloutID).Warn("took the rollout over", "from", lock.Holder, "fromUID", lock.HolderUID, "holder", holder, "phase", lock.Phase)
+	st := Status{RolloutID: lock.RolloutID, Total: w.Replicas(), Message: fmt.Sprintf("took rollout %s over from %s", lock.RolloutID, lock.Holder)}
+	return st, Result{RequeueAfter: busyRequeue, Message: st.Message}, nil
+}
