@@ -39,8 +39,11 @@ type Request struct {
 	Initial bool
 }
 
+// HolderPrefix starts the lock holder of every Argo Rollout.
+const HolderPrefix = "argo:"
+
 // Holder is the lock holder of a Rollout.
-func Holder(ro *argov1alpha1.Rollout) string { return "argo:" + ro.Namespace + "/" + ro.Name }
+func Holder(ro *argov1alpha1.Rollout) string { return HolderPrefix + ro.Namespace + "/" + ro.Name }
 
 // Decode reads raw, the config found at field (such as "steps[].plugin.config"), for the Rollout
 // ro. Its error is bad input naming the Rollout and the field; nothing is written for it. Argo
@@ -70,7 +73,7 @@ func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Reques
 			return req, fmt.Errorf("%s of Rollout %s: fromRollout is set but spec.template of the Rollout has no containers", field, name)
 		}
 	}
-	spec, err := rollout.FromV1alpha1(&c.InPlaceRolloutSpec, rollout.Caller{Namespace: ro.Namespace, Holder: req.Holder})
+	spec, err := rollout.FromV1alpha1(&c.InPlaceRolloutSpec, rollout.Caller{Namespace: ro.Namespace, Holder: req.Holder, HolderUID: ro.UID})
 	if err != nil {
 		return req, fmt.Errorf("%s of Rollout %s: %w", field, name, err)
 	}

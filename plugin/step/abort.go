@@ -39,21 +39,22 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: outcomeMessage(st)}, types.RpcError{}
 }
 
-// Terminate stops the step's rollout where it is and releases the target (Argo calls it on full
-// promotion): pods mid-update finish, no other pod starts, and the workload is handed back with
-// its update strategy, its template and its pods as they are (rollout.Engine.Release). It waits
-// for that at most TerminateWait, then reports Successful with what remains under way, or Failed
-// with the reason; a rollback under way goes on.
+// Terminate is Argo's full promotion of a Rollout whose step is Running: the step's rollout goes
+// to every remaining pod at once, in place, maxUnavailable at a time, with no soak, analysis or
+// hold point, and then the workload is handed back with its template on the images every pod
+// runs (no pod is left for its controller to recreate). It waits for that at most TerminateWait,
+// then reports Successful with what goes on in the background, or Failed with the reason; a
+// rollback under way goes on.
 func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
 	req, err := decode(ro, c)
 	if err != nil || req.Initial {
-		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to stop"}, types.RpcError{}
+		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to promote"}, types.RpcError{}
 	}
 	cl, err := p.getClients()
 	if err != nil {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
 	}
-	d := p.releaseFor(cl.Engine, req)
+	d := p.promoteFor(cl.Engine, req, ro.UID)
 	if d.kind == driveRollback {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: %s is rolling back; the rollback goes on, and %s is handed back when it ends",
 			req.Rollout, req.key.target, req.key.target)}, types.RpcError{}
@@ -68,14 +69,24 @@ func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (t
 	case <-d.done:
 	case <-t.C:
 		st := d.status()
-		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: fmt.Sprintf("stopped: %d pods of %s finish their update, no other starts, and then %s is handed back as it is",
-			st.Updating, req.key.target, req.key.target)}, types.RpcError{}
+		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: fmt.Sprintf("promoted: the remaining pods of %s are updated in place, %d of %d so far, with no soak or analysis; then %s is handed back",
+			req.key.target, st.Updated, st.Total, req.key.target)}, types.RpcError{}
 	}
 	if d.err != nil {
-		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: releasing %s: %v", req.Rollout, req.key.target, d.err)}, types.RpcError{}
+		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: promoting %s: %v", req.Rollout, req.key.target, d.err)}, types.RpcError{}
 	}
-	if d.final.Phase == rollout.PhaseProgressing {
-		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: %s is not released: %s", req.Rollout, req.key.target, d.final.Message)}, types.RpcError{}
+	switch d.final.Phase {
+	case "", rollout.PhaseSucceeded:
+		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: outcomeOrMessage(d.final)}, types.RpcError{}
 	}
-	return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: d.final.Message}, types.RpcError{}
+	return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: promoting %s: %s", req.Rollout, req.key.target, outcomeMessage(d.final))}, types.RpcError{}
+}
+
+// outcomeOrMessage is the outcome of a driver that ran, or only its message when it had nothing
+// to do.
+func outcomeOrMessage(st rollout.Status) string {
+	if st.Phase == "" {
+		return st.Message
+	}
+	return outcomeMessage(st)
 }

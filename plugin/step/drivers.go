@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
@@ -22,11 +22,11 @@ type driverKind string
 const (
 	driveRollout  driverKind = "rollout"
 	driveRollback driverKind = "rollback"
-	driveRelease  driverKind = "release"
+	drivePromote  driverKind = "promotion"
 )
 
-// driver is one goroutine driving a target for a holder: its rollout, its rollback or its
-// release. One at a time per key: a new one stops the old one first.
+// driver is one goroutine driving a target for a holder: its rollout, its rollback or its full
+// promotion. One at a time per key: a new one stops the old one first.
 type driver struct {
 	kind driverKind
 	// config is the step config a rollout driver drives, canonical: another config needs
@@ -106,7 +106,7 @@ func (p *Plugin) startLocked(req request, kind driverKind, config string,
 
 // driverFor returns the driver of req, starting one when there is none, when it drives another
 // config (the old one stops first), or when it finished and the step starts afresh. A rollback
-// or release under way is returned as it is: it ends first.
+// or promotion under way is returned as it is: it ends first.
 func (p *Plugin) driverFor(e *rollout.Engine, req request, fresh bool) *driver {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -163,35 +163,21 @@ func (p *Plugin) forget(key driverKey, d *driver) {
 	}
 }
 
-// releaseFor starts the release of req's target in place of its rollout's driver, or returns the
-// rollback under way, which goes on.
-func (p *Plugin) releaseFor(e *rollout.Engine, req request) *driver {
+// promoteFor starts the full promotion of req's rollout (the Rollout's UID uid) in place of its
+// driver, or returns the rollback under way, which goes on.
+func (p *Plugin) promoteFor(e *rollout.Engine, req request, uid types.UID) *driver {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old := p.drivers[req.key]; old != nil && old.kind != driveRollout && !old.finished() {
 		return old
 	}
-	return p.startReleaseLocked(e, req)
+	return p.startPromoteLocked(e, req, uid)
 }
 
-// startReleaseLocked starts the release of req's target in place of the key's driver. p.mu must
-// be held.
-func (p *Plugin) startReleaseLocked(e *rollout.Engine, req request) *driver {
-	target, holder := req.Spec.Target, req.Holder
-	return p.startLocked(req, driveRelease, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
-		st, err := e.Release(ctx, target, holder)
-		if err != nil || st.Phase != rollout.PhaseProgressing {
-			return st, err
-		}
-		// Pods are mid-update: they finish under a hold point of 1, which starts no other pod,
-		// with no soak or analysis to wait for; then the release goes through.
-		d.record(st)
-		wind := req.Spec
-		one := intstr.FromInt32(1)
-		wind.UpTo, wind.Analysis, wind.Soak, wind.Supersede = &one, nil, 0, false
-		if st, err := e.Drive(ctx, wind, d.record); err != nil {
-			return st, err
-		}
-		return e.Release(ctx, target, holder)
+// startPromoteLocked starts the full promotion of req's rollout in place of the key's driver.
+// p.mu must be held.
+func (p *Plugin) startPromoteLocked(e *rollout.Engine, req request, uid types.UID) *driver {
+	return p.startLocked(req, drivePromote, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
+		return promote(ctx, e, req, uid, d)
 	})
 }

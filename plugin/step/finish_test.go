@@ -80,7 +80,7 @@ func runToEnd(t *testing.T, p *Plugin, ro *argov1alpha1.Rollout, config string) 
 	return res
 }
 
-// Terminate releases the target where the rollout is and answers Successful or Failed, never
+// Terminate promotes the rollout to every pod, in place, and answers Successful or Failed, never
 // Running; pods that cannot finish their update within TerminateWait do not hold the call.
 func TestTerminate(t *testing.T) {
 	held := withField(goodConfig, `"upTo":1`)
@@ -93,13 +93,13 @@ func TestTerminate(t *testing.T) {
 		message string
 		lock    string // the lock's phase after, "" for none
 	}{
-		{name: "held part way", kubelet: true, phase: types.PhaseSuccessful, message: "released with 1/2 pods updated", lock: workload.LockReleased,
+		{name: "held part way", kubelet: true, phase: types.PhaseSuccessful, message: "promoted: the remaining pods of StatefulSet shop/web are updated in place", lock: workload.LockSucceeded,
 			setup: func(t *testing.T, p *Plugin, _ *fake.Clientset) {
 				if res := runToEnd(t, p, argoRollout("65f9bfd99b"), held); res.Phase != types.PhaseSuccessful {
 					t.Fatalf("Run = %s %q, want Successful at the hold", res.Phase, res.Message)
 				}
 			}},
-		{name: "nothing rolled out", kubelet: true, phase: types.PhaseSuccessful, message: "nothing to release",
+		{name: "nothing rolled out", kubelet: true, phase: types.PhaseSuccessful, message: "nothing to promote",
 			setup: func(*testing.T, *Plugin, *fake.Clientset) {}},
 		{name: "rolling back", kubelet: true, phase: types.PhaseFailed, message: "is rolling back", lock: workload.LockRollingBack,
 			setup: func(t *testing.T, p *Plugin, client *fake.Clientset) {
@@ -113,7 +113,7 @@ func TestTerminate(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
-		{name: "pods that never finish", kubelet: false, phase: types.PhaseSuccessful, message: "finish their update", lock: workload.LockProgressing,
+		{name: "pods that never finish", kubelet: false, phase: types.PhaseSuccessful, message: "promoted: the remaining pods of StatefulSet shop/web are updated in place, 0 of 2 so far", lock: workload.LockProgressing,
 			setup: func(t *testing.T, p *Plugin, client *fake.Clientset) {
 				if res, rpcErr := serve(t, p).Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil)); rpcErr.HasError() || res.Phase != types.PhaseRunning {
 					t.Fatalf("Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
@@ -136,6 +136,16 @@ func TestTerminate(t *testing.T) {
 			if rpcErr.HasError() || res.Phase != tt.phase || !strings.Contains(res.Message, tt.message) {
 				t.Fatalf("Terminate = %s %q, RpcError %q; want %s with %q", res.Phase, res.Message, rpcErr.ErrorString, tt.phase, tt.message)
 			}
+			if tt.kubelet {
+				// The promotion goes on after the call; its end is what the lock says.
+				p.mu.Lock()
+				for _, d := range p.drivers {
+					p.mu.Unlock()
+					<-d.done
+					p.mu.Lock()
+				}
+				p.mu.Unlock()
+			}
 			l := lockOf(t, client)
 			switch {
 			case tt.lock == "" && l != nil:
@@ -143,13 +153,13 @@ func TestTerminate(t *testing.T) {
 			case tt.lock != "" && (l == nil || l.Phase != tt.lock):
 				t.Errorf("lock %+v, want phase %s", l, tt.lock)
 			}
-			if tt.lock == workload.LockReleased {
+			if tt.lock == workload.LockSucceeded {
 				sts := stsOf(t, client)
 				if sts.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType || sts.Spec.Template.Spec.Containers[0].Image != imageV2 {
-					t.Errorf("StatefulSet strategy %s, template %s; want RollingUpdate back and %s kept", sts.Spec.UpdateStrategy.Type, sts.Spec.Template.Spec.Containers[0].Image, imageV2)
+					t.Errorf("StatefulSet strategy %s, template %s; want RollingUpdate back and %s", sts.Spec.UpdateStrategy.Type, sts.Spec.Template.Spec.Containers[0].Image, imageV2)
 				}
-				if got := podsOn(t, client); got["web-1"] != imageV2 || got["web-0"] != imageV1 {
-					t.Errorf("pods run %v, want web-1 on %s and web-0 left on %s", got, imageV2, imageV1)
+				if got := podsOn(t, client); got["web-1"] != imageV2 || got["web-0"] != imageV2 {
+					t.Errorf("pods run %v, want both on %s, the template's images", got, imageV2)
 				}
 			}
 		})
@@ -219,7 +229,8 @@ func TestScan(t *testing.T) {
 			if tt.holder != "" {
 				cutShort(t, client, tt.holder)
 			}
-			clients := Clients{Engine: &rollout.Engine{Client: client}, Rollouts: argofake.NewSimpleClientset(tt.ro)}
+			// shop-other exists: its rollouts are its own (the deleted Rollouts' are TestScanOrphans').
+			clients := Clients{Engine: &rollout.Engine{Client: client}, Rollouts: argofake.NewSimpleClientset(tt.ro, scanRollout("shop-other", nil, ""))}
 			p := newPluginWith(t, clients, Options{})
 			if got := p.scan(context.Background(), clients); got != tt.started {
 				t.Fatalf("scan started %d rollbacks, want %d", got, tt.started)
@@ -315,15 +326,15 @@ func TestAbortJoinsRollback(t *testing.T) {
 }
 
 // A Rollout fully promoted while its target is still held for it (promote --full at a pause
-// between two upTo steps: no step Running, so no Terminate) gets its target released by the
-// scan; one still on its way keeps the hold.
-func TestScanReleasesAfterFullPromotion(t *testing.T) {
+// between two upTo steps: no step Running, so no Terminate) gets its rollout promoted to every
+// pod by the scan, in place; one still on its way keeps the hold.
+func TestScanPromotesAfterFullPromotion(t *testing.T) {
 	tests := []struct {
 		name     string
 		promoted bool
 		want     string // the lock's phase after the scan
 	}{
-		{"fully promoted", true, workload.LockReleased},
+		{"fully promoted", true, workload.LockSucceeded},
 		{"between two steps", false, workload.LockHolding},
 	}
 	for _, tt := range tests {
@@ -348,17 +359,17 @@ func TestScanReleasesAfterFullPromotion(t *testing.T) {
 			started := p.scan(context.Background(), clients)
 			if tt.promoted {
 				if started != 1 {
-					t.Fatalf("scan started %d drivers, want the release", started)
+					t.Fatalf("scan started %d drivers, want the promotion", started)
 				}
 				p.mu.Lock()
 				d := p.drivers[req.key]
 				p.mu.Unlock()
-				if d == nil || d.kind != driveRelease {
-					t.Fatalf("driver of %v: %+v, want a release", req.key, d)
+				if d == nil || d.kind != drivePromote {
+					t.Fatalf("driver of %v: %+v, want a promotion", req.key, d)
 				}
 				<-d.done
-				if d.err != nil {
-					t.Fatalf("release driver: %v", d.err)
+				if d.err != nil || d.final.Phase != rollout.PhaseSucceeded {
+					t.Fatalf("promotion driver ended %+v, %v; want Succeeded", d.final, d.err)
 				}
 			} else if started != 0 {
 				t.Fatalf("scan started %d drivers, want none", started)
@@ -367,7 +378,12 @@ func TestScanReleasesAfterFullPromotion(t *testing.T) {
 				t.Errorf("lock %s, want %s", l.Phase, tt.want)
 			}
 			if got := stsOf(t, client).Spec.UpdateStrategy.Type; tt.promoted && got != appsv1.RollingUpdateStatefulSetStrategyType {
-				t.Errorf("StatefulSet update strategy %s after the release, want its RollingUpdate back", got)
+				t.Errorf("StatefulSet update strategy %s after the promotion, want its RollingUpdate back", got)
+			}
+			for name, image := range podsOn(t, client) {
+				if tt.promoted && image != imageV2 {
+					t.Errorf("pod %s on %s after the promotion, want %s", name, image, imageV2)
+				}
 			}
 		})
 	}

@@ -46,7 +46,7 @@ func decodeAt(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (requ
 // rollbackSpec is the rollback of req's rollout, at its pace.
 func (r request) rollbackSpec() rollout.RollbackSpec {
 	s := r.Spec
-	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
 }
 
 // Run starts the rollout of the step's config, or finds its driver, and reports at once where it

@@ -94,6 +94,9 @@ type Plugin struct {
 	clients  *Clients
 	drivers  map[driverKey]*driver
 	scanDone chan struct{} // closed when the scan loop ended; nil until it starts
+	// deleted is told when a Rollout is deleted, so that the scan rolls back its rollout at once
+	// rather than at the next tick.
+	deleted chan struct{}
 	// afterScan, when not nil, is told after each scan how many rollbacks it started.
 	afterScan func(started int)
 }
@@ -110,7 +113,7 @@ func New(newClients func() (Clients, error), opts Options) *Plugin {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Plugin{newClients: newClients, opts: opts, log: log, ctx: ctx, cancel: cancel, drivers: map[driverKey]*driver{}}
+	return &Plugin{newClients: newClients, opts: opts, log: log, ctx: ctx, cancel: cancel, drivers: map[driverKey]*driver{}, deleted: make(chan struct{}, 1)}
 }
 
 // Close stops the scan and waits for it to end. Drivers go on: they end with the process.
@@ -149,6 +152,7 @@ func (p *Plugin) getClients() (Clients, error) {
 	p.clients = &c
 	if c.Rollouts != nil && p.ctx.Err() == nil {
 		p.scanDone = make(chan struct{})
+		p.watchDeletions(c)
 		go p.scanLoop(c)
 	}
 	return c, nil

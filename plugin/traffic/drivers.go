@@ -154,7 +154,7 @@ func (p *Plugin) abort(ctx context.Context, e *rollout.Engine, req request, onSt
 
 // rollbackOf is the rollback of spec's rollout, at its pace.
 func rollbackOf(s rollout.Spec) rollout.RollbackSpec {
-	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
 }
 
 // drive runs Drive for d. When the driver it replaces paused on an inconclusive analysis and d

@@ -1,0 +1,159 @@
+package step
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
+	argofake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
+)
+
+func TestOrphans(t *testing.T) {
+	held := func(name, holder, uid, phase string) workload.HeldLock {
+		return workload.HeldLock{Ref: workload.Ref{Kind: workload.StatefulSet, Namespace: "shop", Name: name},
+			Lock: &workload.Lock{Holder: holder, HolderUID: types.UID(uid), Phase: phase}}
+	}
+	locks := []workload.HeldLock{
+		held("a", "argo:shop/web", "u1", workload.LockProgressing), // its Rollout exists
+		held("b", "argo:shop/gone", "u2", workload.LockHolding),    // no Rollout of that name
+		held("c", "argo:shop/again", "u3", workload.LockPaused),    // the name's Rollout is another object
+		held("d", "argo:shop/old", "", workload.LockRollingBack),   // no UID recorded, Rollout exists
+		held("e", "argo:shop/gone", "u2", workload.LockSucceeded),  // finished: nothing holds it
+	}
+	rollouts := map[string]types.UID{"argo:shop/web": "u1", "argo:shop/again": "u9", "argo:shop/old": "u4"}
+	var got []string
+	for _, h := range orphans(locks, rollouts) {
+		got = append(got, h.Ref.Name)
+	}
+	if want := []string{"b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("orphans = %v, want %v", got, want)
+	}
+}
+
+func TestDecidePromote(t *testing.T) {
+	req, err := decode(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := req.Spec.Hash()
+	lock := func(phase, holder, uid, hash string) *workload.Lock {
+		return &workload.Lock{Holder: holder, HolderUID: types.UID(uid), Phase: phase, SpecHash: hash, RolloutID: "r1"}
+	}
+	tests := []struct {
+		name string
+		lock *workload.Lock
+		want promoteAction
+	}{
+		{"no lock", nil, promoteNone},
+		{"held part way", lock(workload.LockHolding, req.Holder, "u1", hash), promoteDrive},
+		{"progressing", lock(workload.LockProgressing, req.Holder, "u1", hash), promoteDrive},
+		{"paused", lock(workload.LockPaused, req.Holder, "u1", hash), promoteDrive},
+		{"lock without a UID", lock(workload.LockHolding, req.Holder, "", hash), promoteDrive},
+		{"another holder", lock(workload.LockHolding, "argo:shop/other", "u1", hash), promoteNone},
+		{"a deleted Rollout of the same name", lock(workload.LockHolding, req.Holder, "u0", hash), promoteNone},
+		{"other images", lock(workload.LockHolding, req.Holder, "u1", "0123456789abcdef"), promoteNone},
+		{"rolling back", lock(workload.LockRollingBack, req.Holder, "u1", hash), promoteRefuse},
+		{"succeeded", lock(workload.LockSucceeded, req.Holder, "u1", hash), promoteNone},
+		{"rolled back", lock(workload.LockRolledBack, req.Holder, "u1", hash), promoteNone},
+		{"halted", lock(workload.LockHalted, req.Holder, "u1", hash), promoteNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, msg := decidePromote(tt.lock, req, "u1"); got != tt.want || got != promoteDrive && msg == "" {
+				t.Errorf("decidePromote = %v %q, want %v with a reason", got, msg, tt.want)
+			}
+		})
+	}
+}
+
+// TestScanOrphans: the rollout of a Rollout that was deleted (none of its name, or one of another
+// UID) is rolled back by the scan, its rollout driver replaced; a live Rollout's is left alone.
+func TestScanOrphans(t *testing.T) {
+	tests := []struct {
+		name     string
+		rollouts []*argov1alpha1.Rollout
+		started  int
+	}{
+		{"the Rollout exists", []*argov1alpha1.Rollout{withUID(argoRollout("65f9bfd99b"), "u1")}, 0},
+		{"no Rollout of its name", nil, 1},
+		{"created again under its name", []*argov1alpha1.Rollout{withUID(argoRollout(""), "u2")}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := newClient(t, 3)
+			playKubelet(t, client)
+			ro := withUID(argoRollout("65f9bfd99b"), "u1")
+			held := withField(goodConfig, `"upTo":1`)
+			req, err := decode(ro, stepContext(held, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := &rollout.Engine{Client: client}
+			if st, err := e.Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
+				t.Fatalf("rollout = %+v, %v; want Holding", st, err)
+			}
+			var objs []*argov1alpha1.Rollout
+			objs = append(objs, tt.rollouts...)
+			argo := argofake.NewSimpleClientset()
+			for _, o := range objs {
+				if _, err := argo.ArgoprojV1alpha1().Rollouts(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clients := Clients{Engine: e, Rollouts: argo}
+			p := newPluginWith(t, clients, Options{})
+			// The deleted Rollout's driver, holding where it is.
+			p.mu.Lock()
+			live := p.startLocked(req, driveRollout, req.Canonical, func(ctx context.Context, d *driver) (rollout.Status, error) {
+				<-ctx.Done()
+				return rollout.Status{}, ctx.Err()
+			})
+			p.mu.Unlock()
+			if got := p.scan(context.Background(), clients); got != tt.started {
+				t.Fatalf("scan started %d drivers, want %d", got, tt.started)
+			}
+			if tt.started == 0 {
+				if live.finished() {
+					t.Error("the live Rollout's driver was stopped")
+				}
+				if l := lockOf(t, client); l.Phase != workload.LockHolding {
+					t.Errorf("lock %s, want Holding", l.Phase)
+				}
+				return
+			}
+			<-live.done
+			d := driverOf(t, p)
+			if d.kind != driveRollback {
+				t.Fatalf("driver %s, want a rollback", d.kind)
+			}
+			<-d.done
+			if d.err != nil || d.final.Phase != rollout.PhaseRolledBack {
+				t.Fatalf("rollback ended %+v, %v; want RolledBack", d.final, d.err)
+			}
+			for name, image := range podsOn(t, client) {
+				if image != imageV1 && image != plugintest.ImageIDOf(imageV1) {
+					t.Errorf("pod %s on %s, want %s back", name, image, imageV1)
+				}
+			}
+			if got := stsOf(t, client).Spec.UpdateStrategy.Type; got != appsv1.RollingUpdateStatefulSetStrategyType {
+				t.Errorf("StatefulSet update strategy %s after the rollback, want its RollingUpdate back", got)
+			}
+			if again := p.scan(context.Background(), clients); again != 0 {
+				t.Errorf("a second scan started %d drivers, want none", again)
+			}
+		})
+	}
+}
+
+func withUID(ro *argov1alpha1.Rollout, uid string) *argov1alpha1.Rollout {
+	ro.UID = types.UID(uid)
+	return ro
+}
