@@ -27,8 +27,9 @@ const (
 	// images and their batch passed analysis. The workload stays held; a call with a higher
 	// UpTo and the same images goes on, a rollback undoes.
 	PhaseHolding Phase = "Holding"
-	// PhaseReleased: the holder let go of the rollout part way (see Engine.Release): the
-	// workload has its update strategy back, and its template and pods are as they were.
+	// PhaseReleased: the last rollout was let go of part way (workload.LockReleased, which
+	// versions before full promotion went in place wrote): the workload has its update strategy
+	// back.
 	PhaseReleased Phase = "Released"
 )
 

@@ -178,18 +178,6 @@ func (d *deployment) Restore(ctx context.Context, lock *Lock, restoreForeign boo
 	return d.handBack(ctx, lock, lock.PreviousImages, depImages, LockRolledBack)
 }
 
-// Release unpauses as the Deployment was, its template and ReplicaSet's still the previous
-// images: they stay equal, so the controller creates no ReplicaSet and recreates no pod, and the
-// pods updated in place keep their images until they are recreated.
-func (d *deployment) Release(ctx context.Context, lock *Lock) error {
-	var prev deploymentStrategy
-	if err := json.Unmarshal(lock.PreviousStrategy, &prev); err != nil {
-		return fmt.Errorf("decoding the recorded strategy of %s: %w", d.Ref(), err)
-	}
-	lock.Phase = LockReleased
-	return d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{"paused": prev.Paused}})
-}
-
 // handBack puts images on the ReplicaSet, then depImages on the Deployment's template with its
 // strategy.
 func (d *deployment) handBack(ctx context.Context, lock *Lock, images, depImages map[string]string, phase string) (bool, error) {

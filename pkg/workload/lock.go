@@ -42,10 +42,10 @@ const LockHalted = "Halted"
 // workload still held, until its holder asks it to go further or rolls it back.
 const LockHolding = "Holding"
 
-// LockReleased: the holder let go of the rollout part way (Argo's full promotion ends the step
-// that drove it). The workload has its update strategy back and keeps its template; the pods
-// keep their images and states. Like a finished rollout, it no longer holds the workload, and it
-// stays the record of the last rollout for `rollback` and `status`.
+// LockReleased: the holder let go of the rollout part way, as versions before full promotion went
+// in place did on Argo's full promotion. Such a lock is still read: like a finished rollout, it no
+// longer holds the workload, and it stays the record of the last rollout for `rollback` and
+// `status`. No version writes it any more.
 const LockReleased = "Released"
 
 // Lock is the record of a rollout on its workload: who runs it, what it changes and what to put

@@ -74,18 +74,6 @@ func (o *onDelete) Restore(ctx context.Context, lock *Lock, restoreForeign bool)
 	return o.handBack(ctx, lock, images, LockRolledBack)
 }
 
-// Release restores the strategy and keeps the template (the rollout's images, or someone else's):
-// updated pods carry the template's revision and are counted; the controller brings the others
-// to it its own way (RollingUpdate recreates them, OnDelete waits until they are deleted).
-func (o *onDelete) Release(ctx context.Context, lock *Lock) error {
-	strategy, err := restoreStrategy(lock.PreviousStrategy)
-	if err != nil {
-		return err
-	}
-	lock.Phase = LockReleased
-	return o.patch(ctx, objectPatch{lock: lock, spec: map[string]any{"updateStrategy": strategy}})
-}
-
 // handBack puts the template images and the original strategy in one write, so the controller
 // never sees the original strategy with pods at a revision other than the template's.
 func (o *onDelete) handBack(ctx context.Context, lock *Lock, images map[string]string, phase string) (bool, error) {

@@ -54,10 +54,6 @@ func opRestore(ctx context.Context, w Workload, lock *Lock) (bool, error) {
 func opRestoreForeign(ctx context.Context, w Workload, lock *Lock) (bool, error) {
 	return w.Restore(ctx, lock, true)
 }
-func opRelease(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	err := w.Release(ctx, lock)
-	return err == nil, err
-}
 
 func TestStatefulSetWrites(t *testing.T) {
 	tests := []struct {
@@ -161,23 +157,6 @@ func TestStatefulSetWrites(t *testing.T) {
 		{
 			name: "restore of a rolled back lock writes nothing", onObject: recordedLock(LockRolledBack, "reg/app:v2"), template: "reg/app:v1", op: opRestore,
 			lock: recordedLock(LockRolledBack, "reg/app:v2"), wantDone: true,
-		},
-		{
-			name: "release restores the strategy, keeps the template and marks the lock released", onObject: recordedLock(LockHolding, "reg/app:v2"), template: "reg/app:v2", op: opRelease,
-			lock: recordedLock(LockHolding, "reg/app:v2"), wantDone: true,
-			wantSpec: `{"updateStrategy":{"rollingUpdate":{"partition":1},"type":"RollingUpdate"}}`,
-			wantLock: recordedLock(LockReleased, "reg/app:v2"),
-			after: func(t *testing.T, sts *appsv1.StatefulSet) {
-				t.Helper()
-				if img := sts.Spec.Template.Spec.Containers[0].Image; img != "reg/app:v2" || sts.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType {
-					t.Errorf("template image %s, strategy %s; want reg/app:v2 kept and RollingUpdate back", img, sts.Spec.UpdateStrategy.Type)
-				}
-			},
-		},
-		{
-			name: "release without a recorded strategy is refused", onObject: recordedLock(LockProgressing, "reg/app:v2"), template: "reg/app:v2", op: opRelease,
-			lock:    &Lock{Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}},
-			wantErr: "decoding the recorded update strategy",
 		},
 		{
 			name: "a lock without a recorded strategy is refused", onObject: recordedLock(LockProgressing, "reg/app:v2"), template: "reg/app:v2", op: opFinalize,

@@ -153,12 +153,6 @@ func (p *podSet) Restore(ctx context.Context, lock *Lock, _ bool) (bool, error) 
 	return p.finish(ctx, lock, LockRolledBack)
 }
 
-// Release marks the lock Released: label-selected pods have no controller to hand back.
-func (p *podSet) Release(ctx context.Context, lock *Lock) error {
-	lock.Phase = LockReleased
-	return p.SetLock(ctx, lock)
-}
-
 func (p *podSet) finish(ctx context.Context, lock *Lock, phase string) (bool, error) {
 	if p.lock != nil && p.lock.Phase == phase {
 		return true, nil

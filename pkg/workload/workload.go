@@ -94,10 +94,6 @@ type Workload interface {
 	// the original strategy; done once the lock is marked RolledBack. A template someone else
 	// changed during the rollout (ForeignImages) keeps their images unless restoreForeign.
 	Restore(ctx context.Context, lock *Lock, restoreForeign bool) (done bool, err error)
-	// Release hands the workload back as it is, in one write: the recorded update strategy
-	// returns, the template stays as it is, and the lock is marked Released. Pods are not
-	// touched.
-	Release(ctx context.Context, lock *Lock) error
 }
 
 // Load observes the workload and its pods.
