@@ -124,6 +124,7 @@ type rolloutFlags struct {
 	allowOwned     bool
 	includeInit    bool
 	supersede      bool
+	takeOver       bool
 	resultsDir     string
 	analysisFile   string
 	// analysisConfig is --analysis-config: the analysis config itself, for callers that cannot
@@ -152,6 +153,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.allowUnready, "allow-unready", false, "start even if some pods are not Ready")
 	cmd.Flags().BoolVar(&f.allowOwned, "allow-owned", false, "with --target pods, update pods a controller owns too (it may recreate them from its own template, on the old images)")
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
+	f.registerTakeOver(cmd)
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
 	cmd.Flags().StringVar(&f.analysisFile, "analysis", "", "analysis config (YAML or JSON): gate every batch on Prometheus golden signals")
 	cmd.Flags().StringVar(&f.analysisConfig, "analysis-config", "", "the analysis config itself (YAML or JSON) instead of --analysis FILE; empty: none")
@@ -160,6 +162,11 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
 	cmd.Flags().BoolVar(&f.prePull, "pre-pull", false, "before a batch's pods restart, pull its new images onto their nodes with one short-lived pod per node, so a pod is down only for its container start")
 	cmd.Flags().StringVar(&f.pullerImage, "puller-image", ownImage(), "with --pre-pull, the image holding the puller binary (this project's image)")
+}
+
+// registerTakeOver registers --take-over, for run and rollback.
+func (f *rolloutFlags) registerTakeOver(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "take over the workload's rollout from the holder that left it (an Argo Rollout or a Tekton CustomRun deleted mid-rollout) before rolling it back or replacing it; only once that holder no longer exists")
 }
 
 // registerPlan registers the flags that decide which pods a rollout updates and in which
@@ -177,7 +184,7 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 		return spec, err
 	}
 	spec.GracePeriod, spec.Soak, spec.Timeout = f.grace, f.soak, f.timeout
-	spec.AllowUnready, spec.AllowOwned, spec.Supersede = f.allowUnready, f.allowOwned, f.supersede
+	spec.AllowUnready, spec.AllowOwned, spec.Supersede, spec.TakeOver = f.allowUnready, f.allowOwned, f.supersede, f.takeOver
 	spec.MaxUnavailable = intstr.Parse(f.maxUnavailable)
 	spec.PrometheusURL, spec.OnInconclusive = f.prometheusURL, f.onInconclusive
 	spec.PrePull = f.prePull

@@ -19,6 +19,7 @@ var fixFlags = map[rollout.Fix]string{
 	rollout.FixAllowOwned:        ", or pass --allow-owned to update such pods anyway",
 	rollout.FixPrometheusAddress: ": give --prometheus or prometheus.address in the analysis config",
 	rollout.FixPinNever:          ", or pass --pin-digests never to take the pods on the tag as done, whatever content it names",
+	rollout.FixTakeOver:          "; if that holder no longer exists (its Rollout or CustomRun was deleted), pass --take-over: rollback --take-over puts the pods back, run --supersede --take-over replaces its rollout",
 }
 
 // remedied is an engine error as the CLI says it; errors.As still finds the engine's error.

@@ -88,14 +88,18 @@ strategy back.
 If someone else changed the workload's template while the rollout held it (the rollout
 then stopped with reason TemplateChanged), rollback leaves their template as it is and
 says so: the workload's own update strategy then applies it. --restore-template puts
-the previous images back in the template instead.`,
+the previous images back in the template instead.
+
+A rollout another driver holds (an Argo Rollout, a Tekton CustomRun) is that driver's to roll
+back. When that holder no longer exists (deleted mid-rollout), --take-over makes this command
+its holder first; the drivers' own scans also roll such rollouts back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			client, ref, err := cf.resolve()
 			if err != nil {
 				return err
 			}
-			r := rollout.RollbackSpec{Target: ref, Holder: "cli", RestoreTemplate: rf.restoreTemplate,
+			r := rollout.RollbackSpec{Target: ref, Holder: "cli", RestoreTemplate: rf.restoreTemplate, TakeOver: rf.takeOver,
 				GracePeriod: rf.grace, Timeout: rf.timeout, MaxUnavailable: intstr.Parse(rf.maxUnavailable)}
 			d := newDriver(cmd, client, cf.events, ref, nil, nil)
 			defer d.closeEvents()
@@ -108,6 +112,7 @@ the previous images back in the template instead.`,
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVar(&rf.maxUnavailable, "max-unavailable", "1", "pods reverted at once, count or percentage above 0")
+	rf.registerTakeOver(cmd)
 	cmd.Flags().BoolVar(&rf.restoreTemplate, "restore-template", false, "put the previous images back in the template even if someone else changed it during the rollout")
 	cmd.Flags().DurationVar(&rf.grace, "grace", 0, "wait between draining a pod and restarting it")
 	cmd.Flags().DurationVar(&rf.timeout, "timeout", 10*time.Minute, "fail a pod that makes no progress for this long (above 0)")

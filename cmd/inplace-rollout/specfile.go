@@ -110,7 +110,7 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 	if err != nil {
 		return spec, badInput("-f %s: %v", f.file, cliError(err))
 	}
-	spec.AllowOwned, spec.Supersede, spec.Rerun = f.allowOwned, f.supersede, true
+	spec.AllowOwned, spec.Supersede, spec.TakeOver, spec.Rerun = f.allowOwned, f.supersede, f.takeOver, true
 	if err := spec.Validate(); err != nil {
 		return spec, badInput("%v", cliError(err))
 	}
