@@ -95,6 +95,9 @@ func needs() []cluster.Need {
 		need("get", "", "serviceaccounts", "", statefulSet),
 		need("patch", "", "pods", "status", gated),
 		need("patch", "apps", "deployments", "", deployment),
+		// The scan for the workloads of deleted Rollouts lists them over the whole cluster.
+		{Call: cluster.APICall{APIGroup: "apps", Resource: "statefulsets", Verb: "list"}, Ops: []string{"cluster-wide"}},
+		{Call: cluster.APICall{APIGroup: "apps", Resource: "daemonsets", Verb: "list"}, Ops: []string{"cluster-wide"}},
 		need("create", "", "configmaps", "", pods),
 		need("update", "", "configmaps", "", pods),
 		need("delete", "", "configmaps", "", pods),
