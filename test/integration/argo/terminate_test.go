@@ -15,9 +15,9 @@ import (
 )
 
 // TestStepPromoteFullTerminates: `kubectl argo rollouts promote --full` while the step is still
-// Running makes Argo call Terminate: the pods updated in place stay as they are, the lock is
-// released and the StatefulSet gets its own update strategy back, so its controller brings the
-// remaining pods to the template's images its own way; the Rollout ends Healthy.
+// Running makes Argo call Terminate: the step's rollout goes on to every remaining pod at once,
+// in place, with no soak, and the StatefulSet is handed back with its template on the images
+// every pod runs; no pod is recreated, and the Rollout ends Healthy.
 func TestStepPromoteFullTerminates(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
@@ -30,10 +30,12 @@ func TestStepPromoteFullTerminates(t *testing.T) {
 		n, _ := podsOn(t, ns, "web", clitest.AppV2)
 		return n >= 1, nil
 	})
-	_, uids := podsOn(t, ns, "web", clitest.AppV2)
-	updated := map[string]bool{}
+	if n, _ := podsOn(t, ns, "web", clitest.AppV2); n == replicas {
+		t.Fatal("every pod was updated before the promotion: the test proves nothing")
+	}
+	uids := map[string]string{}
 	for _, p := range clitest.ListPods(t, env, ns, "app=web") {
-		updated[p.Name] = p.Spec.Containers[0].Image == clitest.AppV2
+		uids[p.Name] = string(p.UID)
 	}
 
 	argoRollouts(t, "promote", "--full", "web", "-n", ns)
@@ -50,31 +52,42 @@ func TestStepPromoteFullTerminates(t *testing.T) {
 	if !terminated {
 		t.Errorf("Argo did not call Terminate: %s", describeRollout(ro))
 	}
-	cluster.WaitFor(t, time.Minute, "the lock of web released", func(context.Context) (bool, error) {
+	promotedInPlace(t, ns, uids, time.Minute)
+}
+
+// promotedInPlace waits until every pod of StatefulSet web runs the new images, the same pods
+// as uids names, the lock Succeeded and the StatefulSet has its RollingUpdate back with every
+// replica current.
+func promotedInPlace(t *testing.T, ns string, uids map[string]string, timeout time.Duration) {
+	t.Helper()
+	cluster.WaitFor(t, timeout, "the lock of web Succeeded", func(context.Context) (bool, error) {
 		l := lockOf(t, ns, "web")
-		if l == nil || l.Phase != workload.LockReleased {
+		if l == nil || l.Phase != workload.LockSucceeded {
 			return false, fmt.Errorf("lock %+v", l)
 		}
 		return true, nil
 	})
-	clitest.WaitStatefulSet(t, env, ns, "web", "its own RollingUpdate back and every replica on the template's images",
+	clitest.WaitStatefulSet(t, env, ns, "web", "its own RollingUpdate back and every replica current on the new images",
 		func(s *appsv1.StatefulSet) bool {
 			return s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType &&
 				s.Spec.Template.Spec.Containers[0].Image == clitest.AppV2 &&
 				s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == replicas && s.Status.ReadyReplicas == replicas
 		})
-	_, after := podsOn(t, ns, "web", clitest.AppV2)
-	for pod, was := range updated {
-		if was && after[pod] != uids[pod] {
-			t.Errorf("pod %s, updated in place before the promotion, was recreated", pod)
+	n, after := podsOn(t, ns, "web", clitest.AppV2)
+	if n != replicas {
+		t.Errorf("%d of %d pods on %s", n, replicas, clitest.AppV2)
+	}
+	for pod, uid := range uids {
+		if after[pod] != uid {
+			t.Errorf("pod %s was recreated (UID %s, now %s)", pod, uid, after[pod])
 		}
 	}
 }
 
-// TestStepPromoteFullAtPauseReleases: `promote --full` at Argo's pause between two upTo steps
+// TestStepPromoteFullAtPausePromotes: `promote --full` at Argo's pause between two upTo steps
 // leaves no step Running, so Argo calls no Terminate; the plugin's scan, within its minute,
-// releases the StatefulSet held for the Rollout just as Terminate would.
-func TestStepPromoteFullAtPauseReleases(t *testing.T) {
+// promotes the rollout held for the Rollout to every pod, in place, just as Terminate would.
+func TestStepPromoteFullAtPausePromotes(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", replicas)
@@ -91,19 +104,12 @@ func TestStepPromoteFullAtPauseReleases(t *testing.T) {
 		t.Fatalf("lock %+v at the pause, want Holding", l)
 	}
 
+	uids := map[string]string{}
+	for _, p := range clitest.ListPods(t, env, ns, "app=web") {
+		uids[p.Name] = string(p.UID)
+	}
 	argoRollouts(t, "promote", "--full", "web", "-n", ns)
 	healthyOn(t, ns, "web", old)
-	// The scan runs every minute: two of them at most.
-	cluster.WaitFor(t, 150*time.Second, "the lock of web released by the plugin's scan", func(context.Context) (bool, error) {
-		l := lockOf(t, ns, "web")
-		if l == nil || l.Phase != workload.LockReleased {
-			return false, fmt.Errorf("lock %+v", l)
-		}
-		return true, nil
-	})
-	clitest.WaitStatefulSet(t, env, ns, "web", "its own RollingUpdate back and every replica on the template's images",
-		func(s *appsv1.StatefulSet) bool {
-			return s.Spec.UpdateStrategy.Type == appsv1.RollingUpdateStatefulSetStrategyType &&
-				s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == replicas && s.Status.ReadyReplicas == replicas
-		})
+	// The scan runs every minute: two of them at most, and the rest of the pods.
+	promotedInPlace(t, ns, uids, 3*time.Minute)
 }
