@@ -3,13 +3,15 @@ package step
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	argofake "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned/fake"
+	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -19,7 +21,7 @@ import (
 func TestOrphans(t *testing.T) {
 	held := func(name, holder, uid, phase string) workload.HeldLock {
 		return workload.HeldLock{Ref: workload.Ref{Kind: workload.StatefulSet, Namespace: "shop", Name: name},
-			Lock: &workload.Lock{Holder: holder, HolderUID: types.UID(uid), Phase: phase}}
+			Lock: &workload.Lock{Holder: holder, HolderUID: k8stypes.UID(uid), Phase: phase}}
 	}
 	locks := []workload.HeldLock{
 		held("a", "argo:shop/web", "u1", workload.LockProgressing), // its Rollout exists
@@ -28,7 +30,7 @@ func TestOrphans(t *testing.T) {
 		held("d", "argo:shop/old", "", workload.LockRollingBack),   // no UID recorded, Rollout exists
 		held("e", "argo:shop/gone", "u2", workload.LockSucceeded),  // finished: nothing holds it
 	}
-	rollouts := map[string]types.UID{"argo:shop/web": "u1", "argo:shop/again": "u9", "argo:shop/old": "u4"}
+	rollouts := map[string]k8stypes.UID{"argo:shop/web": "u1", "argo:shop/again": "u9", "argo:shop/old": "u4"}
 	var got []string
 	for _, h := range orphans(locks, rollouts) {
 		got = append(got, h.Ref.Name)
@@ -45,7 +47,7 @@ func TestDecidePromote(t *testing.T) {
 	}
 	hash := req.Spec.Hash()
 	lock := func(phase, holder, uid, hash string) *workload.Lock {
-		return &workload.Lock{Holder: holder, HolderUID: types.UID(uid), Phase: phase, SpecHash: hash, RolloutID: "r1"}
+		return &workload.Lock{Holder: holder, HolderUID: k8stypes.UID(uid), Phase: phase, SpecHash: hash, RolloutID: "r1"}
 	}
 	tests := []struct {
 		name string
@@ -154,6 +156,52 @@ func TestScanOrphans(t *testing.T) {
 }
 
 func withUID(ro *argov1alpha1.Rollout, uid string) *argov1alpha1.Rollout {
-	ro.UID = types.UID(uid)
+	ro.UID = k8stypes.UID(uid)
 	return ro
+}
+
+// TestRunAfterAnEarlierRolloutOfTheSameName: a Rollout created again under the name of one
+// deleted mid-rollout finds its target held by the deleted one's rollout: Run rolls that rollout
+// back first and answers Running meanwhile, then rolls out its own images; it never fails for it.
+func TestRunAfterAnEarlierRolloutOfTheSameName(t *testing.T) {
+	client := newClient(t, 3)
+	playKubelet(t, client)
+	e := &rollout.Engine{Client: client}
+	gone := withUID(argoRollout("65f9bfd99b"), "u1")
+	held, err := decode(gone, stepContext(withField(goodConfig, `"upTo":1`), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Drive(context.Background(), held.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
+		t.Fatalf("the deleted Rollout's rollout = %+v, %v; want Holding", st, err)
+	}
+	p := newPluginWith(t, Clients{Engine: e}, Options{})
+	sp := serve(t, p)
+	again := withUID(argoRollout("65f9bfd99b"), "u2")
+	res, rpcErr := sp.Run(again, stepContext(goodConfig, nil))
+	for i := 0; !rpcErr.HasError() && res.Phase == types.PhaseRunning && !strings.Contains(res.Message, "deleted since") && i < 100; i++ {
+		<-driverOf(t, p).done
+		res, rpcErr = sp.Run(again, stepContext(goodConfig, res.Status))
+	}
+	if rpcErr.HasError() || res.Phase != types.PhaseRunning || !strings.Contains(res.Message, "an earlier Rollout shop/shop-web, deleted since") {
+		t.Fatalf("Run = %s %q, RpcError %q; want Running while the earlier rollout rolls back", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	if d := driverOf(t, p); d.kind != driveRollback {
+		t.Fatalf("driver %s, want the rollback of the earlier rollout", d.kind)
+	}
+	for i := 0; !rpcErr.HasError() && res.Phase == types.PhaseRunning && i < 100; i++ {
+		<-driverOf(t, p).done
+		res, rpcErr = sp.Run(again, stepContext(goodConfig, res.Status))
+	}
+	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
+		t.Fatalf("Run = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	if l := lockOf(t, client); l.HolderUID != "u2" || l.Phase != workload.LockSucceeded {
+		t.Errorf("lock %+v, want Succeeded for the Rollout of UID u2", l)
+	}
+	for name, image := range podsOn(t, client) {
+		if image != imageV2 {
+			t.Errorf("pod %s on %s, want %s", name, image, imageV2)
+		}
+	}
 }

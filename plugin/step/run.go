@@ -1,13 +1,16 @@
 package step
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/plugin/argospec"
 )
 
@@ -81,7 +84,34 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
 			Message: runningMessage(st)}, types.RpcError{}
 	}
+	if lock := p.earlierRollout(cl.Engine, req, ro, d); lock != nil {
+		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter,
+			Message: fmt.Sprintf("rolling back rollout %s of %s first: an earlier Rollout %s, deleted since, left it %s; this Rollout's rollout starts once it is rolled back",
+				lock.RolloutID, req.key.target, req.Rollout, lock.Phase)}, types.RpcError{}
+	}
 	return p.verdict(req, d)
+}
+
+// earlierRollout finds, when the rollout driver d was refused because another holder holds the
+// target, whether that holder is an earlier Rollout of the same name (deleted, and ro created
+// again since); it then starts the rollback of that rollout, as the scan would, and returns its
+// lock. This Rollout waits for it rather than fail: the lock is no one's but this plugin's to
+// undo, and the scan may not run before Argo gives up on the step.
+func (p *Plugin) earlierRollout(e *rollout.Engine, req request, ro *argov1alpha1.Rollout, d *driver) *workload.Lock {
+	var inv *rollout.InvalidError
+	if !errors.As(d.err, &inv) || inv.Fix != rollout.FixTakeOver {
+		return nil
+	}
+	lock, err := e.Lock(context.Background(), req.Spec.Target)
+	if err != nil || !lock.Active() || lock.Holder != req.Holder || lock.HolderUID == "" || lock.HolderUID == ro.UID {
+		return nil
+	}
+	h := workload.HeldLock{Ref: req.Spec.Target, Lock: lock}
+	if p.rollBackOrphan(e, orphanRequest(h), lock) {
+		p.log.Warn("rolling back the rollout of a deleted Rollout of the same name", append([]any{"rollout", req.Rollout, "rolloutID", lock.RolloutID,
+			"phase", lock.Phase, "holderUID", lock.HolderUID}, rollout.LogAttrs(req.Spec.Target)...)...)
+	}
+	return lock
 }
 
 // verdict maps a finished driver's outcome to Argo's phases.

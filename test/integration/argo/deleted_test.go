@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -80,14 +81,22 @@ func TestStepRolloutDeletedRollsBack(t *testing.T) {
 }
 
 // TestStepRolloutDeletedWithoutPluginThenCreatedAgain: the plugin process is killed, the Rollout
-// deleted mid-rollout while no plugin process runs, and a Rollout of the same name created again
-// on the old images. The rollout of the deleted Rollout is not the new one's to promote or hand
-// back: the plugin, started again for the new Rollout's first call, finds the lock of the
-// deleted Rollout (another UID) and rolls it back, no pod recreated; the new Rollout then rolls
-// the StatefulSet out as any other.
+// deleted mid-rollout while no plugin process may run, and a Rollout of the same name created
+// again on the old images, then set to the new ones. The rollout of the deleted Rollout is not
+// the new one's to promote, hand back or fail on: the plugin, started again for the new
+// Rollout's calls, rolls it back (its lock names the deleted Rollout's UID), and the new Rollout
+// then rolls the StatefulSet out as any other. No pod is recreated at any point.
 func TestStepRolloutDeletedWithoutPluginThenCreatedAgain(t *testing.T) {
 	ns := env.Namespace(t)
-	before := midRollout(t, ns)
+	midRollout(t, ns)
+	_, uids := podsOn(t, ns, "web", clitest.AppV1)
+	var touched []string
+	for _, p := range clitest.ListPods(t, env, ns, "app=web") {
+		if p.Spec.Containers[0].Image == clitest.AppV2 {
+			touched = append(touched, p.Name)
+		}
+		uids[p.Name] = string(p.UID)
+	}
 	pids, err := env.Argo.KillPlugins()
 	if err != nil {
 		t.Fatal(err)
@@ -96,17 +105,25 @@ func TestStepRolloutDeletedWithoutPluginThenCreatedAgain(t *testing.T) {
 		t.Fatal("no plugin process to kill")
 	}
 	deleteRollout(t, ns, "web")
-	if l := lockOf(t, ns, "web"); l == nil || !l.Active() {
-		t.Fatalf("lock of web %+v, want it still holding StatefulSet web: the test proves nothing", l)
-	}
 	steps := oneStep("web", map[string]any{"batches": []any{1, 2, 3, "100%"}})
-	createRollout(t, ns, "web", clitest.AppV1, steps)
-	handedBack(t, ns, before)
-
-	_, uids := podsOn(t, ns, "web", clitest.AppV1)
+	ro := createRollout(t, ns, "web", clitest.AppV1, steps)
 	old := setImage(t, ns, "web", clitest.AppV2, steps)
 	healthyOn(t, ns, "web", old)
 	if n, after := podsOn(t, ns, "web", clitest.AppV2); n != replicas || !maps.Equal(uids, after) {
 		t.Errorf("%d of %d pods on %s, UIDs before %v after %v; want all, none recreated", n, replicas, clitest.AppV2, uids, after)
+	}
+	if l := lockOf(t, ns, "web"); l == nil || l.Phase != workload.LockSucceeded || l.HolderUID != ro.UID {
+		t.Errorf("lock of web %+v, want Succeeded for the new Rollout (UID %s)", l, ro.UID)
+	}
+	// The pods the deleted Rollout updated were put back before the new rollout began.
+	for _, pod := range touched {
+		evs, err := env.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + pod + ",reason=" + inplace.EventRolledBack})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs.Items) == 0 {
+			t.Errorf("pod %s, updated by the deleted Rollout, has no %s Event", pod, inplace.EventRolledBack)
+		}
 	}
 }
