@@ -58,6 +58,12 @@ const (
 	// the floor loop shares unless -qps and -burst say otherwise.
 	clientQPS   = 100
 	clientBurst = 200
+	// kube-controller-manager's default rate limit (--kube-api-qps, --kube-api-burst), which
+	// the local control plane keeps, and kruise-manager's (--rest-config-qps,
+	// --rest-config-burst): both lower than clientQPS, so the controllers' wall times are not
+	// measured at inplace-rollout's.
+	controllerManagerQPS, controllerManagerBurst = 20, 30
+	kruiseQPS, kruiseBurst                       = 30, 50
 )
 
 func report(ctx context.Context, args []string) error {
@@ -153,8 +159,16 @@ func report(ctx context.Context, args []string) error {
 			{Name: "scheduling a new pod", Value: scheduleDelay.String()},
 			{Name: "a new pod's sandbox, network, IP and volumes", Value: sandboxDelay.String() + " (paid by recreated pods only)"},
 			{Name: "kubelets' API rate limit", Value: fmt.Sprintf("%d requests/s in all", simulatorQPS)},
-			{Name: "kube-controller-manager's API rate limit", Value: "its default: 20 requests/s, burst 30"},
-			{Name: "inplace-rollout's and the floor loop's API rate limit", Value: fmt.Sprintf("%v requests/s, burst %d (the command's default: %d, %d)", *qps, *burst, clientQPS, clientBurst)},
+		},
+		RateLimits: map[benchreport.Approach]benchreport.RateLimit{
+			benchreport.InPlace: {QPS: *qps, Burst: *burst, Note: fmt.Sprintf("the command's default is %d, %d; "+
+				"on each of its two clients, one for the rollout and one for its Events", clientQPS, clientBurst)},
+			benchreport.FloorLoop: {QPS: *qps, Burst: *burst, Note: "inplace-rollout's"},
+			benchreport.StatefulSetRolling: {QPS: controllerManagerQPS, Burst: controllerManagerBurst,
+				Note: "kube-controller-manager's default, on each controller's client"},
+			benchreport.DeploymentRolling: {QPS: controllerManagerQPS, Burst: controllerManagerBurst,
+				Note: "kube-controller-manager's default, on each controller's client"},
+			benchreport.CloneSetInPlace: {QPS: kruiseQPS, Burst: kruiseBurst, Note: "kruise-manager's default, one client for all its controllers"},
 		},
 		ProfileFile: profile,
 		ClientQPS:   *qps,

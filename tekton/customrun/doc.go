@@ -2,8 +2,10 @@
 // whose customRef or customSpec is inplace-rollout.io/v1alpha1 InPlaceRollout. Each run drives one
 // rollout through pkg/rollout's engine, holder tekton:NS/NAME, one step per reconcile: its status
 // says where the rollout is (extraFields), how it ended (results), and it honours Tekton's
-// contract for cancel (roll back, then reason CustomRunCancelled), per-attempt timeout (roll back,
-// then CustomRunTimedOut) and retries (each attempt starts from the rolled-back workload).
+// contract for cancel (roll back, then reason CustomRunCancelled), its own per-attempt timeout
+// (roll back, then CustomRunTimedOut) and retries (each attempt starts from the rolled-back
+// workload). A PipelineRun's timeouts reach a run as a cancel and end it with CustomRunCancelled,
+// the reason Tekton needs to count the run as timed out; its message says which it was.
 //
 // The controller is built on client-go (a shared informer of Tekton's generated clientset and a
 // rate-limited work queue) rather than knative's injection: every status write carries the

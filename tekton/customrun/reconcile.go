@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tektoncd/pipeline/pkg/apis/pipeline"
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
 	tektonv1beta1 "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/typed/pipeline/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -114,7 +115,8 @@ func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun, target *w
 	var bad *specError
 	switch {
 	case errors.As(err, &bad) && run.IsCancelled():
-		s.MarkCustomRunFailed(v1beta1.CustomRunReasonCancelled.String(), "cancelled; nothing was changed (the spec is wrong: %s)", bad.msg)
+		c := cancelled(run)
+		s.MarkCustomRunFailed(c.reason, "%s", c.done(fmt.Sprintf("%s; nothing was changed (the spec is wrong: %s)", c.why, bad.msg)))
 		return 0, nil
 	case errors.As(err, &bad):
 		s.MarkCustomRunFailed(ReasonInvalidSpec, "CustomRun %s/%s: %s; nothing was changed", run.Namespace, run.Name, bad.msg)
@@ -125,28 +127,69 @@ func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun, target *w
 	*target = spec.Target
 	if run.DeletionTimestamp != nil {
 		// Deleted before it was done: the rollback, after which the finalizer goes.
-		return r.stepRollback(ctx, run, spec, v1beta1.CustomRunReasonCancelled.String(), "deleted")
+		return r.stepRollback(ctx, run, spec, stop{reason: v1beta1.CustomRunReasonCancelled.String(), why: "deleted"})
 	}
-	if reason, why := stopReason(run, r.now()); reason != "" {
-		return r.stepRollback(ctx, run, spec, reason, why)
+	if why, ok := stopped(run, r.now()); ok {
+		return r.stepRollback(ctx, run, spec, why)
 	}
 	return r.stepRollout(ctx, run, spec)
 }
 
-// stopReason says whether run must stop and roll back, and why: cancelled (by a person, or by
-// its PipelineRun, also when that timed out) or past its own timeout.
-func stopReason(run *v1beta1.CustomRun, now time.Time) (reason, why string) {
+// stop says why a run stops before its rollout ends, in the words of its condition.
+type stop struct {
+	// reason is the condition's reason, the one Tekton reads.
+	reason string
+	// why says what stopped the run, naming who did.
+	why string
+	// remedy, when set, says what keeps the next run from stopping the same way.
+	remedy string
+}
+
+// done is msg, a stopped run's outcome, with the remedy.
+func (s stop) done(msg string) string {
+	if s.remedy == "" {
+		return msg
+	}
+	return msg + "; " + s.remedy
+}
+
+// stopped says whether run must stop and roll back, and why: cancelled (by a person, or by its
+// PipelineRun's cancel or timeout) or past its own timeout.
+func stopped(run *v1beta1.CustomRun, now time.Time) (stop, bool) {
 	switch {
 	case run.IsCancelled():
-		why = "cancelled"
-		if run.Spec.StatusMessage != "" {
-			why = "cancelled: " + string(run.Spec.StatusMessage)
-		}
-		return v1beta1.CustomRunReasonCancelled.String(), why
+		return cancelled(run), true
 	case timedOut(run, now):
-		return v1beta1.CustomRunReasonTimedOut.String(), fmt.Sprintf("timed out after %s", run.GetTimeout())
+		return stop{reason: v1beta1.CustomRunReasonTimedOut.String(),
+			why:    fmt.Sprintf("timed out after %s, its own timeout (spec.timeout: the pipeline task's timeout)", run.GetTimeout()),
+			remedy: "to give the rollout more time, raise the pipeline task's timeout"}, true
 	}
-	return "", ""
+	return stop{}, false
+}
+
+// cancelled is why run, cancelled, stops. Tekton enforces a PipelineRun's timeouts (pipeline,
+// tasks, finally) by cancelling its runs with CustomRunCancelledByPipelineTimeoutMsg, and counts
+// a run as timed out rather than cancelled only when it then fails with reason
+// CustomRunCancelled: so the reason stays CustomRunCancelled, and the message tells the timeout
+// from a cancel.
+func cancelled(run *v1beta1.CustomRun) stop {
+	s := stop{reason: v1beta1.CustomRunReasonCancelled.String()}
+	pr := "its PipelineRun"
+	if name := run.Labels[pipeline.PipelineRunLabelKey]; name != "" {
+		pr = fmt.Sprintf("its PipelineRun %s/%s", run.Namespace, name)
+	}
+	switch run.Spec.StatusMessage {
+	case v1beta1.CustomRunCancelledByPipelineTimeoutMsg:
+		s.why = fmt.Sprintf("cancelled by Tekton because %s timed out (its timeouts.pipeline, timeouts.tasks or timeouts.finally)", pr)
+		s.remedy = "to give the rollout more time, raise the PipelineRun's timeouts"
+	case v1beta1.CustomRunCancelledByPipelineMsg:
+		s.why = fmt.Sprintf("cancelled because %s was cancelled", pr)
+	case "":
+		s.why = fmt.Sprintf("cancelled (spec.status %s)", v1beta1.CustomRunSpecStatusCancelled)
+	default:
+		s.why = "cancelled: " + string(run.Spec.StatusMessage)
+	}
+	return s
 }
 
 // timedOut reports whether the run's attempt ran longer than its timeout (0: none).
@@ -266,7 +309,7 @@ func (r *Reconciler) setFinalizer(ctx context.Context, run *v1beta1.CustomRun, h
 }
 
 // stepRollback takes the next step of the rollback of a run that was cancelled or timed out.
-func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec, reason, why string) (time.Duration, error) {
+func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec, why stop) (time.Duration, error) {
 	s := &run.Status
 	prev := progressFrom(s)
 	rb := rollout.RollbackSpec{Target: spec.Target, Holder: spec.Holder, MaxUnavailable: spec.MaxUnavailable,
@@ -277,29 +320,29 @@ func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, s
 	case errors.As(err, &invalid):
 		// Nothing of this run's holds the workload: it never started, or someone else's
 		// rollout does.
-		s.MarkCustomRunFailed(reason, "%s; nothing to roll back: %s", why, invalid.Error())
+		s.MarkCustomRunFailed(why.reason, "%s", why.done(fmt.Sprintf("%s; nothing to roll back: %s", why.why, invalid.Error())))
 		return 0, nil
 	case err != nil && rollout.Retryable(err):
-		return 0, fmt.Errorf("rolling back %s for CustomRun %s/%s (%s): %w", spec.Target, run.Namespace, run.Name, why, err)
+		return 0, fmt.Errorf("rolling back %s for CustomRun %s/%s (%s): %w", spec.Target, run.Namespace, run.Name, why.why, err)
 	case err != nil:
 		setProgress(s, prev.next(st, spec.Target.String()))
-		s.MarkCustomRunFailed(reason, "%s; the rollback of %s is incomplete, a person must look: %v", why, spec.Target, err)
+		s.MarkCustomRunFailed(why.reason, "%s", why.done(fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %v", why.why, spec.Target, err)))
 		return 0, nil
 	}
 	setProgress(s, prev.next(st, spec.Target.String()))
 	switch st.Phase {
 	case rollout.PhaseRolledBack:
-		msg := fmt.Sprintf("%s; %s", why, outcomeMessage(st))
+		msg := why.done(fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", why.why, spec.Target, outcomeMessage(st)))
 		setResults(s, st, msg)
-		s.MarkCustomRunFailed(reason, "%s", msg)
+		s.MarkCustomRunFailed(why.reason, "%s", msg)
 		return 0, nil
 	case rollout.PhaseFailed:
-		msg := fmt.Sprintf("%s; the rollback is incomplete, a person must look: %s", why, outcomeMessage(st))
+		msg := why.done(fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", why.why, spec.Target, outcomeMessage(st)))
 		setResults(s, st, msg)
-		s.MarkCustomRunFailed(reason, "%s", msg)
+		s.MarkCustomRunFailed(why.reason, "%s", msg)
 		return 0, nil
 	}
-	s.MarkCustomRunRunning(string(rollout.PhaseRollingBack), "%s; %s", why, runningMessage(st))
+	s.MarkCustomRunRunning(string(rollout.PhaseRollingBack), "%s; %s", why.why, runningMessage(st))
 	return max(res.RequeueAfter, minRequeue), nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tektoncd/pipeline/pkg/apis/pipeline"
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
 	tektonfake "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
 	appsv1 "k8s.io/api/apps/v1"
@@ -106,6 +107,12 @@ func TestReconcileDecides(t *testing.T) {
 		run.Spec.Status = v1beta1.CustomRunSpecStatusCancelled
 		return run
 	}
+	// byPipelineRun is run as PipelineRun ns/pr cancels it, with the message Tekton writes.
+	byPipelineRun := func(run *v1beta1.CustomRun, msg v1beta1.CustomRunSpecStatusMessage) *v1beta1.CustomRun {
+		run.Labels = map[string]string{pipeline.PipelineRunLabelKey: "pr"}
+		run.Spec.StatusMessage = msg
+		return cancelled(run)
+	}
 	tests := []struct {
 		name       string
 		run        *v1beta1.CustomRun
@@ -113,6 +120,8 @@ func TestReconcileDecides(t *testing.T) {
 		wantStatus corev1.ConditionStatus
 		wantReason string
 		wantMsg    []string
+		// notMsg are words the message must not say: a cancel must not read as a timeout.
+		notMsg []string
 		// writes says whether the step may write to the cluster besides the run's status.
 		writes bool
 	}{
@@ -127,13 +136,20 @@ func TestReconcileDecides(t *testing.T) {
 		{name: "a bad spec cancelled is cancelled", run: cancelled(started(embedded(`{"sok": "1s"}`), now)),
 			wantStatus: corev1.ConditionFalse, wantReason: "CustomRunCancelled", wantMsg: []string{"sok"}},
 		{name: "cancelled before the rollout started", run: cancelled(started(referenced("web"), now)), objs: []runtime.Object{statefulSet("")},
-			wantStatus: corev1.ConditionFalse, wantReason: "CustomRunCancelled", wantMsg: []string{"nothing to roll back"}},
+			wantStatus: corev1.ConditionFalse, wantReason: "CustomRunCancelled", wantMsg: []string{"nothing to roll back"}, notMsg: []string{"timed out"}},
+		// Tekton counts a run as timed out by its PipelineRun only with reason CustomRunCancelled.
+		{name: "cancelled by its PipelineRun's timeout", run: byPipelineRun(started(referenced("web"), now), v1beta1.CustomRunCancelledByPipelineTimeoutMsg), objs: []runtime.Object{statefulSet("")},
+			wantStatus: corev1.ConditionFalse, wantReason: "CustomRunCancelled",
+			wantMsg: []string{"because its PipelineRun ns/pr timed out", "nothing to roll back", "raise the PipelineRun's timeouts"}, notMsg: []string{"was cancelled"}},
+		{name: "cancelled by its PipelineRun's cancel", run: byPipelineRun(started(referenced("web"), now), v1beta1.CustomRunCancelledByPipelineMsg), objs: []runtime.Object{statefulSet("")},
+			wantStatus: corev1.ConditionFalse, wantReason: "CustomRunCancelled",
+			wantMsg: []string{"because its PipelineRun ns/pr was cancelled", "nothing to roll back"}, notMsg: []string{"timed out", "timeouts"}},
 		{name: "timed out before the rollout started", run: func() *v1beta1.CustomRun {
 			r := started(referenced("web"), now.Add(-2*time.Minute))
 			r.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
 			return r
 		}(), objs: []runtime.Object{statefulSet("")},
-			wantStatus: corev1.ConditionFalse, wantReason: "CustomRunTimedOut", wantMsg: []string{"timed out after 1m0s", "nothing to roll back"}},
+			wantStatus: corev1.ConditionFalse, wantReason: "CustomRunTimedOut", wantMsg: []string{"timed out after 1m0s", "nothing to roll back", "raise the pipeline task's timeout"}, notMsg: []string{"PipelineRun"}},
 		{name: "no timeout when it is 0", run: func() *v1beta1.CustomRun {
 			r := started(referenced("web"), now.Add(-2*time.Hour))
 			r.Spec.Timeout = &metav1.Duration{}
@@ -161,6 +177,11 @@ func TestReconcileDecides(t *testing.T) {
 			for _, w := range tt.wantMsg {
 				if !strings.Contains(c.Message, w) {
 					t.Errorf("message %q does not say %q", c.Message, w)
+				}
+			}
+			for _, w := range tt.notMsg {
+				if strings.Contains(c.Message, w) {
+					t.Errorf("message %q says %q", c.Message, w)
 				}
 			}
 			if was := tt.run.Status.StartTime; was != nil && (got.Status.StartTime == nil || !got.Status.StartTime.Time.Equal(was.Time)) {

@@ -71,10 +71,23 @@ func Render(w io.Writer, r *Report) error {
 	for _, s := range r.Settings {
 		fmt.Fprintf(&b, "| %s | %s |\n", s.Name, s.Value)
 	}
+	for _, ap := range approaches {
+		if l, ok := r.rateLimit(ap.a); ok {
+			fmt.Fprintf(&b, "| %s's API rate limit | %s |\n", ap.a, l)
+		}
+	}
 
 	b.WriteString("\n## Results\n\n")
-	b.WriteString("| approach | pods | wall s | × floor | pod writes / pod | all writes / pod | API requests/s | driver | driver CPU s | driver peak RSS MiB | kube-apiserver CPU s | pods recreated |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
+	if r.unequalRateLimits() {
+		b.WriteString("**Not a fair comparison.** The drivers ran at different client-side API rate limits (requests/s,\n")
+		b.WriteString("burst in the column \"rate limit\"), and a rollout's wall time is bound by its driver's rate limit:\n")
+		b.WriteString("the wall times, and the \"× floor\" ratios, of rows at different rate limits do not say which\n")
+		b.WriteString("approach is faster. Pod writes and pods recreated do not depend on the rate limit.\n\n")
+	} else {
+		b.WriteString("Every driver ran at the same client-side API rate limit (requests/s, burst in the column \"rate limit\").\n\n")
+	}
+	b.WriteString("| approach | pods | wall s | × floor | pod writes / pod | all writes / pod | API requests/s | driver | rate limit | driver CPU s | driver peak RSS MiB | kube-apiserver CPU s | pods recreated |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
 	for _, n := range sizes {
 		floor, hasFloor := r.result(FloorLoop, n)
 		for _, ap := range approaches {
@@ -86,9 +99,13 @@ func Render(w io.Writer, r *Report) error {
 			if hasFloor {
 				overFloor = fmt.Sprintf("%.2f", res.Wall.Seconds()/floor.Wall.Seconds())
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %.2f | %.2f | %.0f | %s | %.2f | %.0f | %.1f | %d |\n",
+			limit := "–"
+			if l, ok := r.rateLimit(res.Approach); ok {
+				limit = l.Short()
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %.2f | %.2f | %.0f | %s | %s | %.2f | %.0f | %.1f | %d |\n",
 				res.Approach, n, res.Wall.Seconds(), overFloor, perPod(res.PodWrites, n), perPod(res.Writes, n),
-				res.RequestsPerSecond(), res.Driver, res.DriverCPU, float64(res.DriverPeakRSSKiB)/1024, res.APIServerCPU, res.Recreated)
+				res.RequestsPerSecond(), res.Driver, limit, res.DriverCPU, float64(res.DriverPeakRSSKiB)/1024, res.APIServerCPU, res.Recreated)
 		}
 	}
 
@@ -127,18 +144,33 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		fmt.Fprintf(b, "- inplace-rollout was not measured at %d pods.\n", large)
 		return
 	}
-	for _, other := range []Approach{StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
-		res, ok := r.result(other, large)
+	// Wall times side by side, each with its rate limit and never as a ratio: a ratio of times
+	// taken at different rate limits would measure the limits, not the approaches.
+	var walls []string
+	for _, a := range []Approach{InPlace, StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
+		res, ok := r.result(a, large)
 		if !ok {
 			continue
 		}
-		faster := fmt.Sprintf("the in-place rollout was %.1f× as fast", res.Wall.Seconds()/ours.Wall.Seconds())
-		if res.Wall < ours.Wall {
-			faster = fmt.Sprintf("%s was %.1f× as fast as the in-place rollout", other, ours.Wall.Seconds()/res.Wall.Seconds())
+		limit := "rate limit not recorded"
+		if l, ok := r.rateLimit(a); ok {
+			limit = "at " + l.Short()
 		}
-		fmt.Fprintf(b, "- At %d pods the in-place rollout took %.1f s; %s took %.1f s: %s.\n",
-			large, ours.Wall.Seconds(), other, res.Wall.Seconds(), faster)
+		walls = append(walls, fmt.Sprintf("%s %.1f s (%s)", a, res.Wall.Seconds(), limit))
 	}
+	fmt.Fprintf(b, "- Wall time at %d pods, with each driver's API rate limit (requests/s, burst): %s.", large, strings.Join(walls, ", "))
+	if r.unequalRateLimits() {
+		b.WriteString(" The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches.\n")
+	} else {
+		b.WriteString("\n")
+	}
+	var recreated []string
+	for _, a := range []Approach{InPlace, StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
+		if res, ok := r.result(a, large); ok {
+			recreated = append(recreated, fmt.Sprintf("%s %d", a, res.Recreated))
+		}
+	}
+	fmt.Fprintf(b, "- Pods recreated at %d pods: %s.\n", large, strings.Join(recreated, ", "))
 	if floor, ok := r.result(FloorLoop, large); ok {
 		over := ours.Wall.Seconds()/floor.Wall.Seconds() - 1
 		fmt.Fprintf(b, "- Overhead over the floor at %d pods: %.1f s against %.1f s, %+.0f%% (goal: at most %.0f%%, %s).\n",

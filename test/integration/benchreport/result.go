@@ -2,6 +2,7 @@ package benchreport
 
 import (
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -62,6 +63,10 @@ type Report struct {
 	// share: the least time their pod writes can take follows from it.
 	ClientQPS   float64
 	ClientBurst int
+	// RateLimits are the client-side API rate limits each approach's driver ran at. A
+	// rollout's wall time is bound by its driver's rate limit, so the report says when the
+	// approaches' limits differ: their times then do not compare the approaches.
+	RateLimits map[Approach]RateLimit
 	// Results holds one entry per approach and size.
 	Results []Result
 	// CloneSetSkipped says why the CloneSet rows are missing, when they are.
@@ -70,6 +75,53 @@ type Report struct {
 	// `go tool pprof -top` prints it; ProfileFile is that profile's file name.
 	Profile     string
 	ProfileFile string
+}
+
+// RateLimit is a client's token bucket: QPS requests per second, Burst above it. Note says
+// where it comes from (a default, a flag) and how many clients have it.
+type RateLimit struct {
+	QPS   float64
+	Burst int
+	Note  string
+}
+
+// Short is the limit as "QPS, burst", for a table's column.
+func (l RateLimit) Short() string {
+	return strconv.FormatFloat(l.QPS, 'f', -1, 64) + ", " + strconv.Itoa(l.Burst)
+}
+
+func (l RateLimit) String() string {
+	s := strconv.FormatFloat(l.QPS, 'f', -1, 64) + " requests/s, burst " + strconv.Itoa(l.Burst)
+	if l.Note != "" {
+		s += " (" + l.Note + ")"
+	}
+	return s
+}
+
+// rateLimit is approach a's rate limit, if the report has it.
+func (r *Report) rateLimit(a Approach) (RateLimit, bool) {
+	l, ok := r.RateLimits[a]
+	return l, ok
+}
+
+// unequalRateLimits reports whether the approaches measured ran at different rate limits, or
+// at one the report does not know: their wall times then do not compare the approaches.
+func (r *Report) unequalRateLimits() bool {
+	var first *RateLimit
+	for _, res := range r.Results {
+		l, ok := r.rateLimit(res.Approach)
+		if !ok {
+			return true
+		}
+		if first == nil {
+			first = &l
+			continue
+		}
+		if l.QPS != first.QPS || l.Burst != first.Burst {
+			return true
+		}
+	}
+	return false
 }
 
 // Setting is one named parameter of the run.

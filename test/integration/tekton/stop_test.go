@@ -50,8 +50,10 @@ spec:
 }
 
 // TestStoppedRunRollsBack: a run stopped mid-rollout, by cancelling its PipelineRun, by the
-// PipelineRun's timeout, or by its own timeout, rolls the workload back before it fails with
-// the reason Tekton expects.
+// PipelineRun's timeouts, or by its own timeout, rolls the workload back before it fails with
+// the reason Tekton expects, and its message says which of these stopped it. Tekton enforces a
+// PipelineRun's timeouts by cancelling the run, and counts it as timed out only when it fails
+// with reason CustomRunCancelled; only the run's own timeout gives CustomRunTimedOut.
 func TestStoppedRunRollsBack(t *testing.T) {
 	tests := []struct {
 		name string
@@ -60,8 +62,13 @@ func TestStoppedRunRollsBack(t *testing.T) {
 		// task is extra YAML of the rollout task.
 		task string
 		// stop, when set, stops the PipelineRun once the rollout is updating pods.
-		stop         func(t *testing.T, ns string)
-		wantReason   string
+		stop       func(t *testing.T, ns string)
+		wantReason string
+		// wantStatusMessage is the spec.statusMessage Tekton cancels the run with, if it does.
+		wantStatusMessage v1beta1.CustomRunSpecStatusMessage
+		// says are what the condition's message must say, and not what it must not (a cancel
+		// must not read as a timeout, nor a timeout as a cancel), in the namespace ns.
+		says, not    func(ns string) []string
 		wantPRReason string
 	}{
 		{
@@ -72,17 +79,42 @@ func TestStoppedRunRollsBack(t *testing.T) {
 					t.Fatalf("cancelling PipelineRun %s/stop: %v", ns, err)
 				}
 			},
-			wantReason: "CustomRunCancelled", wantPRReason: "Cancelled",
+			wantReason: "CustomRunCancelled", wantStatusMessage: v1beta1.CustomRunCancelledByPipelineMsg,
+			says:         func(ns string) []string { return []string{"because its PipelineRun " + ns + "/stop was cancelled"} },
+			not:          func(string) []string { return []string{"timed out", "timeout"} },
+			wantPRReason: "Cancelled",
 		},
 		{
 			name:        "PipelineRun timed out",
 			pipelineRun: "  timeouts: {pipeline: 5s}\n",
-			wantReason:  "CustomRunCancelled", wantPRReason: "PipelineRunTimeout",
+			wantReason:  "CustomRunCancelled", wantStatusMessage: v1beta1.CustomRunCancelledByPipelineTimeoutMsg,
+			says: func(ns string) []string {
+				return []string{"because its PipelineRun " + ns + "/stop timed out", "raise the PipelineRun's timeouts"}
+			},
+			not:          func(ns string) []string { return []string{ns + "/stop was cancelled"} },
+			wantPRReason: "PipelineRunTimeout",
+		},
+		{
+			// timeouts.tasks expires while the rollout's first pod is on its way (slowImage
+			// takes 10 s): Tekton times out the tasks, not the whole PipelineRun.
+			name:        "PipelineRun's tasks timed out",
+			pipelineRun: "  timeouts: {tasks: 6s}\n",
+			wantReason:  "CustomRunCancelled", wantStatusMessage: v1beta1.CustomRunCancelledByPipelineTimeoutMsg,
+			says: func(ns string) []string {
+				return []string{"because its PipelineRun " + ns + "/stop timed out", "raise the PipelineRun's timeouts"}
+			},
+			not:          func(ns string) []string { return []string{ns + "/stop was cancelled"} },
+			wantPRReason: "PipelineRunTimeout",
 		},
 		{
 			name:       "run timed out",
 			task:       "        timeout: 5s\n",
-			wantReason: "CustomRunTimedOut", wantPRReason: "Failed",
+			wantReason: "CustomRunTimedOut",
+			says: func(string) []string {
+				return []string{"timed out after 5s, its own timeout", "raise the pipeline task's timeout"}
+			},
+			not:          func(string) []string { return []string{"cancelled", "PipelineRun"} },
+			wantPRReason: "Failed",
 		},
 	}
 	for _, tt := range tests {
@@ -98,12 +130,25 @@ func TestStoppedRunRollsBack(t *testing.T) {
 			if c.Status != corev1.ConditionFalse || c.Reason != tt.wantReason {
 				t.Errorf("CustomRun %s: Succeeded %s %s: %s; want False %s", run.Name, c.Status, c.Reason, c.Message, tt.wantReason)
 			}
+			if run.Spec.StatusMessage != tt.wantStatusMessage {
+				t.Errorf("CustomRun %s: spec.statusMessage %q, want %q", run.Name, run.Spec.StatusMessage, tt.wantStatusMessage)
+			}
+			for _, w := range tt.says(ns) {
+				if !strings.Contains(c.Message, w) {
+					t.Errorf("CustomRun %s: message %q does not say %q", run.Name, c.Message, w)
+				}
+			}
+			for _, w := range tt.not(ns) {
+				if strings.Contains(c.Message, w) {
+					t.Errorf("CustomRun %s: message %q says %q", run.Name, c.Message, w)
+				}
+			}
+			if !strings.Contains(c.Message, "StatefulSet "+ns+"/web was rolled back") {
+				t.Errorf("CustomRun %s: message %q, want it to say StatefulSet %s/web was rolled back", run.Name, c.Message, ns)
+			}
 			if got := result(run, "phase"); got != "RolledBack" {
 				raw, _ := json.Marshal(run.Status)
 				t.Errorf("CustomRun %s: result phase %q, want RolledBack; status %s", run.Name, got, raw)
-			}
-			if !strings.Contains(c.Message, "rolled back") && !strings.Contains(c.Message, "RolledBack") {
-				t.Errorf("CustomRun %s: message %q, want it to say the rollout rolled back", run.Name, c.Message)
 			}
 			checkBackOnV1(t, ns, before)
 			if cond := waitPipelineRun(t, ns, "stop", rolloutTimeout); cond.Status != corev1.ConditionFalse || cond.Reason != tt.wantPRReason {
