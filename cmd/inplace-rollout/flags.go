@@ -192,7 +192,7 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 	if cfg != nil {
 		// The file or text is the user's own, read with their own permissions: so are the
 		// credential files it names.
-		spec.Analysis, spec.CredentialFiles = cfg, true
+		spec.Analysis, spec.CallerCredentials = cfg, true
 		if f.prometheusURL != "" {
 			if err := analysis.CheckAddress(f.prometheusURL); err != nil {
 				return spec, badInput("--prometheus: %v", err)

@@ -11,9 +11,10 @@ type Caller struct {
 	Namespace string
 	// Holder names the driver on the lock: cli, argo:NS/NAME, tekton:NS/NAME.
 	Holder string
-	// CredentialFiles: the spec is the caller's own (the CLI's command line or file), so the
-	// analysis may read credential files (see Spec.CredentialFiles).
-	CredentialFiles bool
+	// CallerCredentials: the spec is the caller's own (the CLI's command line or file), so the
+	// analysis may read credential files and take credentials inline (see
+	// Spec.CallerCredentials).
+	CallerCredentials bool
 }
 
 // FromV1alpha1 converts a rollout spec document to the engine's Spec, defaulted, for the
@@ -39,7 +40,7 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 		AllowUnready:    s.AllowUnready,
 		Holder:          holder,
 		Analysis:        s.Analysis,
-		CredentialFiles: c.CredentialFiles,
+		CallerCredentials: c.CallerCredentials,
 		OnInconclusive:  s.OnInconclusive,
 		PinDigests:      s.PinDigests,
 		PrePull:         s.PrePull,

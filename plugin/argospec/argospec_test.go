@@ -104,3 +104,42 @@ func TestCanonicalTellsConfigsApart(t *testing.T) {
 		t.Errorf("a new image in the Rollout's template gives the same canonical config %s", a.Canonical)
 	}
 }
+
+// A Rollout is readable by everyone who may read Rollouts, so a credential written in its config
+// is refused, by the path of its field and the Secret field to use instead, without the value.
+func TestDecodeRefusesInlineCredentials(t *testing.T) {
+	const secret = "hunter2-inline"
+	tests := []struct {
+		name       string
+		prometheus string
+		want       []string
+	}{
+		{"basicAuth password", `{"address":"http://prom:9090","basicAuth":{"username":"u","password":"` + secret + `"}}`,
+			[]string{"analysis.prometheus.basicAuth.password", "passwordSecret", "namespace ns"}},
+		{"bearer token, a field there is none of", `{"address":"http://prom:9090","bearerToken":"` + secret + `"}`,
+			[]string{`unknown field "analysis.prometheus.bearerToken"`, "bearerTokenSecret"}},
+		{"bearer token in an Authorization header", `{"address":"http://prom:9090","headers":{"Authorization":"Bearer ` + secret + `"}}`,
+			[]string{"prometheus.headers.Authorization", "bearerTokenSecret"}},
+		{"password in the address", `{"address":"http://u:` + secret + `@prom:9090"}`,
+			[]string{"user name or password", "basicAuth"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, field := range []string{"steps[].plugin.config", `trafficRouting.plugins["inplace-rollout/traffic"]`} {
+				config := `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true,"analysis":{"prometheus":` + tt.prometheus + `}}`
+				_, err := Decode(testRollout("abc"), json.RawMessage(config), field)
+				if err == nil {
+					t.Fatalf("%s: Decode accepted a credential written in the config", field)
+				}
+				for _, w := range append([]string{field + " of Rollout ns/web"}, tt.want...) {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: error %q does not say %q", field, err, w)
+					}
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("%s: error shows the credential: %q", field, err)
+				}
+			}
+		})
+	}
+}

@@ -139,6 +139,12 @@ func TestRunBadInput(t *testing.T) {
 		{"credential file", argoRollout("65f9bfd99b"),
 			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"analysis":{"prometheus":{"address":"http://prom:9090","bearerTokenFile":"/etc/token"}}}`, nil),
 			types.PhaseFailed, "bearerTokenFile"},
+		{"inline password", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"analysis":{"prometheus":{"address":"http://prom:9090","basicAuth":{"username":"u","password":"hunter2-inline"}}}}`, nil),
+			types.PhaseFailed, "analysis.prometheus.basicAuth.passwordSecret"},
+		{"inline bearer token", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"analysis":{"prometheus":{"address":"http://prom:9090","headers":{"Authorization":"Bearer hunter2-inline"}}}}`, nil),
+			types.PhaseFailed, "prometheus.bearerTokenSecret"},
 		{"first revision", argoRollout(""), stepContext(goodConfig, nil), types.PhaseSuccessful, "first revision"},
 	}
 	for _, tt := range tests {
@@ -151,6 +157,9 @@ func TestRunBadInput(t *testing.T) {
 			}
 			if res.Phase != tt.phase || !strings.Contains(res.Message, tt.message) {
 				t.Errorf("Run = %s %q, want %s with %q", res.Phase, res.Message, tt.phase, tt.message)
+			}
+			if strings.Contains(res.Message, "hunter2-inline") {
+				t.Errorf("Run's message shows the credential: %q", res.Message)
 			}
 			if w := writes(client); len(w) != 0 {
 				t.Errorf("Run wrote %v, want nothing", w)
