@@ -28,22 +28,22 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 		return Spec{}, invalid("spec.target.kind: %v", err)
 	}
 	spec := Spec{
-		Target:          workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
-		Images:          s.Images,
-		IncludeInit:     s.IncludeInit,
-		Batches:         s.Batches,
-		UpTo:            s.UpTo,
-		MaxUnavailable:  *s.MaxUnavailable,
-		GracePeriod:     s.GracePeriod.Duration,
-		Soak:            s.Soak.Duration,
-		Timeout:         s.Timeout.Duration,
-		AllowUnready:    s.AllowUnready,
-		Holder:          holder,
-		Analysis:        s.Analysis,
+		Target:            workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
+		Images:            s.Images,
+		IncludeInit:       s.IncludeInit,
+		Batches:           s.Batches,
+		UpTo:              s.UpTo,
+		MaxUnavailable:    *s.MaxUnavailable,
+		GracePeriod:       s.GracePeriod.Duration,
+		Soak:              s.Soak.Duration,
+		Timeout:           s.Timeout.Duration,
+		AllowUnready:      s.AllowUnready,
+		Holder:            holder,
+		Analysis:          s.Analysis,
 		CallerCredentials: c.CallerCredentials,
-		OnInconclusive:  s.OnInconclusive,
-		PinDigests:      s.PinDigests,
-		PrePull:         s.PrePull,
+		OnInconclusive:    s.OnInconclusive,
+		PinDigests:        s.PinDigests,
+		PrePull:           s.PrePull,
 	}
 	switch {
 	case kind == workload.Pods && s.Target.Name != "":
