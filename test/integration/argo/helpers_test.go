@@ -267,3 +267,23 @@ func abortedOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
 		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
 	})
 }
+
+// settledOn waits until the Rollout, on a revision other than old, is Healthy or Degraded: the
+// end of its steps, whichever way they went, for the test to judge.
+func settledOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
+	t.Helper()
+	return waitRollout(t, ns, name, 3*time.Minute, "Healthy or Degraded on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && (ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy || ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded)
+	})
+}
+
+// lastRun is the last Run of a plugin step recorded in the Rollout's status, or nil.
+func lastRun(ro *rolloutsv1alpha1.Rollout) *rolloutsv1alpha1.StepPluginStatus {
+	var last *rolloutsv1alpha1.StepPluginStatus
+	for i := range ro.Status.Canary.StepPluginStatuses {
+		if sp := &ro.Status.Canary.StepPluginStatuses[i]; sp.Operation == rolloutsv1alpha1.StepPluginOperationRun {
+			last = sp
+		}
+	}
+	return last
+}
