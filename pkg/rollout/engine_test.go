@@ -100,6 +100,38 @@ func TestStartRefusals(t *testing.T) {
 			want: `no container named "sidecar"`,
 		},
 		{
+			name: "an init container left alone that runs another image than asked",
+			opts: clusterOpts{pods: 2},
+			setup: withInitContainer,
+			spec: func(fc *fakeCluster) Spec {
+				s := fc.spec(imageV2)
+				s.Keep = map[string]string{"setup": "reg.example/setup:v2"}
+				return s
+			},
+			want: `StatefulSet shop/web: init container "setup" runs reg.example/setup:v1, and the pod template the images come from gives it reg.example/setup:v2, which the rollout would leave undone`,
+		},
+		{
+			name: "label-selected pods with an init container left alone that runs another image than asked",
+			opts: clusterOpts{kind: workload.Pods, pods: 2},
+			setup: withInitContainer,
+			spec: func(fc *fakeCluster) Spec {
+				s := fc.spec(imageV2)
+				s.Keep = map[string]string{"setup": "reg.example/setup:v2"}
+				return s
+			},
+			want: `pod shop/web-0: init container "setup" runs reg.example/setup:v1`,
+		},
+		{
+			name: "an init container to leave alone that the template lacks",
+			opts: clusterOpts{pods: 1},
+			spec: func(fc *fakeCluster) Spec {
+				s := fc.spec(imageV2)
+				s.Keep = map[string]string{"setup": "reg.example/setup:v1"}
+				return s
+			},
+			want: `StatefulSet shop/web has no init container "setup"`,
+		},
+		{
 			name: "no such workload",
 			opts: clusterOpts{pods: 1},
 			spec: func(fc *fakeCluster) Spec {
@@ -966,5 +998,40 @@ func TestEndedRolloutReportedToItsCaller(t *testing.T) {
 	again, _, err := e.Reconcile(context.Background(), spec, Status{})
 	if err != nil || again.Phase != PhaseProgressing || again.RolloutID == st.RolloutID {
 		t.Errorf("Reconcile with no status = %+v, %v; want a new rollout started", again, err)
+	}
+}
+
+// withInitContainer gives the StatefulSet's template, when there is one, and every pod the plain
+// init container setup on reg.example/setup:v1.
+func withInitContainer(fc *fakeCluster) {
+	fc.t.Helper()
+	setup := []corev1.Container{{Name: "setup", Image: "reg.example/setup:v1"}}
+	if fc.kind == workload.StatefulSet {
+		sts := fc.sts()
+		sts.Spec.Template.Spec.InitContainers = setup
+		if _, err := fc.client.AppsV1().StatefulSets(testNS).Update(context.Background(), sts, metav1.UpdateOptions{}); err != nil {
+			fc.t.Fatal(err)
+		}
+	}
+	for _, p := range fc.pods() {
+		p.Spec.InitContainers = setup
+		fc.updatePod(&p)
+	}
+}
+
+// An init container left alone (Keep) that already runs the image asked for is no reason to
+// refuse: the rollout starts, and its hash is not that of the same spec without Keep.
+func TestStartKeepOnItsImage(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 2})
+	withInitContainer(fc)
+	spec := fc.spec(imageV2)
+	without := spec.Hash()
+	spec.Keep = map[string]string{"setup": "reg.example/setup:v1"}
+	if spec.Hash() == without {
+		t.Error("Keep does not change the spec's hash: a new image of an init container left alone would resume the last rollout")
+	}
+	st, res, err := fc.engine().Reconcile(context.Background(), spec, Status{})
+	if err != nil || res.Phase != PhaseProgressing || st.RolloutID == "" {
+		t.Fatalf("Reconcile = %+v, %+v, %v; want a rollout started", st, res, err)
 	}
 }

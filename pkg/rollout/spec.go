@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,8 +29,14 @@ type Spec struct {
 	Target workload.Ref
 	// Images maps container names to their new images.
 	Images map[string]string
-	// IncludeInit lets Images name init containers.
+	// IncludeInit lets Images name init containers other than native sidecars (init containers
+	// with restartPolicy Always), which Images may always name.
 	IncludeInit bool
+	// Keep maps init containers the rollout leaves alone to the images they must already run:
+	// a driver that reads Images from a pod template (Argo's fromRollout) puts there the init
+	// containers it read without IncludeInit. A workload whose container runs another image is
+	// refused, rather than the rollout reporting done with the difference left behind.
+	Keep map[string]string
 	// Batches are cumulative pod counts or percentages, strictly increasing, the last 100%.
 	Batches []intstr.IntOrString
 	// UpTo is the hold point (count or percentage of the pods, above 0): the rollout stops
@@ -278,6 +286,14 @@ func (s Spec) Hash() string {
 	fmt.Fprintf(&b, "%s|%s|%s|%s|%v", s.Target.Kind, s.Target.Namespace, s.Target.Name, s.Target.Selector, s.IncludeInit)
 	for _, n := range names {
 		fmt.Fprintf(&b, "|%s=%s", n, s.Images[n])
+	}
+	// Absent when empty, so that a spec without Keep hashes as before it existed: the lock of a
+	// rollout in flight keeps naming it.
+	if len(s.Keep) > 0 {
+		b.WriteString("|keep")
+		for _, n := range slices.Sorted(maps.Keys(s.Keep)) {
+			fmt.Fprintf(&b, "|%s=%s", n, s.Keep[n])
+		}
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])[:16]
