@@ -100,8 +100,8 @@ func TestStartRefusals(t *testing.T) {
 			want: `no container named "sidecar"`,
 		},
 		{
-			name: "an init container left alone that runs another image than asked",
-			opts: clusterOpts{pods: 2},
+			name:  "an init container left alone that runs another image than asked",
+			opts:  clusterOpts{pods: 2},
 			setup: withInitContainer,
 			spec: func(fc *fakeCluster) Spec {
 				s := fc.spec(imageV2)
@@ -111,8 +111,8 @@ func TestStartRefusals(t *testing.T) {
 			want: `StatefulSet shop/web: init container "setup" runs reg.example/setup:v1, and the pod template the images come from gives it reg.example/setup:v2, which the rollout would leave undone`,
 		},
 		{
-			name: "label-selected pods with an init container left alone that runs another image than asked",
-			opts: clusterOpts{kind: workload.Pods, pods: 2},
+			name:  "label-selected pods with an init container left alone that runs another image than asked",
+			opts:  clusterOpts{kind: workload.Pods, pods: 2},
 			setup: withInitContainer,
 			spec: func(fc *fakeCluster) Spec {
 				s := fc.spec(imageV2)
