@@ -23,8 +23,8 @@ type podSim struct {
 	// sidecars are the native sidecars (init containers with restartPolicy Always) of a pod
 	// with restartPolicy Always: they run beside the containers and live as they do.
 	sidecars map[string]*containerSim
-	running        bool // every container was created once: the pod left Pending
-	ready          bool // the Ready condition last computed
+	running  bool // every container was created once: the pod left Pending
+	ready    bool // the Ready condition last computed
 
 	traffic trafficCounters
 	limits  []limit
