@@ -692,6 +692,31 @@ func TestSupersede(t *testing.T) {
 	fc.assertOnImage(imageV1)
 }
 
+// TestSupersedeRefusesAnInitContainerLeftUndone: mid-rollout, the template the images come
+// from gives an init container left alone (Keep) a new image: the superseding rollout is refused
+// naming it, and the rollout in flight is left as it was.
+func TestSupersedeRefusesAnInitContainerLeftUndone(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 3})
+	withInitContainer(fc)
+	e := fc.engine()
+	first := fc.spec(imageV2, one, all)
+	first.Keep = map[string]string{"setup": "reg.example/setup:v1"}
+	st1 := fc.mustDrive(e, first, Status{}, func(st Status) bool { return st.Updated == 1 })
+	lock := fc.lock()
+
+	second := first
+	second.Keep = map[string]string{"setup": "reg.example/setup:v2"}
+	second.Supersede = true
+	_, _, err := e.Reconcile(context.Background(), second, Status{})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), `StatefulSet shop/web: init container "setup" runs reg.example/setup:v1, and the pod template the images come from gives it reg.example/setup:v2`) {
+		t.Fatalf("superseding = %v, want an InvalidError naming init container setup", err)
+	}
+	if l := fc.lock(); l.RolloutID != st1.RolloutID || l.SpecHash != lock.SpecHash || l.Phase != lock.Phase {
+		t.Errorf("lock = %+v, want rollout %s left in flight", l, st1.RolloutID)
+	}
+}
+
 // TestSupersedeRefusedWhileRollingBack: a rollout rolling back is not replaced.
 func TestSupersedeRefusedWhileRollingBack(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 2})
