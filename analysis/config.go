@@ -93,6 +93,18 @@ func (p Prometheus) Files() []string {
 	return paths
 }
 
+// Inline lists the configuration's fields that hold a credential written in the configuration
+// itself, by path: a driver serving other people's rollouts refuses them, since everyone who can
+// read the object the configuration sits in (a Rollout, a CustomRun) would read the credential.
+// A bearer token has no inline field, and an Authorization header is refused by Validate.
+func (p Prometheus) Inline() []string {
+	var paths []string
+	if p.BasicAuth != nil && p.BasicAuth.Password != "" {
+		paths = append(paths, "prometheus.basicAuth.password")
+	}
+	return paths
+}
+
 // SecretRefs are the Secret keys the configuration reads, by the path of their field.
 func (p Prometheus) SecretRefs() map[string]SecretKeyRef {
 	refs := map[string]SecretKeyRef{}

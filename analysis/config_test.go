@@ -427,6 +427,16 @@ func TestCredentialSources(t *testing.T) {
 	if got := c.Prometheus.Files(); strings.Join(got, ",") != "prometheus.basicAuth.passwordFile,prometheus.tls.caFile" {
 		t.Errorf("Files() = %q", got)
 	}
+	if got := c.Prometheus.Inline(); len(got) != 0 {
+		t.Errorf("Inline() = %q for a password from a file, want none", got)
+	}
+	c, err = Decode([]byte("prometheus:\n  basicAuth: {username: u, password: pw-secret}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Prometheus.Inline(); len(got) != 1 || got[0] != "prometheus.basicAuth.password" {
+		t.Errorf("Inline() = %q, want prometheus.basicAuth.password", got)
+	}
 	creds := Credentials{BearerToken: "tok-secret", Password: "pw-secret", CA: "pem"}
 	for _, s := range []string{fmt.Sprint(creds), fmt.Sprintf("%+v", creds), fmt.Sprintf("%#v", creds), fmt.Sprintf("%v", &creds)} {
 		if strings.Contains(s, "secret") || strings.Contains(s, "pem") {

@@ -174,7 +174,7 @@ func (f *rolloutFlags) registerTakeOver(cmd *cobra.Command) {
 func (f *rolloutFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.images, "image", nil, "CONTAINER=IMAGE to roll out (repeatable)")
 	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
-	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers")
+	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers that run once when a pod starts; their new image takes effect at its next start (native sidecars, restartPolicy Always, need no flag)")
 	cmd.Flags().StringVar(&f.pinDigests, "pin-digests", rollout.PinAuto, "resolve each image tag to the digest its registry serves now, with the pods' pull credentials, and patch pods to TAG@DIGEST: auto (when the registry answers, else the tag, said once), always (refuse when it does not), never")
 }
 
@@ -199,7 +199,7 @@ func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
 	if cfg != nil {
 		// The file or text is the user's own, read with their own permissions: so are the
 		// credential files it names.
-		spec.Analysis, spec.CredentialFiles = cfg, true
+		spec.Analysis, spec.CallerCredentials = cfg, true
 		if f.prometheusURL != "" {
 			if err := analysis.CheckAddress(f.prometheusURL); err != nil {
 				return spec, badInput("--prometheus: %v", err)

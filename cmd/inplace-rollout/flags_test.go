@@ -86,9 +86,9 @@ func TestAnalysisConfigIsTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--analysis-config: %v", err)
 	}
-	if fromText.Analysis == nil || !reflect.DeepEqual(fromText.Analysis, fromFile.Analysis) || fromText.CredentialFiles != fromFile.CredentialFiles {
+	if fromText.Analysis == nil || !reflect.DeepEqual(fromText.Analysis, fromFile.Analysis) || fromText.CallerCredentials != fromFile.CallerCredentials {
 		t.Errorf("--analysis-config gave %+v (credential files %v), --analysis FILE %+v (%v)",
-			fromText.Analysis, fromText.CredentialFiles, fromFile.Analysis, fromFile.CredentialFiles)
+			fromText.Analysis, fromText.CallerCredentials, fromFile.Analysis, fromFile.CallerCredentials)
 	}
 	none, err := flags(rolloutFlags{analysisConfig: ""}).spec(ref)
 	if err != nil {

@@ -106,7 +106,7 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 	}
 	// The file and the flags are the user's own, read with their own permissions: so are the
 	// credential files they name.
-	spec, err := rollout.FromV1alpha1(&s, rollout.Caller{Namespace: ns, Holder: "cli", CredentialFiles: true})
+	spec, err := rollout.FromV1alpha1(&s, rollout.Caller{Namespace: ns, Holder: "cli", CallerCredentials: true})
 	if err != nil {
 		return spec, badInput("-f %s: %v", f.file, cliError(err))
 	}

@@ -15,9 +15,12 @@ import (
 
 // Target is what a pod's containers should run.
 type Target struct {
-	// Images maps container names to images.
+	// Images maps container names to images. Native sidecars (init containers with
+	// restartPolicy Always) run beside the containers and restart on an image change as they
+	// do, so Images may name them like containers.
 	Images map[string]string
-	// IncludeInit lets Images name init containers too.
+	// IncludeInit lets Images name the other init containers too, which run once when a pod
+	// starts: their new image takes effect at the pod's next start.
 	IncludeInit bool
 	// RolloutID identifies the rollout; Revision is the workload revision of the target.
 	RolloutID string
@@ -60,7 +63,8 @@ func (p Plan) String() string {
 }
 
 // Diff computes which containers of pod change to reach target. An unknown container name, an
-// init container without IncludeInit, or an invalid image reference is an error naming it.
+// init container other than a native sidecar without IncludeInit, or an invalid image reference
+// is an error naming it.
 func Diff(pod *corev1.Pod, target Target) (Plan, error) {
 	if err := CheckImages(pod.Spec, target.Images, target.IncludeInit); err != nil {
 		return Plan{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -85,8 +89,8 @@ func Diff(pod *corev1.Pod, target Target) (Plan, error) {
 }
 
 // CheckImages checks images against a pod spec (a pod's, or a workload template's) without
-// looking at what runs: each names a container of the spec, an init container only with
-// includeInit, and is a valid image reference. The error says which and why.
+// looking at what runs: each names a container of the spec or a native sidecar, another init
+// container only with includeInit, and is a valid image reference. The error says which and why.
 func CheckImages(spec corev1.PodSpec, images map[string]string, includeInit bool) error {
 	if len(images) == 0 {
 		return errors.New("no container images given")
@@ -96,7 +100,7 @@ func CheckImages(spec corev1.PodSpec, images map[string]string, includeInit bool
 		switch {
 		case hasContainer(spec.Containers, name):
 		case hasContainer(spec.InitContainers, name):
-			if !includeInit {
+			if !includeInit && !NativeSidecar(*findContainer(spec.InitContainers, name)) {
 				return fmt.Errorf("%q is an init container; init container images change only when asked for explicitly", name)
 			}
 		default:
@@ -118,16 +122,33 @@ func CheckImages(spec corev1.PodSpec, images map[string]string, includeInit bool
 }
 
 func hasContainer(containers []corev1.Container, name string) bool {
-	return slices.ContainsFunc(containers, func(c corev1.Container) bool { return c.Name == name })
+	return findContainer(containers, name) != nil
+}
+
+func findContainer(containers []corev1.Container, name string) *corev1.Container {
+	for i := range containers {
+		if containers[i].Name == name {
+			return &containers[i]
+		}
+	}
+	return nil
+}
+
+// NativeSidecar reports whether the init container c is a native sidecar (restartPolicy Always):
+// it keeps running beside the pod's containers, and the kubelet restarts it on an image change as
+// it does a container, so its image changes in place like theirs.
+func NativeSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 // DiffSpecs compares a pod spec with a desired one (two workload templates, typically) and
-// returns the images that change by container name. Any difference other than container images
-// (and init container images when includeInit) is an error naming the first differing field.
+// returns the images that change by container name. Any difference other than the images of
+// containers and native sidecars (and of the other init containers when includeInit) is an
+// error naming the first differing field.
 func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]string, error) {
 	images := map[string]string{}
 	normalized := *desired.DeepCopy()
-	align := func(field string, cur, want []corev1.Container, allowed bool) error {
+	align := func(field string, cur, want []corev1.Container, allowed func(corev1.Container) bool) error {
 		if len(cur) != len(want) {
 			return fmt.Errorf("%s: %d containers, want %d: containers cannot be added or removed in place", field, len(cur), len(want))
 		}
@@ -138,7 +159,7 @@ func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]st
 			if cur[i].Image == want[i].Image {
 				continue
 			}
-			if !allowed {
+			if !allowed(want[i]) {
 				return fmt.Errorf("%s[%d].image (container %q): %q -> %q: init container images change only when asked for explicitly", field, i, want[i].Name, cur[i].Image, want[i].Image)
 			}
 			if err := validateImage(want[i].Image); err != nil {
@@ -149,10 +170,13 @@ func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]st
 		}
 		return nil
 	}
-	if err := align("spec.initContainers", current.InitContainers, normalized.InitContainers, includeInit); err != nil {
+	// A container that stops or starts being a native sidecar is not an image change: the
+	// restartPolicy differs, and the comparison below names it.
+	initAllowed := func(c corev1.Container) bool { return includeInit || NativeSidecar(c) }
+	if err := align("spec.initContainers", current.InitContainers, normalized.InitContainers, initAllowed); err != nil {
 		return nil, err
 	}
-	if err := align("spec.containers", current.Containers, normalized.Containers, true); err != nil {
+	if err := align("spec.containers", current.Containers, normalized.Containers, func(corev1.Container) bool { return true }); err != nil {
 		return nil, err
 	}
 	if !equality.Semantic.DeepEqual(current, normalized) {

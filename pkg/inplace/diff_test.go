@@ -39,9 +39,17 @@ func running(name, image, imageID string, restarts int32) corev1.ContainerStatus
 	}
 }
 
+// withSidecar adds the native sidecar mesh (an init container with restartPolicy Always) on
+// reg.example/mesh:v1 to a pod spec, after its init container.
+func withSidecar(s *corev1.PodSpec) {
+	always := corev1.ContainerRestartPolicyAlways
+	s.InitContainers = append(s.InitContainers, corev1.Container{Name: "mesh", Image: "reg.example/mesh:v1", RestartPolicy: &always})
+}
+
 func TestDiff(t *testing.T) {
 	tests := []struct {
 		name    string
+		pod     func(*corev1.PodSpec) // changes testPod's spec; nil leaves it
 		target  Target
 		changes []string // container names
 		noop    bool
@@ -54,11 +62,18 @@ func TestDiff(t *testing.T) {
 		{name: "empty image", target: Target{Images: map[string]string{"app": ""}}, err: `container "app": image is empty`},
 		{name: "init container without asking", target: Target{Images: map[string]string{"init": "reg.example/init:v2"}}, err: `"init" is an init container`},
 		{name: "init container when asked", target: Target{Images: map[string]string{"init": "reg.example/init:v2"}, IncludeInit: true}, changes: []string{"init"}},
+		{name: "native sidecar without asking", pod: withSidecar, target: Target{Images: map[string]string{"mesh": "reg.example/mesh:v2", "app": "reg.example/app:v2"}}, changes: []string{"mesh", "app"}},
+		{name: "native sidecar on its image", pod: withSidecar, target: Target{Images: map[string]string{"mesh": "reg.example/mesh:v1"}}, noop: true},
+		{name: "plain init container beside a native sidecar", pod: withSidecar, target: Target{Images: map[string]string{"mesh": "reg.example/mesh:v2", "init": "reg.example/init:v2"}}, err: `"init" is an init container`},
 		{name: "no images", target: Target{}, err: "no container images given"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan, err := Diff(testPod(), tt.target)
+			pod := testPod()
+			if tt.pod != nil {
+				tt.pod(&pod.Spec)
+			}
+			plan, err := Diff(pod, tt.target)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error = %v, want it to contain %q", err, tt.err)
@@ -84,6 +99,7 @@ func TestDiff(t *testing.T) {
 
 func TestDiffSpecs(t *testing.T) {
 	base := testPod().Spec
+	withSidecar(&base)
 	tests := []struct {
 		name   string
 		mutate func(*corev1.PodSpec)
@@ -97,6 +113,11 @@ func TestDiffSpecs(t *testing.T) {
 		{name: "container renamed", mutate: func(s *corev1.PodSpec) { s.Containers[0].Name = "main" }, err: `spec.containers[0].name: "app", want "main"`},
 		{name: "init image without asking", mutate: func(s *corev1.PodSpec) { s.InitContainers[0].Image = "reg.example/init:v2" }, err: "spec.initContainers[0].image"},
 		{name: "init image when asked", init: true, mutate: func(s *corev1.PodSpec) { s.InitContainers[0].Image = "reg.example/init:v2" }, images: map[string]string{"init": "reg.example/init:v2"}},
+		{name: "native sidecar image without asking", mutate: func(s *corev1.PodSpec) { s.InitContainers[1].Image = "reg.example/mesh:v2" }, images: map[string]string{"mesh": "reg.example/mesh:v2"}},
+		{name: "native sidecar no longer one", mutate: func(s *corev1.PodSpec) {
+			s.InitContainers[1].Image, s.InitContainers[1].RestartPolicy = "reg.example/mesh:v2", nil
+		}, err: "spec.initContainers[1].image"},
+		{name: "native sidecar no longer one, init asked", init: true, mutate: func(s *corev1.PodSpec) { s.InitContainers[1].RestartPolicy = nil }, err: "spec.initContainers[1].restartPolicy differs"},
 		{name: "service account changes", mutate: func(s *corev1.PodSpec) { s.ServiceAccountName = "other" }, err: "spec.serviceAccountName differs"},
 		{name: "invalid image", mutate: func(s *corev1.PodSpec) { s.Containers[0].Image = "bad image" }, err: "not a valid reference"},
 	}

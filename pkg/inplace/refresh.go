@@ -158,7 +158,7 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	}
 	// A completed init container is not re-run on an image change; the new image applies the
 	// next time the pod starts. Sidecars (restartable init containers) restart like others.
-	if c.Init && (spec.RestartPolicy == nil || *spec.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+	if c.Init && !NativeSidecar(*spec) {
 		return verdict{done: true}
 	}
 	if cs == nil {

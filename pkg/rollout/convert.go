@@ -15,9 +15,10 @@ type Caller struct {
 	Holder string
 	// HolderUID is the UID of the object Holder names (the Rollout, the CustomRun).
 	HolderUID types.UID
-	// CredentialFiles: the spec is the caller's own (the CLI's command line or file), so the
-	// analysis may read credential files (see Spec.CredentialFiles).
-	CredentialFiles bool
+	// CallerCredentials: the spec is the caller's own (the CLI's command line or file), so the
+	// analysis may read credential files and take credentials inline (see
+	// Spec.CallerCredentials).
+	CallerCredentials bool
 }
 
 // FromV1alpha1 converts a rollout spec document to the engine's Spec, defaulted, for the
@@ -31,23 +32,23 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 		return Spec{}, invalid("spec.target.kind: %v", err)
 	}
 	spec := Spec{
-		Target:          workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
-		Images:          s.Images,
-		IncludeInit:     s.IncludeInit,
-		Batches:         s.Batches,
-		UpTo:            s.UpTo,
-		MaxUnavailable:  *s.MaxUnavailable,
-		GracePeriod:     s.GracePeriod.Duration,
-		Soak:            s.Soak.Duration,
-		Timeout:         s.Timeout.Duration,
-		AllowUnready:    s.AllowUnready,
-		Holder:          holder,
-		HolderUID:       c.HolderUID,
-		Analysis:        s.Analysis,
-		CredentialFiles: c.CredentialFiles,
-		OnInconclusive:  s.OnInconclusive,
-		PinDigests:      s.PinDigests,
-		PrePull:         s.PrePull,
+		Target:            workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
+		Images:            s.Images,
+		IncludeInit:       s.IncludeInit,
+		Batches:           s.Batches,
+		UpTo:              s.UpTo,
+		MaxUnavailable:    *s.MaxUnavailable,
+		GracePeriod:       s.GracePeriod.Duration,
+		Soak:              s.Soak.Duration,
+		Timeout:           s.Timeout.Duration,
+		AllowUnready:      s.AllowUnready,
+		Holder:            holder,
+		HolderUID:         c.HolderUID,
+		Analysis:          s.Analysis,
+		CallerCredentials: c.CallerCredentials,
+		OnInconclusive:    s.OnInconclusive,
+		PinDigests:        s.PinDigests,
+		PrePull:           s.PrePull,
 	}
 	switch {
 	case kind == workload.Pods && s.Target.Name != "":

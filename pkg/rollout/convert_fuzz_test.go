@@ -43,7 +43,7 @@ func FuzzSpecFile(f *testing.F) {
 			fuzzcheck.NoSecretIn(t, err.Error(), data)
 			return
 		}
-		spec, err := FromV1alpha1(&doc.Spec, Caller{Namespace: "ns", Holder: "cli", CredentialFiles: true})
+		spec, err := FromV1alpha1(&doc.Spec, Caller{Namespace: "ns", Holder: "cli", CallerCredentials: true})
 		var ie *InvalidError
 		if err != nil && !errors.As(err, &ie) {
 			t.Fatalf("conversion failed with %T, not bad input: %v", err, err)

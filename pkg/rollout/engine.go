@@ -170,6 +170,9 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		}
 		return Status{}, Result{}, asInvalid(err)
 	}
+	if err := workload.CheckKeep(w, spec.Keep); err != nil {
+		return Status{}, Result{}, asInvalid(err)
+	}
 	if err := workload.CheckOwned(w, spec.AllowOwned); err != nil {
 		return Status{}, Result{}, asInvalid(err)
 	}
@@ -277,6 +280,9 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	}
 	// The pods are mid-rollout, so only the images are checked, not the controller's state.
 	if err := workload.CheckImages(w, spec.Images, spec.IncludeInit); err != nil {
+		return Status{}, Result{}, asInvalid(err)
+	}
+	if err := workload.CheckKeep(w, spec.Keep); err != nil {
 		return Status{}, Result{}, asInvalid(err)
 	}
 	if err := checkStates(w); err != nil {

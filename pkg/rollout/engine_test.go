@@ -100,6 +100,38 @@ func TestStartRefusals(t *testing.T) {
 			want: `no container named "sidecar"`,
 		},
 		{
+			name:  "an init container left alone that runs another image than asked",
+			opts:  clusterOpts{pods: 2},
+			setup: withInitContainer,
+			spec: func(fc *fakeCluster) Spec {
+				s := fc.spec(imageV2)
+				s.Keep = map[string]string{"setup": "reg.example/setup:v2"}
+				return s
+			},
+			want: `StatefulSet shop/web: init container "setup" runs reg.example/setup:v1, and the pod template the images come from gives it reg.example/setup:v2, which the rollout would leave undone`,
+		},
+		{
+			name:  "label-selected pods with an init container left alone that runs another image than asked",
+			opts:  clusterOpts{kind: workload.Pods, pods: 2},
+			setup: withInitContainer,
+			spec: func(fc *fakeCluster) Spec {
+				s := fc.spec(imageV2)
+				s.Keep = map[string]string{"setup": "reg.example/setup:v2"}
+				return s
+			},
+			want: `pod shop/web-0: init container "setup" runs reg.example/setup:v1`,
+		},
+		{
+			name: "an init container to leave alone that the template lacks",
+			opts: clusterOpts{pods: 1},
+			spec: func(fc *fakeCluster) Spec {
+				s := fc.spec(imageV2)
+				s.Keep = map[string]string{"setup": "reg.example/setup:v1"}
+				return s
+			},
+			want: `StatefulSet shop/web has no init container "setup"`,
+		},
+		{
 			name: "no such workload",
 			opts: clusterOpts{pods: 1},
 			spec: func(fc *fakeCluster) Spec {
@@ -660,6 +692,31 @@ func TestSupersede(t *testing.T) {
 	fc.assertOnImage(imageV1)
 }
 
+// TestSupersedeRefusesAnInitContainerLeftUndone: mid-rollout, the template the images come
+// from gives an init container left alone (Keep) a new image: the superseding rollout is refused
+// naming it, and the rollout in flight is left as it was.
+func TestSupersedeRefusesAnInitContainerLeftUndone(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 3})
+	withInitContainer(fc)
+	e := fc.engine()
+	first := fc.spec(imageV2, one, all)
+	first.Keep = map[string]string{"setup": "reg.example/setup:v1"}
+	st1 := fc.mustDrive(e, first, Status{}, func(st Status) bool { return st.Updated == 1 })
+	lock := fc.lock()
+
+	second := first
+	second.Keep = map[string]string{"setup": "reg.example/setup:v2"}
+	second.Supersede = true
+	_, _, err := e.Reconcile(context.Background(), second, Status{})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), `StatefulSet shop/web: init container "setup" runs reg.example/setup:v1, and the pod template the images come from gives it reg.example/setup:v2`) {
+		t.Fatalf("superseding = %v, want an InvalidError naming init container setup", err)
+	}
+	if l := fc.lock(); l.RolloutID != st1.RolloutID || l.SpecHash != lock.SpecHash || l.Phase != lock.Phase {
+		t.Errorf("lock = %+v, want rollout %s left in flight", l, st1.RolloutID)
+	}
+}
+
 // TestSupersedeRefusedWhileRollingBack: a rollout rolling back is not replaced.
 func TestSupersedeRefusedWhileRollingBack(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 2})
@@ -966,5 +1023,40 @@ func TestEndedRolloutReportedToItsCaller(t *testing.T) {
 	again, _, err := e.Reconcile(context.Background(), spec, Status{})
 	if err != nil || again.Phase != PhaseProgressing || again.RolloutID == st.RolloutID {
 		t.Errorf("Reconcile with no status = %+v, %v; want a new rollout started", again, err)
+	}
+}
+
+// withInitContainer gives the StatefulSet's template, when there is one, and every pod the plain
+// init container setup on reg.example/setup:v1.
+func withInitContainer(fc *fakeCluster) {
+	fc.t.Helper()
+	setup := []corev1.Container{{Name: "setup", Image: "reg.example/setup:v1"}}
+	if fc.kind == workload.StatefulSet {
+		sts := fc.sts()
+		sts.Spec.Template.Spec.InitContainers = setup
+		if _, err := fc.client.AppsV1().StatefulSets(testNS).Update(context.Background(), sts, metav1.UpdateOptions{}); err != nil {
+			fc.t.Fatal(err)
+		}
+	}
+	for _, p := range fc.pods() {
+		p.Spec.InitContainers = setup
+		fc.updatePod(&p)
+	}
+}
+
+// An init container left alone (Keep) that already runs the image asked for is no reason to
+// refuse: the rollout starts, and its hash is not that of the same spec without Keep.
+func TestStartKeepOnItsImage(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 2})
+	withInitContainer(fc)
+	spec := fc.spec(imageV2)
+	without := spec.Hash()
+	spec.Keep = map[string]string{"setup": "reg.example/setup:v1"}
+	if spec.Hash() == without {
+		t.Error("Keep does not change the spec's hash: a new image of an init container left alone would resume the last rollout")
+	}
+	st, res, err := fc.engine().Reconcile(context.Background(), spec, Status{})
+	if err != nil || res.Phase != PhaseProgressing || st.RolloutID == "" {
+		t.Fatalf("Reconcile = %+v, %+v, %v; want a rollout started", st, res, err)
 	}
 }

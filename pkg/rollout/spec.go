@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,8 +30,14 @@ type Spec struct {
 	Target workload.Ref
 	// Images maps container names to their new images.
 	Images map[string]string
-	// IncludeInit lets Images name init containers.
+	// IncludeInit lets Images name init containers other than native sidecars (init containers
+	// with restartPolicy Always), which Images may always name.
 	IncludeInit bool
+	// Keep maps init containers the rollout leaves alone to the images they must already run:
+	// a driver that reads Images from a pod template (Argo's fromRollout) puts there the init
+	// containers it read without IncludeInit. A workload whose container runs another image is
+	// refused, rather than the rollout reporting done with the difference left behind.
+	Keep map[string]string
 	// Batches are cumulative pod counts or percentages, strictly increasing, the last 100%.
 	Batches []intstr.IntOrString
 	// UpTo is the hold point (count or percentage of the pods, above 0): the rollout stops
@@ -69,10 +77,12 @@ type Spec struct {
 	Supersede bool
 	// Analysis gates every batch on Prometheus; nil runs no analysis.
 	Analysis *analysis.Config
-	// CredentialFiles lets the analysis read credentials from files named in its config. Only a
-	// spec from the command line may: a driver serving other people's rollouts would read the
-	// file from its own filesystem, where its own credentials live.
-	CredentialFiles bool
+	// CallerCredentials lets the analysis take credentials the caller holds: from files named in
+	// its config, and written in it inline. Only a spec from the command line may: a driver
+	// serving other people's rollouts would read the file from its own filesystem, where its own
+	// credentials live, and an inline credential sits in an object (a Rollout, a CustomRun) that
+	// everyone who may read that object reads, where a Secret would be read by fewer.
+	CallerCredentials bool
 	// PrometheusURL overrides Analysis.Prometheus.Address.
 	PrometheusURL string
 	// OnInconclusive is what an inconclusive analysis does: fail (roll back), pause (wait for a
@@ -208,10 +218,23 @@ func (s Spec) Validate() error {
 	default:
 		return invalid("pin-digests %q: use auto, always or never", s.PinDigests)
 	}
-	if s.Analysis != nil && !s.CredentialFiles {
+	if s.Analysis != nil {
+		// A driver's spec embeds its analysis rather than reading it through analysis.Decode, so
+		// it is checked here: an Authorization header or a password in the address would
+		// otherwise pass, in an object others read, until a batch queried Prometheus.
+		if err := s.Analysis.Validate(); err != nil {
+			return &InvalidError{Msg: err.Error()}
+		}
+	}
+	if s.Analysis != nil && !s.CallerCredentials {
 		if files := s.Analysis.Prometheus.Files(); len(files) > 0 {
 			return invalid("analysis.%s: a file would be read from the filesystem of the driver, which holds the driver's own credentials; give the credential as a key of a Secret in the rollout's namespace (%s) instead",
 				files[0], secretFieldFor(files[0]))
+		}
+		// The value is never quoted: the message goes where the spec's readers see it.
+		if inline := s.Analysis.Prometheus.Inline(); len(inline) > 0 {
+			return invalid("analysis.%s: a credential written in the spec can be read by everyone who can read the object that carries it; put it in a Secret in namespace %s and name its key in analysis.%s instead",
+				inline[0], s.Target.Namespace, secretFieldFor(inline[0]))
 		}
 	}
 	if s.Analysis != nil && s.Analysis.Prometheus.Address == "" && s.PrometheusURL == "" {
@@ -275,6 +298,14 @@ func (s Spec) Hash() string {
 	fmt.Fprintf(&b, "%s|%s|%s|%s|%v", s.Target.Kind, s.Target.Namespace, s.Target.Name, s.Target.Selector, s.IncludeInit)
 	for _, n := range names {
 		fmt.Fprintf(&b, "|%s=%s", n, s.Images[n])
+	}
+	// Absent when empty, so that a spec without Keep hashes as before it existed: the lock of a
+	// rollout in flight keeps naming it.
+	if len(s.Keep) > 0 {
+		b.WriteString("|keep")
+		for _, n := range slices.Sorted(maps.Keys(s.Keep)) {
+			fmt.Fprintf(&b, "|%s=%s", n, s.Keep[n])
+		}
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])[:16]
@@ -437,12 +468,13 @@ func mustJSON(v any) string {
 	return string(data)
 }
 
-// secretFieldFor names the field that takes from a Secret what a file field reads from a file.
-func secretFieldFor(fileField string) string {
-	switch fileField {
+// secretFieldFor names the field that takes from a Secret what a file field reads from a file,
+// or an inline field holds.
+func secretFieldFor(field string) string {
+	switch field {
 	case "prometheus.bearerTokenFile":
 		return "prometheus.bearerTokenSecret"
-	case "prometheus.basicAuth.passwordFile":
+	case "prometheus.basicAuth.passwordFile", "prometheus.basicAuth.password":
 		return "prometheus.basicAuth.passwordSecret"
 	}
 	return "prometheus.tls.caSecret"

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -94,6 +95,16 @@ func TestSpecValidate(t *testing.T) {
 		{"bad on-inconclusive", func(s *Spec) { s.OnInconclusive = "shrug" }, "use fail, pause or continue"},
 		{"bad prometheus URL", func(s *Spec) { s.PrometheusURL = "prometheus:9090" }, "not an http(s) URL"},
 		{"prometheus URL with a password", func(s *Spec) { s.PrometheusURL = "http://u:s3cret@prom:9090" }, "basicAuth"},
+		{"inline password from a driver", func(s *Spec) {
+			s.Analysis = &analysis.Config{Prometheus: analysis.Prometheus{Address: "http://prom:9090", BasicAuth: &analysis.BasicAuth{Username: "u", Password: "s3cret"}}}
+		}, "analysis.prometheus.basicAuth.password: a credential written in the spec can be read by everyone who can read the object that carries it; put it in a Secret in namespace ns and name its key in analysis.prometheus.basicAuth.passwordSecret"},
+		{"inline password from the caller's own spec", func(s *Spec) {
+			s.Analysis = &analysis.Config{Prometheus: analysis.Prometheus{Address: "http://prom:9090", BasicAuth: &analysis.BasicAuth{Username: "u", Password: "s3cret"}}}
+			s.CallerCredentials = true
+		}, ""},
+		{"credential file from a driver", func(s *Spec) {
+			s.Analysis = &analysis.Config{Prometheus: analysis.Prometheus{Address: "http://prom:9090", BearerTokenFile: "/etc/token"}}
+		}, "analysis.prometheus.bearerTokenFile: a file would be read from the filesystem of the driver"},
 		{"mixed batches are checked against the pod count later", func(s *Spec) {
 			s.Batches = []intstr.IntOrString{intstr.FromInt32(50), intstr.FromString("10%"), intstr.FromString("100%")}
 		}, ""},

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -188,6 +190,39 @@ func CheckImages(w Workload, images map[string]string, includeInit bool) error {
 	for _, pod := range w.Pods() {
 		if err := inplace.CheckImages(pod.Spec, images, includeInit); err != nil {
 			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
+		}
+	}
+	return nil
+}
+
+// CheckKeep refuses a workload whose init containers named in keep do not run the images keep
+// gives them: in its template, or in each pod for label-selected pods. A rollout leaves those
+// containers alone, so its success would hide that they run other images than asked.
+func CheckKeep(w Workload, keep map[string]string) error {
+	if len(keep) == 0 {
+		return nil
+	}
+	if tmpl := w.Template(); tmpl != nil {
+		return checkKeep(w.Ref().String(), tmpl.Spec, keep)
+	}
+	for _, pod := range w.Pods() {
+		if err := checkKeep("pod "+pod.Namespace+"/"+pod.Name, pod.Spec, keep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkKeep(who string, spec corev1.PodSpec, keep map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(keep)) {
+		want := keep[name]
+		i := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == name })
+		if i < 0 {
+			return &InvalidError{Msg: fmt.Sprintf("%s has no init container %q, which the pod template the images come from runs on %s: a rollout changes the containers a workload has; remove it from that template, or add it to %s", who, name, want, who)}
+		}
+		if have := spec.InitContainers[i].Image; !inplace.SameImage(have, want) {
+			return &InvalidError{Msg: fmt.Sprintf("%s: init container %q runs %s, and the pod template the images come from gives it %s, which the rollout would leave undone: an init container runs once when a pod starts, so its image changes in place only when init containers are included (includeInit); include them, and the new image takes effect when each pod next starts, or put %s back in that template",
+				who, name, have, want, have)}
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/strictdecode"
 )
@@ -18,8 +19,11 @@ import (
 // Rollout's own pod template instead of Images.
 type Config struct {
 	v1alpha1.InPlaceRolloutSpec `json:",inline"`
-	// FromRollout takes the image of every container of the Rollout's pod template (init
-	// containers too when includeInit is set) for the target's container of the same name.
+	// FromRollout takes the image of every container and native sidecar (init container with
+	// restartPolicy Always) of the Rollout's pod template, and of its other init containers
+	// when includeInit is set, for the target's container of the same name. Without
+	// includeInit, those other init containers must already run the template's images on the
+	// target: one that would change is refused, rather than left undone.
 	FromRollout bool `json:"fromRollout,omitempty"`
 }
 
@@ -58,6 +62,7 @@ func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Reques
 		return req, fmt.Errorf("%s of Rollout %s is empty: give the rollout spec (target, images or fromRollout, batches)", field, name)
 	}
 	var c Config
+	var keep map[string]string
 	if err := v1alpha1.DecodeInto(raw, &c); err != nil {
 		if errors.Is(err, strictdecode.ErrEmpty) {
 			return req, fmt.Errorf("%s of Rollout %s is empty: give the rollout spec (target, images or fromRollout, batches)", field, name)
@@ -68,7 +73,7 @@ func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Reques
 		if len(c.Images) > 0 {
 			return req, fmt.Errorf("%s of Rollout %s: images and fromRollout both given: keep one", field, name)
 		}
-		c.Images = TemplateImages(ro, c.IncludeInit)
+		c.Images, keep = TemplateImages(ro, c.IncludeInit)
 		if len(c.Images) == 0 {
 			return req, fmt.Errorf("%s of Rollout %s: fromRollout is set but spec.template of the Rollout has no containers", field, name)
 		}
@@ -77,7 +82,11 @@ func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Reques
 	if err != nil {
 		return req, fmt.Errorf("%s of Rollout %s: %w", field, name, err)
 	}
-	canonical, err := json.Marshal(c.InPlaceRolloutSpec)
+	spec.Keep = keep
+	canonical, err := json.Marshal(struct {
+		v1alpha1.InPlaceRolloutSpec `json:",inline"`
+		Keep                        map[string]string `json:"keep,omitempty"`
+	}{c.InPlaceRolloutSpec, keep})
 	if err != nil {
 		return req, fmt.Errorf("%s of Rollout %s: %w", field, name, err)
 	}
@@ -85,17 +94,27 @@ func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Reques
 	return req, nil
 }
 
-// TemplateImages maps the names of the containers of ro's pod template to their images, and
-// those of its init containers too when includeInit.
-func TemplateImages(ro *argov1alpha1.Rollout, includeInit bool) map[string]string {
-	images := map[string]string{}
+// TemplateImages maps the names of the containers and native sidecars (init containers with
+// restartPolicy Always) of ro's pod template to their images, and those of its other init
+// containers too when includeInit. Without includeInit, keep maps those other init containers to
+// their images: the rollout leaves them alone, and they must already run them (Spec.Keep).
+// Native sidecars run beside the containers and the kubelet restarts them on an image change as
+// it does the containers, so a new image of theirs is rolled out like any other.
+func TemplateImages(ro *argov1alpha1.Rollout, includeInit bool) (images, keep map[string]string) {
+	images = map[string]string{}
 	for _, c := range ro.Spec.Template.Spec.Containers {
 		images[c.Name] = c.Image
 	}
-	if includeInit {
-		for _, c := range ro.Spec.Template.Spec.InitContainers {
+	for _, c := range ro.Spec.Template.Spec.InitContainers {
+		switch {
+		case includeInit || inplace.NativeSidecar(c):
 			images[c.Name] = c.Image
+		default:
+			if keep == nil {
+				keep = map[string]string{}
+			}
+			keep[c.Name] = c.Image
 		}
 	}
-	return images
+	return images, keep
 }

@@ -2,6 +2,7 @@ package argospec
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -18,20 +19,33 @@ func testRollout(stable string) *argov1alpha1.Rollout {
 	return ro
 }
 
+// withNativeSidecar adds the native sidecar mesh (an init container with restartPolicy Always)
+// to the Rollout's template.
+func withNativeSidecar(ro *argov1alpha1.Rollout) *argov1alpha1.Rollout {
+	always := corev1.ContainerRestartPolicyAlways
+	ro.Spec.Template.Spec.InitContainers = append(ro.Spec.Template.Spec.InitContainers, corev1.Container{Name: "mesh", Image: "reg/mesh:v2", RestartPolicy: &always})
+	return ro
+}
+
 func TestDecode(t *testing.T) {
 	tests := []struct {
 		name    string
 		ro      *argov1alpha1.Rollout
 		config  string
 		want    map[string]string // the spec's images, when no error
+		keep    map[string]string // the spec's Keep, when no error
 		wantErr string
 	}{
 		{name: "images", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"images":{"app":"reg/app:v3"}}`,
 			want: map[string]string{"app": "reg/app:v3"}},
-		{name: "fromRollout takes every container", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`,
-			want: map[string]string{"app": "reg/app:v2", "side": "reg/side:v2"}},
+		{name: "fromRollout takes every container and keeps the init container", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`,
+			want: map[string]string{"app": "reg/app:v2", "side": "reg/side:v2"}, keep: map[string]string{"init": "reg/init:v2"}},
 		{name: "fromRollout with includeInit", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true,"includeInit":true}`,
 			want: map[string]string{"app": "reg/app:v2", "side": "reg/side:v2", "init": "reg/init:v2"}},
+		{name: "fromRollout takes a native sidecar without includeInit", ro: withNativeSidecar(testRollout("abc")), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`,
+			want: map[string]string{"app": "reg/app:v2", "side": "reg/side:v2", "mesh": "reg/mesh:v2"}, keep: map[string]string{"init": "reg/init:v2"}},
+		{name: "fromRollout with includeInit and a native sidecar", ro: withNativeSidecar(testRollout("abc")), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true,"includeInit":true}`,
+			want: map[string]string{"app": "reg/app:v2", "side": "reg/side:v2", "init": "reg/init:v2", "mesh": "reg/mesh:v2"}},
 		{name: "YAML is read too", ro: testRollout("abc"), config: "target: {kind: DaemonSet, name: agent}\nimages: {app: reg/app:v3}\n",
 			want: map[string]string{"app": "reg/app:v3"}},
 		{name: "both images and fromRollout", ro: testRollout("abc"), config: `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true,"images":{"app":"x:1"}}`,
@@ -61,13 +75,11 @@ func TestDecode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
-			if len(req.Spec.Images) != len(tt.want) {
-				t.Fatalf("images %v, want %v", req.Spec.Images, tt.want)
+			if !maps.Equal(req.Spec.Images, tt.want) {
+				t.Errorf("images %v, want %v", req.Spec.Images, tt.want)
 			}
-			for k, v := range tt.want {
-				if req.Spec.Images[k] != v {
-					t.Errorf("image of %s = %q, want %q", k, req.Spec.Images[k], v)
-				}
+			if !maps.Equal(req.Spec.Keep, tt.keep) {
+				t.Errorf("keep %v, want %v", req.Spec.Keep, tt.keep)
 			}
 			if req.Holder != "argo:ns/web" || req.Spec.Holder != "argo:ns/web" || req.Spec.Target.Namespace != "ns" {
 				t.Errorf("holder %q, spec holder %q, target %v: want argo:ns/web in namespace ns", req.Holder, req.Spec.Holder, req.Spec.Target)
@@ -102,5 +114,53 @@ func TestCanonicalTellsConfigsApart(t *testing.T) {
 	}
 	if a.Canonical == b.Canonical {
 		t.Errorf("a new image in the Rollout's template gives the same canonical config %s", a.Canonical)
+	}
+	ro = testRollout("abc")
+	ro.Spec.Template.Spec.InitContainers[0].Image = "reg/init:v3"
+	c, err := Decode(ro, json.RawMessage(`{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Canonical == c.Canonical || a.Spec.Hash() == c.Spec.Hash() {
+		t.Errorf("a new image of an init container left alone gives the same canonical config %s or spec hash %s: the plugin would report the last rollout's end for it", a.Canonical, a.Spec.Hash())
+	}
+}
+
+// A Rollout is readable by everyone who may read Rollouts, so a credential written in its config
+// is refused, by the path of its field and the Secret field to use instead, without the value.
+func TestDecodeRefusesInlineCredentials(t *testing.T) {
+	const secret = "hunter2-inline"
+	tests := []struct {
+		name       string
+		prometheus string
+		want       []string
+	}{
+		{"basicAuth password", `{"address":"http://prom:9090","basicAuth":{"username":"u","password":"` + secret + `"}}`,
+			[]string{"analysis.prometheus.basicAuth.password", "passwordSecret", "namespace ns"}},
+		{"bearer token, a field there is none of", `{"address":"http://prom:9090","bearerToken":"` + secret + `"}`,
+			[]string{`unknown field "analysis.prometheus.bearerToken"`, "bearerTokenSecret"}},
+		{"bearer token in an Authorization header", `{"address":"http://prom:9090","headers":{"Authorization":"Bearer ` + secret + `"}}`,
+			[]string{"prometheus.headers.Authorization", "bearerTokenSecret"}},
+		{"password in the address", `{"address":"http://u:` + secret + `@prom:9090"}`,
+			[]string{"user name or password", "basicAuth"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, field := range []string{"steps[].plugin.config", `trafficRouting.plugins["inplace-rollout/traffic"]`} {
+				config := `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true,"analysis":{"prometheus":` + tt.prometheus + `}}`
+				_, err := Decode(testRollout("abc"), json.RawMessage(config), field)
+				if err == nil {
+					t.Fatalf("%s: Decode accepted a credential written in the config", field)
+				}
+				for _, w := range append([]string{field + " of Rollout ns/web"}, tt.want...) {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: error %q does not say %q", field, err, w)
+					}
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("%s: error shows the credential: %q", field, err)
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
@@ -60,7 +61,12 @@ func (r request) rollbackSpec() rollout.RollbackSpec {
 func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
 	req, err := decode(ro, c)
 	if err != nil {
-		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
+		msg := err.Error()
+		if req.Initial {
+			msg += "; Argo completes a Rollout's first revision whatever its steps return, so nothing was rolled out in place, and this step fails at every later revision until its config is fixed"
+		}
+		p.recordInvalidConfig(ro, msg)
+		return types.RpcStepResult{Phase: types.PhaseFailed, Message: msg}, types.RpcError{}
 	}
 	if req.Initial {
 		return types.RpcStepResult{Phase: types.PhaseSuccessful,
@@ -138,4 +144,36 @@ func (p *Plugin) verdict(req request, d *driver) (types.RpcStepResult, types.Rpc
 		res.Phase = types.PhaseFailed
 	}
 	return res, types.RpcError{}
+}
+
+// eventTimeout bounds the recording of an Event in a call, which holds a controller worker.
+const eventTimeout = 5 * time.Second
+
+// eventComponent is the source of the plugin's Events.
+const eventComponent = "inplace-rollout-step"
+
+// recordInvalidConfig puts msg on the Rollout as a Warning Event, once per generation of the
+// Rollout. Argo owns the Rollout's status and conditions, and on the Rollout's first revision it
+// goes Healthy whatever Run returns: the step's Failed status alone is easily missed, while
+// `kubectl describe rollout` lists the Rollout's Events. A failure to record is logged: the
+// verdict stands without it.
+func (p *Plugin) recordInvalidConfig(ro *argov1alpha1.Rollout, msg string) {
+	if ro == nil {
+		return
+	}
+	log := p.log.With("rollout", ro.Namespace+"/"+ro.Name)
+	cl, err := p.getClients()
+	if err != nil {
+		log.Warn("invalid config, not recorded as an Event", "config", msg, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, eventTimeout)
+	defer cancel()
+	created, err := argospec.RecordOnce(ctx, cl.Engine.Client, ro, eventComponent, argospec.EventInvalidConfig, msg)
+	switch {
+	case err != nil:
+		log.Warn("invalid config, not recorded as an Event", "config", msg, "err", err)
+	case created:
+		log.Warn("invalid config, recorded as an Event on the Rollout", "config", msg)
+	}
 }

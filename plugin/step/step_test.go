@@ -117,8 +117,9 @@ func driverOf(t *testing.T, p *Plugin) *driver {
 	return d
 }
 
-// Each bad call is Failed, or Successful with nothing to do, with nothing written: never Error,
-// never an RpcError Argo would retry forever.
+// Each bad call is Failed, or Successful with nothing to do: never Error, never an RpcError Argo
+// would retry forever. Nothing is written but, for a Failed call, one Warning Event on the
+// Rollout that says what Run said, recorded once however often Argo calls.
 func TestRunBadInput(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -139,6 +140,12 @@ func TestRunBadInput(t *testing.T) {
 		{"credential file", argoRollout("65f9bfd99b"),
 			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"analysis":{"prometheus":{"address":"http://prom:9090","bearerTokenFile":"/etc/token"}}}`, nil),
 			types.PhaseFailed, "bearerTokenFile"},
+		{"inline password", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"analysis":{"prometheus":{"address":"http://prom:9090","basicAuth":{"username":"u","password":"hunter2-inline"}}}}`, nil),
+			types.PhaseFailed, "analysis.prometheus.basicAuth.passwordSecret"},
+		{"inline bearer token", argoRollout("65f9bfd99b"),
+			stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"analysis":{"prometheus":{"address":"http://prom:9090","headers":{"Authorization":"Bearer hunter2-inline"}}}}`, nil),
+			types.PhaseFailed, "prometheus.bearerTokenSecret"},
 		{"first revision", argoRollout(""), stepContext(goodConfig, nil), types.PhaseSuccessful, "first revision"},
 	}
 	for _, tt := range tests {
@@ -152,8 +159,19 @@ func TestRunBadInput(t *testing.T) {
 			if res.Phase != tt.phase || !strings.Contains(res.Message, tt.message) {
 				t.Errorf("Run = %s %q, want %s with %q", res.Phase, res.Message, tt.phase, tt.message)
 			}
-			if w := writes(client); len(w) != 0 {
-				t.Errorf("Run wrote %v, want nothing", w)
+			if strings.Contains(res.Message, "hunter2-inline") {
+				t.Errorf("Run's message shows the credential: %q", res.Message)
+			}
+			if again, _ := sp.Run(tt.ro, tt.ctx); again.Phase != res.Phase || again.Message != res.Message {
+				t.Errorf("Run again = %s %q, want the same verdict %s %q", again.Phase, again.Message, res.Phase, res.Message)
+			}
+			var want []string
+			if tt.phase == types.PhaseFailed {
+				want = []string{"create events", "create events"} // the second finds the first there
+				checkInvalidConfigEvents(t, client, tt.ro, res.Message)
+			}
+			if w := writes(client); !slices.Equal(w, want) {
+				t.Errorf("Run twice wrote %v, want %v", w, want)
 			}
 		})
 	}
@@ -423,5 +441,62 @@ func (p *Plugin) stop(key driverKey) {
 	if d != nil {
 		d.cancel()
 		<-d.done
+	}
+}
+
+// checkInvalidConfigEvents checks that the Rollout ro has exactly one Event: a Warning
+// InvalidConfig on it, saying msg.
+func checkInvalidConfigEvents(t *testing.T, client *fake.Clientset, ro *argov1alpha1.Rollout, msg string) {
+	t.Helper()
+	events, err := client.CoreV1().Events(testNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) != 1 {
+		t.Fatalf("%d Events, want 1: %v", len(events.Items), events.Items)
+	}
+	ev := events.Items[0]
+	obj := ev.InvolvedObject
+	if obj.Kind != "Rollout" || obj.APIVersion != "argoproj.io/v1alpha1" || obj.Namespace != ro.Namespace || obj.Name != ro.Name || obj.UID != ro.UID {
+		t.Errorf("the Event is about %+v, want Rollout %s/%s (UID %q)", obj, ro.Namespace, ro.Name, ro.UID)
+	}
+	if ev.Type != "Warning" || ev.Reason != "InvalidConfig" || ev.Message != msg {
+		t.Errorf("Event %s %s %q, want Warning InvalidConfig %q", ev.Type, ev.Reason, ev.Message, msg)
+	}
+}
+
+// An invalid config on the Rollout's first revision: Argo goes Healthy whatever Run returns, so
+// Run's Failed says so, and a Warning Event on the Rollout carries it where kubectl describe
+// shows it; once per generation of the Rollout, so the next generation gets its own.
+func TestRunInvalidConfigOnFirstRevision(t *testing.T) {
+	client := newClient(t, 1)
+	sp := serve(t, newPlugin(t, client, 0))
+	bad := stepContext(`{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"x:2"},"batchez":["50%"]}`, nil)
+	ro := argoRollout("")
+	ro.UID, ro.Generation = "uid-shop-web", 1
+
+	res, rpcErr := sp.Run(ro, bad)
+	if rpcErr.HasError() || res.Phase != types.PhaseFailed {
+		t.Fatalf("Run = %s %q, RpcError %q; want Failed", res.Phase, res.Message, rpcErr.ErrorString)
+	}
+	for _, want := range []string{"steps[].plugin.config of Rollout shop/shop-web", "batchez", "first revision", "until its config is fixed"} {
+		if !strings.Contains(res.Message, want) {
+			t.Errorf("Run's message %q does not say %q", res.Message, want)
+		}
+	}
+	checkInvalidConfigEvents(t, client, ro, res.Message)
+
+	next := argoRollout("65f9bfd99b")
+	next.UID, next.Generation = ro.UID, 2
+	res, _ = sp.Run(next, bad)
+	if res.Phase != types.PhaseFailed || strings.Contains(res.Message, "first revision") {
+		t.Errorf("Run on the next revision = %s %q, want Failed, about the config alone", res.Phase, res.Message)
+	}
+	events, err := client.CoreV1().Events(testNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) != 2 {
+		t.Errorf("%d Events after a Run on a new generation, want 2", len(events.Items))
 	}
 }

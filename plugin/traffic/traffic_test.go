@@ -376,6 +376,10 @@ func TestBadConfig(t *testing.T) {
 		{"wrong type", `{"target":{"kind":"StatefulSet","name":"web"},"maxUnavailable":true}`, "maxUnavailable"},
 		{"bad kind", `{"target":{"kind":"Job","name":"web"}}`, "spec.target.kind"},
 		{"not an object", `["web"]`, configField},
+		{"inline password", `{"target":{"kind":"StatefulSet","name":"web"},"analysis":{"prometheus":{"address":"http://prom:9090","basicAuth":{"username":"u","password":"hunter2-inline"}}}}`,
+			"analysis.prometheus.basicAuth.passwordSecret"},
+		{"inline bearer token", `{"target":{"kind":"StatefulSet","name":"web"},"analysis":{"prometheus":{"address":"http://prom:9090","headers":{"Authorization":"Bearer hunter2-inline"}}}}`,
+			"prometheus.bearerTokenSecret"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -389,6 +393,9 @@ func TestBadConfig(t *testing.T) {
 			for call, e := range map[string]types.RpcError{"SetWeight": err, "VerifyWeight": verr} {
 				if !strings.Contains(e.ErrorString, "Rollout shop/shop-web") || !strings.Contains(e.ErrorString, tt.field) {
 					t.Errorf("%s RpcError %q, want one naming Rollout shop/shop-web and %s", call, e.ErrorString, tt.field)
+				}
+				if strings.Contains(e.ErrorString, "hunter2-inline") {
+					t.Errorf("%s RpcError shows the credential: %q", call, e.ErrorString)
 				}
 			}
 			if v != types.NotVerified {

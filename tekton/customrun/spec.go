@@ -93,9 +93,6 @@ func decodeSpec(ctx context.Context, run *v1beta1.CustomRun, objects SpecGetter)
 		a.Prometheus.Address = promURL
 		doc.Analysis = &a
 	}
-	if a := doc.Analysis; a != nil && a.Prometheus.BasicAuth != nil && a.Prometheus.BasicAuth.Password != "" {
-		return rollout.Spec{}, specErrorf("analysis.prometheus.basicAuth.password: a CustomRun takes credentials from a Secret only; put the password in a Secret of namespace %s and name it in passwordSecret", run.Namespace)
-	}
 	spec, err := rollout.FromV1alpha1(doc, rollout.Caller{Namespace: run.Namespace, Holder: Holder(run)})
 	if err != nil {
 		return rollout.Spec{}, &specError{msg: err.Error()}

@@ -92,8 +92,8 @@ func TestDecodeSpec(t *testing.T) {
 			if len(s.Images) != 2 || s.Images["side"] != "registry.example/side:v2" {
 				t.Errorf("images %v", s.Images)
 			}
-			if s.Holder != "tekton:ns/pr-rollout" || s.CredentialFiles {
-				t.Errorf("holder %q, credential files %v: want tekton:ns/pr-rollout, false", s.Holder, s.CredentialFiles)
+			if s.Holder != "tekton:ns/pr-rollout" || s.CallerCredentials {
+				t.Errorf("holder %q, credential files %v: want tekton:ns/pr-rollout, false", s.Holder, s.CallerCredentials)
 			}
 		}},
 		{"images as a string of pairs", embedded(target, str("images", "app=a:2, side=b:2")), func(t *testing.T, s rollout.Spec) {

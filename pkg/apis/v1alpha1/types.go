@@ -29,7 +29,9 @@ type InPlaceRolloutSpec struct {
 	Target Target `json:"target"`
 	// Images maps container names to their new images.
 	Images map[string]string `json:"images,omitempty"`
-	// IncludeInit lets Images name init containers.
+	// IncludeInit lets Images name init containers that run once when a pod starts, whose new
+	// image takes effect at its next start. Native sidecars (restartPolicy Always) need no
+	// IncludeInit, since they are restarted on a new image as containers are.
 	IncludeInit bool `json:"includeInit,omitempty"`
 	// Batches are cumulative pod counts or percentages, strictly increasing, the last 100%
 	// [100%].

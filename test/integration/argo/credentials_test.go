@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 )
 
@@ -171,4 +173,71 @@ func TestStepTwoRolloutsOwnPrometheusCredentials(t *testing.T) {
 		}
 	}
 	t.Logf("two Rollouts with their own Prometheus credentials in %s", time.Since(began).Round(100*time.Millisecond))
+}
+
+// TestStepRefusesInlinePrometheusPassword: a step whose analysis carries a Prometheus password
+// written in the Rollout, which everyone who may read Rollouts reads, fails naming
+// passwordSecret, and Argo aborts the Rollout; nothing is written to the target, and the password
+// shows in nothing the plugin or Argo wrote.
+func TestStepRefusesInlinePrometheusPassword(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	password := randomToken(t)
+	clitest.CreateStatefulSet(t, env, ns, "web", 2)
+	before := podStates(t, ns, "web")
+	steps := oneStep("web", map[string]any{"analysis": map[string]any{
+		"prometheus": map[string]any{
+			"address":   env.PrometheusURL,
+			"basicAuth": map[string]any{"username": "reader", "password": password},
+		},
+		"interval": "1s",
+		"count":    1,
+		"window":   "5s",
+	}})
+	logFrom := argoLogSize(t)
+	createRollout(t, ns, "web", clitest.AppV1, steps)
+	old := setImage(t, ns, "web", clitest.AppV2, steps)
+	ro := settledOn(t, ns, "web", old)
+
+	if ro.Status.Phase != rolloutsv1alpha1.RolloutPhaseDegraded || !ro.Status.Abort {
+		t.Errorf("the Rollout is %s (abort %v), want Degraded and aborted: %s", ro.Status.Phase, ro.Status.Abort, describeRollout(ro))
+	}
+	run := lastRun(ro)
+	if run == nil || run.Phase != rolloutsv1alpha1.StepPluginPhaseFailed {
+		t.Fatalf("the step's last Run is not Failed: %s", describeRollout(ro))
+	}
+	for _, want := range []string{"Rollout " + ns + "/web", "analysis.prometheus.basicAuth.password", "analysis.prometheus.basicAuth.passwordSecret"} {
+		if !strings.Contains(run.Message, want) {
+			t.Errorf("the step's message %q does not say %q", run.Message, want)
+		}
+	}
+	if after := podStates(t, ns, "web"); !maps.Equal(before, after) {
+		t.Errorf("pods changed: before %v, after %v", before, after)
+	}
+	if n := specImages(t, ns, "web", clitest.AppV2); n != 0 {
+		t.Errorf("%d pods' specs on %s", n, clitest.AppV2)
+	}
+	sts, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock := sts.Annotations[workload.LockAnnotation]; lock != "" {
+		t.Errorf("StatefulSet %s/web carries the lock %s: the refused step wrote to it", ns, lock)
+	}
+
+	// The password is in the Rollout's spec, where its author put it; nowhere else.
+	status, _ := json.Marshal(ro.Status)
+	events, err := env.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := json.Marshal(events.Items)
+	st, _ := json.Marshal(sts)
+	pods, _ := json.Marshal(clitest.ListPods(t, env, ns, "app=web"))
+	for where, text := range map[string]string{"the Rollout's status": string(status), "the Events of " + ns: string(ev),
+		"the controller log": argoLog(t, logFrom), "the StatefulSet": string(st), "the pods": string(pods)} {
+		if strings.Contains(text, password) {
+			t.Errorf("the password shows in %s", where)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	argoclient "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -71,9 +72,19 @@ type stepsFunc func(image string) []map[string]any
 // revision Healthy. Its pods' labels are its own, matching none of the target's.
 func createRollout(t *testing.T, ns, name, image string, steps stepsFunc) *rolloutsv1alpha1.Rollout {
 	t.Helper()
+	return createRolloutWith(t, ns, name, image, steps, nil)
+}
+
+// createRolloutWith is createRollout with the pod template changed by mutate first (nil leaves
+// it as it is).
+func createRolloutWith(t *testing.T, ns, name, image string, steps stepsFunc, mutate func(*corev1.PodTemplateSpec)) *rolloutsv1alpha1.Rollout {
+	t.Helper()
 	labels := map[string]string{"rollout": name}
 	tmpl := clitest.Template(labels)
 	tmpl.Spec.Containers[0].Image = image
+	if mutate != nil {
+		mutate(&tmpl)
+	}
 	ro := &rolloutsv1alpha1.Rollout{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: rolloutsv1alpha1.RolloutSpec{
@@ -128,6 +139,27 @@ func setImageSteps(t *testing.T, ns, name, image string, steps []rolloutsv1alpha
 	})
 	if err != nil {
 		t.Fatalf("setting Rollout %s/%s to %s: %v", ns, name, image, err)
+	}
+	return oldHash
+}
+
+// updateTemplate changes the Rollout's pod template by mutate, which is a new revision for
+// Argo, and returns the hash of the revision it leaves.
+func updateTemplate(t *testing.T, ns, name string, mutate func(*corev1.PodTemplateSpec)) (oldHash string) {
+	t.Helper()
+	c := argoClient(t).ArgoprojV1alpha1().Rollouts(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ro, err := c.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		oldHash = ro.Status.CurrentPodHash
+		mutate(&ro.Spec.Template)
+		_, err = c.Update(context.Background(), ro, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("changing the template of Rollout %s/%s: %v", ns, name, err)
 	}
 	return oldHash
 }
@@ -266,4 +298,24 @@ func abortedOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
 	return waitRollout(t, ns, name, 3*time.Minute, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
 		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
 	})
+}
+
+// settledOn waits until the Rollout, on a revision other than old, is Healthy or Degraded: the
+// end of its steps, whichever way they went, for the test to judge.
+func settledOn(t *testing.T, ns, name, old string) *rolloutsv1alpha1.Rollout {
+	t.Helper()
+	return waitRollout(t, ns, name, 3*time.Minute, "Healthy or Degraded on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
+		return onNewRevision(ro, old) && (ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy || ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded)
+	})
+}
+
+// lastRun is the last Run of a plugin step recorded in the Rollout's status, or nil.
+func lastRun(ro *rolloutsv1alpha1.Rollout) *rolloutsv1alpha1.StepPluginStatus {
+	var last *rolloutsv1alpha1.StepPluginStatus
+	for i := range ro.Status.Canary.StepPluginStatuses {
+		if sp := &ro.Status.Canary.StepPluginStatuses[i]; sp.Operation == rolloutsv1alpha1.StepPluginOperationRun {
+			last = sp
+		}
+	}
+	return last
 }

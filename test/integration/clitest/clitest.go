@@ -115,12 +115,23 @@ func Template(labels map[string]string) corev1.PodTemplateSpec {
 // every replica is Ready.
 func CreateStatefulSet(t testing.TB, c *cluster.Cluster, ns, name string, replicas int32) *appsv1.StatefulSet {
 	t.Helper()
+	return CreateStatefulSetWith(t, c, ns, name, replicas, nil)
+}
+
+// CreateStatefulSetWith is CreateStatefulSet with the pod template changed by mutate first (nil
+// leaves it as it is).
+func CreateStatefulSetWith(t testing.TB, c *cluster.Cluster, ns, name string, replicas int32, mutate func(*corev1.PodTemplateSpec)) *appsv1.StatefulSet {
+	t.Helper()
 	labels := map[string]string{"app": name}
+	tmpl := Template(labels)
+	if mutate != nil {
+		mutate(&tmpl)
+	}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: Template(labels),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl,
 		},
 	}
 	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {

@@ -14,7 +14,9 @@
 // keeps the pod Pending (ErrImagePull, then ImagePullBackOff); once activeDeadlineSeconds have
 // passed since its start the pod Fails with reason DeadlineExceeded, what still runs killed
 // (exit 137). Pre-pull's puller pods are such pods. Pods with any other restartPolicy report
-// their init containers completed at once, and their containers run until their image changes.
+// their init containers completed at once, and their containers run until their image changes;
+// so do their native sidecars (init containers with restartPolicy Always), whose readiness counts
+// in the pod's, as a kubelet runs them.
 //
 // Image names inject failures and behaviours:
 //

@@ -18,10 +18,13 @@ type podSim struct {
 	sandboxReady time.Time
 	containers   map[string]*containerSim
 	// initContainers are the run-once init containers of a pod with restartPolicy Never; those
-	// of other pods are reported completed and not simulated.
+	// of other pods are reported completed and not simulated, except native sidecars.
 	initContainers map[string]*containerSim
-	running        bool // every container was created once: the pod left Pending
-	ready          bool // the Ready condition last computed
+	// sidecars are the native sidecars (init containers with restartPolicy Always) of a pod
+	// with restartPolicy Always: they run beside the containers and live as they do.
+	sidecars map[string]*containerSim
+	running  bool // every container was created once: the pod left Pending
+	ready    bool // the Ready condition last computed
 
 	traffic trafficCounters
 	limits  []limit
@@ -53,6 +56,7 @@ func newPodSim(pod *corev1.Pod, podIP, hostIP string, now time.Time) *podSim {
 		podIP: podIP, hostIP: hostIP,
 		startTime:  now,
 		containers: map[string]*containerSim{},
+		sidecars:   map[string]*containerSim{},
 	}
 	if pod.Status.PodIP != "" {
 		p.podIP = pod.Status.PodIP
@@ -69,7 +73,19 @@ func newPodSim(pod *corev1.Pod, podIP, hostIP string, now time.Time) *podSim {
 			}
 		}
 	}
+	for _, spec := range pod.Spec.InitContainers {
+		for _, st := range pod.Status.InitContainerStatuses {
+			if st.Name == spec.Name && nativeSidecar(spec) {
+				p.sidecars[spec.Name] = adoptContainer(spec, st)
+			}
+		}
+	}
 	return p
+}
+
+// nativeSidecar reports whether an init container is a native sidecar: restartPolicy Always.
+func nativeSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 // sync advances every container to now and returns the status the kubelet would report, and
@@ -89,26 +105,35 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	}
 	secrets := pullSecretsOf(pod)
 	allCreated, allReady := true, true
-	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
-	for _, spec := range pod.Spec.Containers {
-		c := p.containers[spec.Name]
+	// live advances a container that runs for the pod's life, a container or a native sidecar,
+	// and returns its status.
+	live := func(sims map[string]*containerSim, spec corev1.Container) corev1.ContainerStatus {
+		c := sims[spec.Name]
 		if c == nil {
 			c = &containerSim{name: spec.Name}
-			p.containers[spec.Name] = c
+			sims[spec.Name] = c
 		}
 		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
 		earliest(c.advance(now, spec.Image, crashesHere(pod, spec.Image), t, reg))
 		allCreated = allCreated && c.started
 		allReady = allReady && c.ready()
-		statuses = append(statuses, c.status(now, t))
+		return c.status(now, t)
 	}
-	if allCreated {
-		p.running = true
+	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
+	for _, spec := range pod.Spec.Containers {
+		statuses = append(statuses, live(p.containers, spec))
 	}
 
-	// Init containers ran to completion before the pod started.
+	// A native sidecar runs beside the containers: the kubelet restarts it when its image
+	// changes ("Init container NAME definition changed") and counts its readiness in the pod's
+	// (kubelet v1.34, kuberuntime computeInitContainerActions and status.GenerateContainersReadyCondition).
+	// The other init containers ran to completion before the pod started.
 	var initStatuses []corev1.ContainerStatus
 	for _, spec := range pod.Spec.InitContainers {
+		if nativeSidecar(spec) {
+			initStatuses = append(initStatuses, live(p.sidecars, spec))
+			continue
+		}
 		st := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Ready: true, Started: ptr(false)}
 		if img, err := parseImage(spec.Image); err == nil {
 			st.Image, st.ImageID = img.normalized, reg.imageID(img)
@@ -125,6 +150,9 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		st.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
 			StartedAt: rfc3339(p.startTime), FinishedAt: rfc3339(p.startTime)}
 		initStatuses = append(initStatuses, st)
+	}
+	if allCreated {
+		p.running = true
 	}
 
 	phase := corev1.PodPending

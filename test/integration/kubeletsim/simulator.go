@@ -435,9 +435,12 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 }
 
 func restartsOf(p *podSim) map[string]int32 {
-	out := make(map[string]int32, len(p.containers))
-	for name, c := range p.containers {
-		out[name] = c.restarts
+	out := make(map[string]int32, len(p.containers)+len(p.sidecars))
+	// Container names are unique across a pod's containers and init containers.
+	for _, sims := range []map[string]*containerSim{p.containers, p.sidecars} {
+		for name, c := range sims {
+			out[name] = c.restarts
+		}
 	}
 	return out
 }
