@@ -1,4 +1,4 @@
-# inplace-rollout: `make demo` runs the main job on the local control plane; `make test` runs every test.
+# inplace-rollout: `make demo` runs the main job on the local control plane; `make test` runs every test; `make fuzz` fuzzes.
 SHELL := /usr/bin/env bash
 export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
@@ -8,7 +8,7 @@ BIN     := .dev/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS     = $(shell $(GO) list ./...)
 
-.PHONY: all build release image task-digest tools test lint bench chaos demo cluster-up cluster-down clean
+.PHONY: all build release image task-digest tools test fuzz lint bench chaos demo cluster-up cluster-down clean
 
 all: build
 
@@ -70,23 +70,30 @@ task-digest: image
 tools:
 	hack/tools/build.sh
 
-## test: unit and integration tests against the real local control plane
-# One shell line, so that the leftover check runs even when a test step fails. The fuzz targets
-# run a count of inputs, not a duration: Go 1.26's fuzzer can fail a duration run at its deadline
-# on a loaded machine with no failing input (golang/go#75804). Each run links its own test binary,
-# so the decoders' targets keep small counts: most of their time is that link.
+## test: unit and integration tests against the real local control plane; every fuzz target runs its seeds and the failing inputs committed under testdata/fuzz, but no fuzzing (make fuzz)
+# One shell line, so that the leftover check runs even when a test step fails.
 test: tools
 	rc=0; \
 	$(GO) test -count=1 -timeout 25m $(PKGS) || rc=1; \
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 25000x ./analysis || rc=1; \
-	$(GO) test -run '^$$' -fuzz FuzzSpecFile -fuzztime 15000x ./pkg/rollout || rc=1; \
-	$(GO) test -run '^$$' -fuzz '^FuzzBatches$$' -fuzztime 300x ./pkg/rollout || rc=1; \
-	$(GO) test -run '^$$' -fuzz '^FuzzImageAndBatchFlags$$' -fuzztime 600x ./cmd/inplace-rollout || rc=1; \
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 1500x ./plugin/argospec || rc=1; \
-	$(GO) test -run '^$$' -fuzz '^FuzzSpec$$' -fuzztime 1500x ./tekton/customrun || rc=1; \
-	$(GO) test -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime 1500x ./pkg/workload || rc=1; \
-	$(GO) test -run '^$$' -fuzz '^FuzzReadState$$' -fuzztime 1500x ./pkg/inplace || rc=1; \
 	hack/check-leftovers.sh || rc=1; \
+	exit $$rc
+
+## fuzz: fuzz each of the 8 fuzz targets for about FUZZTIME (90s, 5m, 1h; default 60s); a failing input lands in the package's testdata/fuzz, to commit with its fix
+# Each target runs as counted runs of the size beside it until FUZZTIME is spent (hack/fuzz.sh),
+# never with a -fuzztime duration: Go 1.26's fuzzer can fail a duration run at its deadline on a
+# loaded machine with no failing input (golang/go#75804), and a count has no deadline. A run
+# links its own test binary, so the sizes make a run take 10 to 30 seconds on two loaded cores.
+FUZZTIME ?= 60s
+fuzz:
+	rc=0; \
+	hack/fuzz.sh $(FUZZTIME) ./analysis FuzzDecode 100000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./pkg/rollout FuzzSpecFile 20000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./pkg/rollout FuzzBatches 10000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./cmd/inplace-rollout FuzzImageAndBatchFlags 10000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./plugin/argospec FuzzDecode 20000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./tekton/customrun FuzzSpec 15000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./pkg/workload FuzzParseLock 15000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./pkg/inplace FuzzReadState 50000 || rc=1; \
 	exit $$rc
 
 ## lint: gofmt, go vet, staticcheck

@@ -52,7 +52,10 @@ func FuzzDecode(f *testing.F) {
 			if c != nil {
 				t.Fatalf("Decode returned a config and the error %v", err)
 			}
-			fuzzcheck.NoSecretIn(t, err.Error(), data)
+			fuzzcheck.NoSecretIn(t, err.Error(), data, func(d []byte) string {
+				_, err := Decode(d)
+				return fuzzcheck.Message(err)
+			})
 			return
 		}
 		if c == nil {

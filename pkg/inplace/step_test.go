@@ -121,6 +121,11 @@ func TestRefresh(t *testing.T) {
 	waiting := func(reason string, imageID string, restarts int32) corev1.ContainerStatus {
 		return waitingMsg(reason, imageID, "msg", restarts)
 	}
+	// backOff is kubelet v1.34.5's ImagePullBackOff message after a pull of img found no such
+	// image: the back-off, then the failed pull's reason and message.
+	backOff := func(img string) string {
+		return fmt.Sprintf(`Back-off pulling image %q: ErrImagePull: rpc error: code = NotFound desc = failed to pull and unpack image %q: failed to resolve reference %q: %s: not found`, img, img, img, img)
+	}
 	runningUnready := func(imageID string, restarts int32) corev1.ContainerStatus {
 		cs := running("app", "reg.example/app:v2", imageID, restarts)
 		cs.Ready = false
@@ -156,6 +161,11 @@ func TestRefresh(t *testing.T) {
 		{"revert: stale crash of the image being left", waiting("CrashLoopBackOff", afterID, 4), "", true, 0, t0, "wait:of the image it is leaving"},
 		{"revert: stale pull failure of the image being left", waitingMsg("ImagePullBackOff", "", `Back-off pulling image "reg.example/app:v2"`, 0), "", true, 0, t0, "wait:of the image it is leaving"},
 		{"revert: the old image fails to pull", waitingMsg("ImagePullBackOff", "", `Back-off pulling image "reg.example/app:v1"`, 0), "", true, 0, t0, "failed:ImagePullBackOff"},
+		{"pull failure, the back-off naming its cause", waitingMsg("ImagePullBackOff", beforeID, backOff("reg.example/app:v2"), 0), "", false, 0, t0,
+			`failed:ImagePullBackOff: container "app": Back-off pulling image "reg.example/app:v2": ErrImagePull: rpc error: code = NotFound desc = failed to pull and unpack image "reg.example/app:v2": failed to resolve reference "reg.example/app:v2": reg.example/app:v2: not found`},
+		{"pre-existing crash, new image fails to pull, the back-off naming its cause", waitingMsg("ImagePullBackOff", beforeID, backOff("reg.example/app:v2"), 5), "CrashLoopBackOff", false, 0, t0, "failed:reg.example/app:v2: not found (pre-existing"},
+		{"revert: stale pull failure of the image being left, naming its cause", waitingMsg("ImagePullBackOff", "", backOff("reg.example/app:v2"), 0), "", true, 0, t0, "wait:of the image it is leaving"},
+		{"revert: the old image fails to pull, the back-off naming its cause", waitingMsg("ImagePullBackOff", "", backOff("reg.example/app:v1"), 0), "", true, 0, t0, "failed:reg.example/app:v1: not found"},
 		{"revert: the old image crashes", waiting("CrashLoopBackOff", beforeID, 5), "", true, 0, t0, "failed:CrashLoopBackOff"},
 		{"revert: back on the old image", running("app", "reg.example/app:v1", beforeID, 5), "", true, 0, t0, "done"},
 		{"revert: no progress past the deadline", waiting("CrashLoopBackOff", afterID, 4), "", true, 0, t0.Add(time.Hour), "failed:ProgressDeadlineExceeded"},

@@ -34,22 +34,32 @@ func FuzzSpecFile(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	caller := Caller{Namespace: "ns", Holder: "cli", CallerCredentials: true}
+	// message is the error of decoding and converting data, the two steps whose errors a
+	// person reads.
+	message := func(data []byte) string {
+		doc, err := v1alpha1.Decode(data)
+		if err == nil {
+			_, err = FromV1alpha1(&doc.Spec, caller)
+		}
+		return fuzzcheck.Message(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := v1alpha1.Decode(data)
 		if err != nil {
 			if doc != nil {
 				t.Fatalf("Decode returned a document and the error %v", err)
 			}
-			fuzzcheck.NoSecretIn(t, err.Error(), data)
+			fuzzcheck.NoSecretIn(t, err.Error(), data, message)
 			return
 		}
-		spec, err := FromV1alpha1(&doc.Spec, Caller{Namespace: "ns", Holder: "cli", CallerCredentials: true})
+		spec, err := FromV1alpha1(&doc.Spec, caller)
 		var ie *InvalidError
 		if err != nil && !errors.As(err, &ie) {
 			t.Fatalf("conversion failed with %T, not bad input: %v", err, err)
 		}
 		if err != nil {
-			fuzzcheck.NoSecretIn(t, err.Error(), data)
+			fuzzcheck.NoSecretIn(t, err.Error(), data, message)
 		}
 		if err == nil {
 			if err := spec.Validate(); err != nil {

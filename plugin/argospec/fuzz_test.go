@@ -37,7 +37,10 @@ func FuzzDecode(f *testing.F) {
 			if !strings.HasPrefix(err.Error(), field+" of Rollout ns/web") {
 				t.Fatalf("Decode(%q) = %v; want an error naming %s and the Rollout", data, err, field)
 			}
-			fuzzcheck.NoSecretIn(t, err.Error(), data)
+			fuzzcheck.NoSecretIn(t, err.Error(), data, func(d []byte) string {
+				_, err := Decode(ro, json.RawMessage(d), field)
+				return fuzzcheck.Message(err)
+			})
 			return
 		}
 		if req.Spec.Target.Namespace != "ns" || req.Holder != "argo:ns/web" || req.Spec.Holder != req.Holder {

@@ -3,6 +3,7 @@ package customrun
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,16 +56,25 @@ func FuzzSpec(f *testing.F) {
 		f.Add([]byte(seed[0]), seed[1])
 	}
 	f.Fuzz(func(t *testing.T, spec []byte, params string) {
-		run := embedded(string(spec), fuzzParams(params)...)
+		ps := fuzzParams(params)
+		run := embedded(string(spec), ps...)
 		got, err := decodeSpec(context.Background(), run, specs{})
 		if err != nil {
 			var se *specError
 			if !errors.As(err, &se) || err.Error() == "" {
 				t.Fatalf("decodeSpec(%q, %q) = %T %v; want bad input", spec, params, err, err)
 			}
-			fuzzcheck.NoSecretIn(t, err.Error(), spec)
-			for _, p := range run.Spec.Params {
-				fuzzcheck.NoSecretIn(t, err.Error(), []byte(p.Value.StringVal))
+			fuzzcheck.NoSecretIn(t, err.Error(), spec, func(s []byte) string {
+				_, err := decodeSpec(context.Background(), embedded(string(s), ps...), specs{})
+				return fuzzcheck.Message(err)
+			})
+			for i, p := range ps {
+				fuzzcheck.NoSecretIn(t, err.Error(), []byte(p.Value.StringVal), func(v []byte) string {
+					other := slices.Clone(ps)
+					other[i] = str(p.Name, string(v))
+					_, err := decodeSpec(context.Background(), embedded(string(spec), other...), specs{})
+					return fuzzcheck.Message(err)
+				})
 			}
 			return
 		}

@@ -259,8 +259,12 @@ func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
 			reason, msg = c.pulled.reason, c.pulled.message
 		}
 		if !now.Before(c.since.Add(t.backoff)) && reason != "ErrImageNeverPull" {
+			// The back-off keeps the cause, as kubelet v1.34.5 words it (kubernetes#127918,
+			// pkg/kubelet/images/image_manager.go): the failed pull's "REASON: MESSAGE" after
+			// "Back-off pulling image IMAGE: ", so a status read after the back-off began still
+			// says why the pull failed.
+			msg = fmt.Sprintf("Back-off pulling image %q: %s: %s", c.specImage, reason, msg)
 			reason = "ImagePullBackOff"
-			msg = fmt.Sprintf("Back-off pulling image %q", c.specImage)
 		}
 		st.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason, Message: msg}
 	case phaseInvalid:

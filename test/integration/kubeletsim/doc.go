@@ -29,7 +29,8 @@
 // Images on a host listed in Config.Registries are resolved through that real OCI registry, as
 // a container runtime does: the imageID is REPO@<manifest digest>, the pod's imagePullSecrets
 // (dockerconfigjson) give the credentials, an unknown tag or repository is ErrImagePull
-// ("manifest unknown") then ImagePullBackOff, and a 401 is ErrImagePull naming it. Each node
+// ("manifest unknown") then ImagePullBackOff, and a 401 is ErrImagePull naming it; as with the
+// real kubelet, the ImagePullBackOff message keeps the failed pull's reason and message. Each node
 // keeps what it pulled: content already on the node starts without the pull delay, and
 // imagePullPolicy is honoured (IfNotPresent and Never use the node's copy of the tag, Always asks
 // the registry). Images on every other host resolve through a built-in tag-to-digest map.

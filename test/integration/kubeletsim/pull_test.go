@@ -215,16 +215,33 @@ func TestRegistryContainerLifecycle(t *testing.T) {
 		t.Errorf("container on another node right after its spec: %s; want ContainerCreating", state)
 	}
 
+	// A missing tag: ErrImagePull with the registry's answer, then the kubelet's back-off, whose
+	// message keeps the failed pull's reason and message as kubelet v1.34 words it.
 	missing := &containerSim{name: "app", env: pullEnv{node: "n0", namespace: "shop", policy: corev1.PullIfNotPresent}}
+	ref = host + "/app:missing"
+	var pullMsg string
 	for _, p := range []struct {
 		at    time.Time
 		state string
-		msg   string
-	}{{ms(0), "ContainerCreating", ""}, {ms(250), "ErrImagePull", "manifest unknown"}, {ms(1300), "ImagePullBackOff", "Back-off pulling image"}} {
-		state, _, _ := step(missing, host+"/app:missing", false, p.at, reg)
-		msg := missing.status(p.at, testTimings).State
-		if state != p.state || (p.msg != "" && !strings.Contains(msg.Waiting.Message, p.msg)) {
-			t.Fatalf("missing tag at %v: %s %+v; want %s with %q", p.at.Sub(t0), state, msg, p.state, p.msg)
+		msg   func() string
+	}{
+		{ms(0), "ContainerCreating", func() string { return "" }},
+		{ms(250), "ErrImagePull", func() string {
+			return fmt.Sprintf("failed to pull and unpack image %q: failed to resolve reference %q: %s: not found: manifest unknown", ref, ref, ref)
+		}},
+		{ms(1300), "ImagePullBackOff", func() string { return fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", ref, pullMsg) }},
+		{ms(9000), "ImagePullBackOff", func() string { return fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", ref, pullMsg) }},
+	} {
+		state, _, _ := step(missing, ref, false, p.at, reg)
+		var msg string
+		if w := missing.status(p.at, testTimings).State.Waiting; w != nil {
+			msg = w.Message
+		}
+		if want := p.msg(); state != p.state || msg != want {
+			t.Fatalf("missing tag at %v: %s %q; want %s %q", p.at.Sub(t0), state, msg, p.state, want)
+		}
+		if state == "ErrImagePull" {
+			pullMsg = msg
 		}
 	}
 }
