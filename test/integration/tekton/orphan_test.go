@@ -3,6 +3,7 @@ package tekton_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,7 +79,11 @@ func TestOrphanedRolloutRollsBack(t *testing.T) {
 				return false, err
 			})
 			cluster.WaitFor(t, rolloutTimeout, "the rollout of the deleted run rolled back", func(context.Context) (bool, error) {
-				return lockOf(t, ns).Phase == workload.LockRolledBack, nil
+				lock := lockOf(t, ns)
+				if lock.Phase != workload.LockRolledBack {
+					return false, fmt.Errorf("lock of rollout %s %s, held by %s", lock.RolloutID, lock.Phase, lock.Holder)
+				}
+				return true, nil
 			})
 			checkBackOnV1(t, ns, before)
 			if got := statefulSetOf(t, ns).Spec.UpdateStrategy; !equality.Semantic.DeepEqual(got, strategy) {
