@@ -49,6 +49,9 @@ the results phase, updated-pods, rolled-back and message. A run that is cancelle
 PipelineRun cancelled or timed out) or outlives its own timeout is rolled back first, then
 fails with reason CustomRunCancelled or CustomRunTimedOut. A rollout that rolls back is
 tried again while the run has retries left, each attempt from the rolled-back workload.
+A run deleted in flight rolls back before it goes (a finalizer holds it); the rollout of a
+run gone without it (its finalizer removed, or force-deleted) is found by a scan, at start,
+every few minutes and soon after a run is deleted, and rolled back.
 A wrong spec or param fails the run naming the field, with nothing changed. Analysis
 credentials come only from Secrets in the run's namespace, never from files.
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // Defaults of Options.
@@ -54,6 +55,16 @@ type Controller struct {
 	workers    int
 	log        *slog.Logger
 	synced     atomic.Bool
+	// namespace is the scope of the runs watched, and of the locks scanned; empty is all.
+	namespace string
+	// orphanQueue holds, by target, the rollbacks of the rollouts of deleted runs (orphans.go);
+	// orphans keeps where each is.
+	orphanQueue workqueue.TypedRateLimitingInterface[workload.Ref]
+	orphans     orphans
+	// deleted asks the scan loop for a scan: a run of ours was deleted.
+	deleted chan struct{}
+	// scanEvery is the pace of the scan without deletions.
+	scanEvery time.Duration
 }
 
 // New builds a controller; Run starts it. engine drives the rollouts; specs reads the
@@ -76,8 +87,16 @@ func New(tekton versioned.Interface, engine *rollout.Engine, specs SpecGetter, o
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](firstBackoff, maxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "customruns"}),
-		workers: workers,
-		log:     log,
+		workers:   workers,
+		log:       log,
+		namespace: opts.Namespace,
+		orphanQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[workload.Ref](firstBackoff, maxBackoff),
+			workqueue.TypedRateLimitingQueueConfig[workload.Ref]{Name: "orphaned-rollouts"}),
+		deleted: make(chan struct{}, 1),
+		// With the resync of the runs: a deletion missed (the watch reconnecting, the process
+		// not leading then) is found within the same time as a run's lost timer.
+		scanEvery: resync,
 	}
 	return c
 }
@@ -100,6 +119,10 @@ func (c *Controller) Watch(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watching CustomRuns: %w", err)
 	}
+	// Apart from the handler above: its filter drops the tombstone of a deletion the watch missed.
+	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.runDeleted}); err != nil {
+		return fmt.Errorf("watching CustomRun deletions: %w", err)
+	}
 	go c.informer.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("listing CustomRuns: %w", errors.Join(ctx.Err(), errors.New("the cache did not sync")))
@@ -108,12 +131,14 @@ func (c *Controller) Watch(ctx context.Context) error {
 	return nil
 }
 
-// Reconcile runs the workers until ctx ends. Watch must have returned first.
+// Reconcile runs the workers, and the scan for the rollouts of deleted runs with its worker,
+// until ctx ends. Watch must have returned first.
 func (c *Controller) Reconcile(ctx context.Context) {
 	c.log.Info("reconciling CustomRuns", "apiVersion", v1alpha1.APIVersion, "kind", v1alpha1.Kind, "workers", c.workers)
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
+		c.orphanQueue.ShutDown()
 	}()
 	var wg sync.WaitGroup
 	for range c.workers {
@@ -122,6 +147,12 @@ func (c *Controller) Reconcile(ctx context.Context) {
 			}
 		})
 	}
+	// One worker: deleted runs' rollouts are rare, and each step is bounded.
+	wg.Go(func() {
+		for c.nextOrphan(ctx) {
+		}
+	})
+	wg.Go(func() { c.scanLoop(ctx) })
 	wg.Wait()
 }
 

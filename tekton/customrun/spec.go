@@ -39,8 +39,11 @@ const (
 var knownParams = []string{ParamTarget, ParamSelector, ParamImages, ParamBatches, ParamMaxUnavailable,
 	ParamSoak, ParamTimeout, ParamAnalysis, ParamPrometheusURL, ParamOnInconclusive, ParamPinDigests, ParamPrePull}
 
+// HolderPrefix begins the lock holder of every CustomRun's rollout.
+const HolderPrefix = "tekton:"
+
 // Holder is the lock holder of a CustomRun's rollout.
-func Holder(run *v1beta1.CustomRun) string { return "tekton:" + run.Namespace + "/" + run.Name }
+func Holder(run *v1beta1.CustomRun) string { return HolderPrefix + run.Namespace + "/" + run.Name }
 
 // ours reports whether run is a run of our kind, by reference or embedded.
 func ours(run *v1beta1.CustomRun) bool {
@@ -93,7 +96,7 @@ func decodeSpec(ctx context.Context, run *v1beta1.CustomRun, objects SpecGetter)
 		a.Prometheus.Address = promURL
 		doc.Analysis = &a
 	}
-	spec, err := rollout.FromV1alpha1(doc, rollout.Caller{Namespace: run.Namespace, Holder: Holder(run)})
+	spec, err := rollout.FromV1alpha1(doc, rollout.Caller{Namespace: run.Namespace, Holder: Holder(run), HolderUID: run.UID})
 	if err != nil {
 		return rollout.Spec{}, &specError{msg: err.Error()}
 	}

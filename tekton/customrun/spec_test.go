@@ -51,7 +51,7 @@ spec:
 
 // embedded is a run embedding spec (JSON) with params.
 func embedded(spec string, params ...v1beta1.Param) *v1beta1.CustomRun {
-	run := &v1beta1.CustomRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pr-rollout"}}
+	run := &v1beta1.CustomRun{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pr-rollout", UID: "run-uid"}}
 	run.Spec.CustomSpec = &v1beta1.EmbeddedCustomRunSpec{TypeMeta: runtime.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: v1alpha1.Kind}}
 	if spec != "" {
 		run.Spec.CustomSpec.Spec = runtime.RawExtension{Raw: []byte(spec)}
@@ -92,8 +92,8 @@ func TestDecodeSpec(t *testing.T) {
 			if len(s.Images) != 2 || s.Images["side"] != "registry.example/side:v2" {
 				t.Errorf("images %v", s.Images)
 			}
-			if s.Holder != "tekton:ns/pr-rollout" || s.CallerCredentials {
-				t.Errorf("holder %q, credential files %v: want tekton:ns/pr-rollout, false", s.Holder, s.CallerCredentials)
+			if s.Holder != "tekton:ns/pr-rollout" || s.HolderUID != "run-uid" || s.CallerCredentials {
+				t.Errorf("holder %q (UID %q), credential files %v: want tekton:ns/pr-rollout (UID run-uid), false", s.Holder, s.HolderUID, s.CallerCredentials)
 			}
 		}},
 		{"images as a string of pairs", embedded(target, str("images", "app=a:2, side=b:2")), func(t *testing.T, s rollout.Spec) {
