@@ -56,7 +56,7 @@ func (r request) rollbackSpec() rollout.RollbackSpec {
 // Run starts the rollout of the step's config, or finds its driver, and reports at once where it
 // is: Running while it moves, Successful once it succeeded or holds at its upTo, Failed when it
 // rolled back, failed or its config is wrong. Trouble that may pass is an RpcError, which Argo
-// retries; never Phase Error, which would wedge the step. While the target's rollback or release
+// retries; never Phase Error, which would wedge the step. While the target's rollback or promotion
 // is under way, Run waits for it (Running) rather than stop it.
 func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
 	req, err := decode(ro, c)

@@ -4,9 +4,10 @@
 // Argo calls have no timeout and hold a controller worker, so Run never waits for the rollout:
 // a driver goroutine per rollout runs Engine.Drive at the engine's pace, and Run starts or finds
 // it and reports where it is. The drivers are a cache: the engine reads every fact from the
-// cluster, so a new plugin process picks up where the last one was. Argo calls Abort once, so a
-// rollback cut short (the process killed mid-Abort) is found by a scan of the Rollouts, when the
-// plugin starts and every minute, and finished.
+// cluster, so a new plugin process picks up where the last one was. Argo calls Abort once, and
+// nothing for a Rollout that was deleted, so a scan (when the plugin starts, every minute and on
+// every Rollout deletion) finishes the rollbacks cut short (the process killed mid-Abort) and
+// rolls back the rollouts of Rollouts that no longer exist.
 package step
 
 import (
@@ -29,9 +30,10 @@ const Name = "inplace-rollout/step"
 
 // Defaults of Options.
 const (
-	// DefaultScanInterval is how often the plugin looks for rollbacks cut short.
+	// DefaultScanInterval is how often the plugin looks for rollbacks cut short and rollouts of
+	// deleted Rollouts.
 	DefaultScanInterval = time.Minute
-	// DefaultTerminateWait bounds how long Terminate waits for the release: Argo's call holds
+	// DefaultTerminateWait bounds how long Terminate waits for the promotion: Argo's call holds
 	// a controller worker.
 	DefaultTerminateWait = 5 * time.Second
 )
@@ -74,7 +76,7 @@ type Options struct {
 	ScanInterval time.Duration
 	// Ticks, when not nil, replaces the scan's ticker: a scan runs on each value received.
 	Ticks <-chan time.Time
-	// TerminateWait bounds how long Terminate waits for the release; 0 means
+	// TerminateWait bounds how long Terminate waits for the promotion; 0 means
 	// DefaultTerminateWait.
 	TerminateWait time.Duration
 }
