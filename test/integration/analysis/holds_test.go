@@ -50,6 +50,8 @@ func TestHoldPointsAcrossRestarts(t *testing.T) {
 			Images:  map[string]string{"app": clitest.AppV2},
 			Batches: []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("50%"), intstr.FromString("100%")},
 			UpTo:    step.upTo, Holder: "test", Analysis: cfg, MaxUnavailable: intstr.FromInt32(1), Timeout: 5 * time.Minute,
+			// The caller's own spec, as the command line's: its inline password is its own.
+			CallerCredentials: true,
 		}
 		st, err := settle(engine, spec)
 		if err != nil || st.Phase != step.phase || st.Updated != step.updated {
