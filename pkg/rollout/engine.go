@@ -93,15 +93,15 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	}
 	hash := spec.Hash()
 	switch {
-	case lock != nil && !lock.Active() && prev.RolloutID == lock.RolloutID && heldBy(lock, spec.Holder, spec.HolderUID):
+	case lock != nil && !lock.Active() && prev.RolloutID == lock.RolloutID && lock.HeldBy(spec.Holder, spec.HolderUID):
 		// prev's rollout ended in a step whose status the caller did not get (a driver stopped
 		// between the two): it reports that end rather than start the images afresh.
 		return e.ended(w, lock)
 	case lock == nil || !lock.Active():
 		return e.start(ctx, spec, w, lock, hash)
-	case !heldBy(lock, spec.Holder, spec.HolderUID) && !spec.TakeOver:
+	case !lock.HeldBy(spec.Holder, spec.HolderUID) && !spec.TakeOver:
 		return prev, Result{}, holderRefusal(w, lock, spec.Holder, "change it")
-	case !heldBy(lock, spec.Holder, spec.HolderUID):
+	case !lock.HeldBy(spec.Holder, spec.HolderUID):
 		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
 	case lock.SpecHash != hash:
 		return e.supersede(ctx, spec, w, lock, hash)
@@ -157,7 +157,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	// Asked anew, a rollout pinned to digests is done only while its tags still name them: a tag
 	// pushed again since starts a new one, to the new content. A driver calling again for the
 	// rollout it drives gets its end reported, without asking any registry.
-	if lock != nil && heldBy(lock, spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && (!spec.Rerun || e.stillPinned(ctx, spec, w, lock)) {
+	if lock != nil && lock.HeldBy(spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && (!spec.Rerun || e.stillPinned(ctx, spec, w, lock)) {
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	}
 	if spec.PrePull && e.PullerImage == "" {

@@ -10,13 +10,6 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-// heldBy reports whether lock is the lock of holder, the object of that name with UID uid. A
-// lock or a caller that records no UID (the CLI, a lock written before UIDs were recorded) is
-// judged by the name alone.
-func heldBy(lock *workload.Lock, holder string, uid types.UID) bool {
-	return lock.Holder == holder && (lock.HolderUID == "" || uid == "" || lock.HolderUID == uid)
-}
-
 // holderRefusal is the error for a caller that is not the lock's holder and did not ask to take
 // it over: what holds it, and that it can be taken over once that holder is gone.
 func holderRefusal(w workload.Workload, lock *workload.Lock, holder, doing string) error {

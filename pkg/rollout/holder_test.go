@@ -11,30 +11,6 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-func TestHeldBy(t *testing.T) {
-	tests := []struct {
-		name        string
-		lockHolder  string
-		lockUID     string
-		holder, uid string
-		want        bool
-	}{
-		{"same holder, same UID", "argo:shop/web", "u1", "argo:shop/web", "u1", true},
-		{"same holder, no UID recorded", "argo:shop/web", "", "argo:shop/web", "u2", true},
-		{"same holder, caller without UID", "argo:shop/web", "u1", "argo:shop/web", "", true},
-		{"same name, another object", "argo:shop/web", "u1", "argo:shop/web", "u2", false},
-		{"another holder", "argo:shop/web", "u1", "cli", "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			lock := &workload.Lock{Holder: tt.lockHolder, HolderUID: types.UID(tt.lockUID)}
-			if got := heldBy(lock, tt.holder, types.UID(tt.uid)); got != tt.want {
-				t.Errorf("heldBy = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestTakeOver: a rollout left by a holder that no longer exists refuses every other caller,
 // saying it can be taken over; taken over explicitly, the lock changes holder in one write and
 // nothing else, and the new holder rolls it back. A Rollout created again under the name of the

@@ -101,9 +101,9 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	switch {
 	case lock == nil:
 		return Status{}, Result{}, invalid("%s has no in-place rollout recorded; nothing to roll back", w.Ref())
-	case !heldBy(lock, spec.Holder, spec.HolderUID) && !spec.TakeOver:
+	case !lock.HeldBy(spec.Holder, spec.HolderUID) && !spec.TakeOver:
 		return Status{}, Result{}, holderRefusal(w, lock, spec.Holder, "roll it back")
-	case !heldBy(lock, spec.Holder, spec.HolderUID) && lock.Phase != workload.LockRolledBack:
+	case !lock.HeldBy(spec.Holder, spec.HolderUID) && lock.Phase != workload.LockRolledBack:
 		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
 	case lock.Phase == workload.LockRolledBack:
 		return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s is rolled back", lock.RolloutID))

@@ -34,7 +34,7 @@ func decidePromote(lock *workload.Lock, req request, uid types.UID) (promoteActi
 		return promoteNone, fmt.Sprintf("no in-place rollout of %s is recorded; nothing to promote", target)
 	case lock.Holder != req.Holder:
 		return promoteNone, fmt.Sprintf("rollout %s of %s is %s's; nothing to promote", lock.RolloutID, target, lock.Holder)
-	case lock.HolderUID != "" && uid != "" && lock.HolderUID != uid:
+	case !lock.HeldBy(req.Holder, uid):
 		return promoteNone, fmt.Sprintf("rollout %s of %s was started by an earlier Rollout %s, deleted since; nothing to promote", lock.RolloutID, target, req.Rollout)
 	case lock.Phase == workload.LockRollingBack:
 		return promoteRefuse, fmt.Sprintf("%s is rolling back (%s); the rollback goes on", target, lock.Reason)

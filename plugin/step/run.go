@@ -109,7 +109,7 @@ func (p *Plugin) earlierRollout(e *rollout.Engine, req request, ro *argov1alpha1
 		return nil
 	}
 	lock, err := e.Lock(context.Background(), req.Spec.Target)
-	if err != nil || !lock.Active() || lock.Holder != req.Holder || lock.HolderUID == "" || lock.HolderUID == ro.UID {
+	if err != nil || !lock.Active() || lock.Holder != req.Holder || lock.HeldBy(req.Holder, ro.UID) {
 		return nil
 	}
 	h := workload.HeldLock{Ref: req.Spec.Target, Lock: lock}

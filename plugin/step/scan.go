@@ -133,7 +133,7 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 				continue
 			}
 			switch {
-			case lock == nil || lock.Holder != req.Holder || lock.HolderUID != "" && lock.HolderUID != ro.UID:
+			case lock == nil || !lock.HeldBy(req.Holder, ro.UID):
 				// Another holder's, or a deleted Rollout's of the same name: see orphans.
 			case lock.Phase == workload.LockRollingBack:
 				if p.finishRollback(c.Engine, req) {
@@ -167,7 +167,7 @@ func orphans(locks []workload.HeldLock, rollouts map[string]types.UID) []workloa
 	var out []workload.HeldLock
 	for _, h := range locks {
 		uid, ok := rollouts[h.Lock.Holder]
-		if !h.Lock.Active() || ok && (h.Lock.HolderUID == "" || h.Lock.HolderUID == uid) {
+		if !h.Lock.Active() || ok && h.Lock.HeldBy(h.Lock.Holder, uid) {
 			continue
 		}
 		out = append(out, h)

@@ -77,8 +77,7 @@ func decideOrphan(lock *workload.Lock, seen holderRef, run runLookup) (orphanAct
 		return orphanLeave, fmt.Sprintf("%s names no CustomRun this controller watches", lock.Holder)
 	case !run.Found:
 		return orphanRollBack, fmt.Sprintf("CustomRun %s no longer exists", strings.TrimPrefix(lock.Holder, HolderPrefix))
-	case lock.HolderUID == "" || lock.HolderUID == run.UID:
-		// A lock written before UIDs were recorded is judged by the name alone.
+	case lock.HeldBy(lock.Holder, run.UID):
 		return orphanLeave, fmt.Sprintf("CustomRun %s exists", strings.TrimPrefix(lock.Holder, HolderPrefix))
 	}
 	return orphanRollBack, fmt.Sprintf("CustomRun %s (UID %s) was deleted; the run of that name now is another (UID %s)",
