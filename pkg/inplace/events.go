@@ -31,15 +31,23 @@ func (r ClientEventRecorder) Record(ctx context.Context, pod *corev1.Pod, ev Eve
 		component = "inplace-rollout"
 	}
 	now := metav1.NewTime(time.Now())
-	event := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()),
-			Namespace: pod.Namespace,
-		},
-		InvolvedObject: corev1.ObjectReference{
-			Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-		},
+	event := NewEvent(fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), corev1.ObjectReference{
+		Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+		UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+	}, ev, component, now)
+	if _, err := r.Client.CoreV1().Events(pod.Namespace).Create(ctx, event, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("recording event %s on pod %s/%s: %w", ev.Reason, pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// NewEvent is the Event ev of component about the object ref, named name in ref's namespace,
+// seen once at now: every Event this project writes, on a pod or on a driver's object, has this
+// shape.
+func NewEvent(name string, ref corev1.ObjectReference, ev Event, component string, now metav1.Time) *corev1.Event {
+	return &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: name, Namespace: ref.Namespace},
+		InvolvedObject:      ref,
 		Reason:              ev.Reason,
 		Message:             ev.Message,
 		Type:                ev.Type,
@@ -50,10 +58,6 @@ func (r ClientEventRecorder) Record(ctx context.Context, pod *corev1.Pod, ev Eve
 		ReportingController: "inplace-rollout.io/" + component,
 		ReportingInstance:   component,
 	}
-	if _, err := r.Client.CoreV1().Events(pod.Namespace).Create(ctx, event, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("recording event %s on pod %s/%s: %w", ev.Reason, pod.Namespace, pod.Name, err)
-	}
-	return nil
 }
 
 // AsyncEventRecorder records Events through another recorder in the background, so that pod

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
 
 // EventInvalidConfig is the reason of the Warning Event a plugin records on a Rollout whose
@@ -29,23 +31,10 @@ const maxNameLen = 253
 // and records nothing. Argo owns the Rollout's status and conditions; an Event is what a plugin
 // can add to what `kubectl describe rollout` shows. It reports whether it created the Event.
 func RecordOnce(ctx context.Context, client kubernetes.Interface, ro *argov1alpha1.Rollout, component, reason, message string) (bool, error) {
-	now := metav1.NewTime(time.Now())
-	event := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: eventName(ro, reason), Namespace: ro.Namespace},
-		InvolvedObject: corev1.ObjectReference{
-			Kind: "Rollout", APIVersion: argov1alpha1.SchemeGroupVersion.String(),
-			Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, ResourceVersion: ro.ResourceVersion,
-		},
-		Reason:              reason,
-		Message:             message,
-		Type:                corev1.EventTypeWarning,
-		Source:              corev1.EventSource{Component: component},
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		Count:               1,
-		ReportingController: "inplace-rollout.io/" + component,
-		ReportingInstance:   component,
-	}
+	event := inplace.NewEvent(eventName(ro, reason), corev1.ObjectReference{
+		Kind: "Rollout", APIVersion: argov1alpha1.SchemeGroupVersion.String(),
+		Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, ResourceVersion: ro.ResourceVersion,
+	}, inplace.Event{Type: corev1.EventTypeWarning, Reason: reason, Message: message}, component, metav1.NewTime(time.Now()))
 	_, err := client.CoreV1().Events(ro.Namespace).Create(ctx, event, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
