@@ -125,27 +125,22 @@ func setImage(t *testing.T, ns, name, image string, steps stepsFunc) (oldHash st
 // setImageSteps is setImage with any canary steps, Argo's own among them.
 func setImageSteps(t *testing.T, ns, name, image string, steps []rolloutsv1alpha1.CanaryStep) (oldHash string) {
 	t.Helper()
-	c := argoClient(t).ArgoprojV1alpha1().Rollouts(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ro, err := c.Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		oldHash = ro.Status.CurrentPodHash
+	return updateRollout(t, ns, name, "setting it to "+image, func(ro *rolloutsv1alpha1.Rollout) {
 		ro.Spec.Template.Spec.Containers[0].Image = image
 		ro.Spec.Strategy.Canary.Steps = steps
-		_, err = c.Update(context.Background(), ro, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		t.Fatalf("setting Rollout %s/%s to %s: %v", ns, name, image, err)
-	}
-	return oldHash
 }
 
 // updateTemplate changes the Rollout's pod template by mutate, which is a new revision for
 // Argo, and returns the hash of the revision it leaves.
 func updateTemplate(t *testing.T, ns, name string, mutate func(*corev1.PodTemplateSpec)) (oldHash string) {
+	t.Helper()
+	return updateRollout(t, ns, name, "changing its template", func(ro *rolloutsv1alpha1.Rollout) { mutate(&ro.Spec.Template) })
+}
+
+// updateRollout changes the Rollout by mutate, read afresh on a conflict, and returns the hash
+// of the revision it was on; what says the change, for the failure.
+func updateRollout(t *testing.T, ns, name, what string, mutate func(*rolloutsv1alpha1.Rollout)) (oldHash string) {
 	t.Helper()
 	c := argoClient(t).ArgoprojV1alpha1().Rollouts(ns)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -154,12 +149,12 @@ func updateTemplate(t *testing.T, ns, name string, mutate func(*corev1.PodTempla
 			return err
 		}
 		oldHash = ro.Status.CurrentPodHash
-		mutate(&ro.Spec.Template)
+		mutate(ro)
 		_, err = c.Update(context.Background(), ro, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		t.Fatalf("changing the template of Rollout %s/%s: %v", ns, name, err)
+		t.Fatalf("Rollout %s/%s, %s: %v", ns, name, what, err)
 	}
 	return oldHash
 }
