@@ -35,6 +35,7 @@ specs=(
   "kube-apiserver|.|k8s.io/kubernetes/cmd/kube-apiserver|$k8s_ldflags"
   "kube-controller-manager|.|k8s.io/kubernetes/cmd/kube-controller-manager|$k8s_ldflags"
   "kubectl|.|k8s.io/kubernetes/cmd/kubectl|$k8s_ldflags"
+  "kubelet|kubelet|k8s.io/kubernetes/cmd/kubelet|$k8s_ldflags"
   "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|-s -w"
   "staticcheck|staticcheck|honnef.co/go/tools/cmd/staticcheck|-s -w"
   "rollouts-controller|argo-rollouts|github.com/argoproj/argo-rollouts/cmd/rollouts-controller|-s -w"
