@@ -66,7 +66,7 @@ task-digest: image
 	grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { echo "$(TASK) has no step image $(IMAGE_REPO)@sha256:... to pin"; exit 1; }; \
 	echo "$(TASK): $(IMAGE_REPO)@$$d"
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller, crane (cached per machine)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller, crane (cached per machine)
 tools:
 	hack/tools/build.sh
 
@@ -125,7 +125,7 @@ chaos: tools
 demo: cluster-up build
 	hack/demo.sh
 
-## cluster-up: start the local control plane and the readiness gate controller in the background (.dev/env, .dev/kubeconfig); ARGO=1 adds Argo Rollouts with our plugins; TEKTON=1 adds Tekton Pipelines and our CustomRun controller
+## cluster-up: start the local control plane and the readiness gate controller in the background (.dev/env, .dev/kubeconfig); ARGO=1 adds Argo Rollouts with our plugins; TEKTON=1 adds Tekton Pipelines and our CustomRun controller; NODE=real adds the real node real-0 (kubelet and containerd, as root)
 cluster-up: tools build
 	$(GO) build -o $(BIN)/localcluster ./test/integration/cmd/localcluster
 	hack/cluster-up.sh

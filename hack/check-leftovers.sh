@@ -38,4 +38,23 @@ if [ -n "$left" ]; then
   echo "processes left running:$left" >&2
   exit 1
 fi
+
+# The real node (test/integration/realnode) is machine-wide: its processes work in its own
+# directory, not in this clone. While a run holds its lock a node is up (a kept cluster, or
+# another clone's test); with the lock free, anything it made is a leftover.
+state=$(readlink -m "${XDG_CACHE_HOME:-$HOME/.cache}/inplace-rollout/realnode")
+if [ ! -e "$state/lock" ] || flock -n "$state/lock" true; then
+  real=""
+  for p in /proc/[0-9]*; do
+    exe=$(readlink "$p/exe" 2>/dev/null) || continue
+    case "$(basename "${exe% (deleted)}")" in containerd | containerd-shim-runc-v2 | kubelet) ;; *) continue ;; esac
+    if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q '/realnode'; then
+      real="$real ${p#/proc/}:$(basename "${exe% (deleted)}")"
+    fi
+  done
+  [ -n "$real" ] && { echo "real node processes left running:$real" >&2; exit 1; }
+  [ -e "$state/record.json" ] && { echo "a real node run left the machine changed ($state/record.json): make cluster-down undoes it" >&2; exit 1; }
+  [ -e /sys/class/net/inplacebr0 ] && { echo "the real node's bridge inplacebr0 is left" >&2; exit 1; }
+  grep -q '/realnode/' /proc/self/mountinfo && { echo "real node mounts are left: $(grep -o '[^ ]*/realnode/[^ ]*' /proc/self/mountinfo | head -3)" >&2; exit 1; }
+fi
 echo "no control-plane process left running"

@@ -52,5 +52,9 @@ for p in /proc/[0-9]*; do
   case "${exe% (deleted)}" in "$plugins"*) kill -KILL "${p#/proc/}" 2>/dev/null ;; esac
 done
 rm -f "$dev/env"
+# A real node whose supervisor was killed left the machine changed: its record says how to undo it.
+if [ -x "$dev/bin/localcluster" ]; then
+  "$dev/bin/localcluster" -undo-real-node || exit 1
+fi
 echo "local control plane stopped"
 hack/check-leftovers.sh

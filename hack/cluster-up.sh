@@ -40,10 +40,18 @@ fi
 if [ "${TEKTON:-}" = 1 ]; then
   args+=(--tekton "$(pwd)/$dev/bin/inplace-rollout")
 fi
+# NODE=real adds the real node real-0 (kubelet and containerd) beside the simulated ones.
+if [ "${NODE:-}" = real ]; then
+  args+=(--real-node)
+fi
 
 if [ -f "$dev/localcluster.pid" ] && kill -0 "$(cat "$dev/localcluster.pid")" 2>/dev/null && [ -f "$dev/env" ]; then
   if [ "${ARGO:-}" = 1 ] && ! { [ -f "$dev/rollouts-controller.pid" ] && kill -0 "$(cat "$dev/rollouts-controller.pid")" 2>/dev/null; }; then
     echo "the local control plane runs without Argo Rollouts: make cluster-down, then make cluster-up ARGO=1" >&2
+    exit 1
+  fi
+  if [ "${NODE:-}" = real ] && ! grep -q '^export REAL_NODE=' "$dev/env"; then
+    echo "the local control plane runs without the real node: make cluster-down, then make cluster-up NODE=real" >&2
     exit 1
   fi
   if [ "${TEKTON:-}" = 1 ] && ! { [ -f "$dev/inplace-rollout-tekton-controller.pid" ] && kill -0 "$(cat "$dev/inplace-rollout-tekton-controller.pid")" 2>/dev/null; }; then
@@ -69,6 +77,9 @@ for _ in $(seq 1 240); do
     echo "local control plane up (pid $pid); . $dev/env to use it, make cluster-down to stop it"
     if [ "${ARGO:-}" = 1 ]; then
       echo "Argo Rollouts controller up; log in $dev/rollouts-controller.log, kubectl-argo-rollouts on the PATH of $dev/env"
+    fi
+    if [ "${NODE:-}" = real ]; then
+      echo "real node real-0 up (REAL_NODE and PULLER_IMAGE in $dev/env); images \$REGISTRY/app:v1, v2, v3, crash1, errors1, latency1, slow1"
     fi
     if [ "${TEKTON:-}" = 1 ]; then
       echo "Tekton Pipelines controller and inplace-rollout tekton-controller up; logs in $dev/tekton-controller.log and $dev/inplace-rollout-tekton-controller.log"

@@ -19,10 +19,13 @@ import (
 // pki holds the file paths of the generated certificates and keys.
 type pki struct {
 	CACert, ServingCert, ServingKey, AdminCert, AdminKey, SAKey, SAPub string
+	// NodeCert and NodeKey are the real node's kubelet credentials (system:node:NAME).
+	NodeCert, NodeKey string
 }
 
 // writePKI generates a CA, a serving certificate for the apiserver on loopback, an admin client
-// certificate in system:masters, and the service-account signing key pair, all under dir.
+// certificate in system:masters, the kubelet credentials of the real node RealNodeName, and the
+// service-account signing key pair, all under dir.
 func writePKI(dir string) (*pki, error) {
 	p := &pki{
 		CACert:      filepath.Join(dir, "ca.crt"),
@@ -32,6 +35,8 @@ func writePKI(dir string) (*pki, error) {
 		AdminKey:    filepath.Join(dir, "admin.key"),
 		SAKey:       filepath.Join(dir, "sa.key"),
 		SAPub:       filepath.Join(dir, "sa.pub"),
+		NodeCert:    filepath.Join(dir, "node.crt"),
+		NodeKey:     filepath.Join(dir, "node.key"),
 	}
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -94,6 +99,11 @@ func writePKI(dir string) (*pki, error) {
 	}
 	if err := leaf(3, pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth,
 		p.AdminCert, p.AdminKey, nil, nil); err != nil {
+		return nil, err
+	}
+	// The Node authorizer lets a kubelet read only what its own pods use.
+	if err := leaf(4, pkix.Name{CommonName: "system:node:" + RealNodeName, Organization: []string{"system:nodes"}}, x509.ExtKeyUsageClientAuth,
+		p.NodeCert, p.NodeKey, nil, nil); err != nil {
 		return nil, err
 	}
 

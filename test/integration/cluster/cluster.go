@@ -21,6 +21,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/ociregistry"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/realnode"
 )
 
 // Options configure a control plane.
@@ -52,6 +53,10 @@ type Options struct {
 	// FeatureGates is passed as --feature-gates to kube-apiserver and kube-controller-manager,
 	// e.g. "MaxUnavailableStatefulSet=true" [none].
 	FeatureGates string
+	// RealNode adds a real node, RealNodeName (kubelet and containerd, package realnode), beside
+	// the simulated ones, and pushes the real images (package realnode/images) to the registry;
+	// it implies Registry. Pods pinned to it run there; the simulator leaves them alone.
+	RealNode bool
 	// SimulatorQPS gives the kubelet simulator its own client with this rate limit (burst
 	// twice that); zero shares Client's (200 requests/s).
 	SimulatorQPS float32
@@ -88,8 +93,17 @@ type Cluster struct {
 	InplaceTekton *InplaceTekton
 	// Kruise is OpenKruise's kruise-manager, once StartKruise started it.
 	Kruise *Kruise
+	// RealNode is the real node, when Options.RealNode.
+	RealNode *realnode.Node
+	// Images are the real images pushed to Registry (AppImage's, and pause), each reference
+	// with its digest, when Options.RealNode.
+	Images map[string]string
+	// PullerImage is the puller image on Registry by digest, for pre-pull on the real node,
+	// when Options.RealNode.
+	PullerImage string
 
 	opts     Options
+	pki      *pki
 	tempDir  bool
 	procs    []*process
 	regs     []*ociregistry.Server
@@ -175,6 +189,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	c.pki = certs
 	// Each component gets its ports just before it starts, which keeps the window in which
 	// another process can take them short.
 	var etcdClient int
@@ -195,6 +210,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	if err := c.startRegistries(); err != nil {
 		return nil, err
+	}
+	if opts.RealNode {
+		if err := c.startRealNode(ctx, certs); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.startSimulator(ctx); err != nil {
 		return nil, err
@@ -343,7 +363,13 @@ func (c *Cluster) startAPIServer(ctx context.Context, certs *pki, etcdPort, port
 		"--service-account-signing-key-file=" + certs.SAKey,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
+		"--authorization-mode=Node,RBAC",
+		// The real node's kubelet is dialled at its InternalIP, never by name: a name would be
+		// looked up through the machine's resolver, off the machine. The admin credentials
+		// authenticate the apiserver to it (logs, exec).
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-client-certificate=" + certs.AdminCert,
+		"--kubelet-client-key=" + certs.AdminKey,
 		// Pods here never run a real process, so they need no service-account token.
 		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
@@ -521,6 +547,12 @@ func (c *Cluster) Stop() error {
 		c.cancel = nil
 	}
 	var errs []error
+	if c.RealNode != nil {
+		if err := c.RealNode.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the real node: %w", err))
+		}
+		c.RealNode = nil
+	}
 	// Reverse order: the controller manager and apiserver before etcd.
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		if err := c.procs[i].stop(10 * time.Second); err != nil {
@@ -611,7 +643,7 @@ func RepoRoot() (string, error) {
 
 // startRegistries serves the OCI registries the options ask for, in this process.
 func (c *Cluster) startRegistries() error {
-	if c.opts.Registry {
+	if c.opts.Registry || c.opts.RealNode {
 		r, err := ociregistry.Start("", "")
 		if err != nil {
 			return err

@@ -26,6 +26,34 @@ scrape_configs:
       - targets: ["%s"]
 `
 
+// realNodeScrape adds the pods of the real node: found through kube-apiserver, scraped at
+// POD_IP:8080/metrics over the node's bridge, and labelled with their namespace and pod as the
+// simulator labels its series, so that one query reads both.
+const realNodeScrape = `  - job_name: realnode
+    metrics_path: /metrics
+    kubernetes_sd_configs:
+      - role: pod
+        api_server: %q
+        tls_config:
+          ca_file: %q
+          cert_file: %q
+          key_file: %q
+        selectors:
+          - role: pod
+            field: spec.nodeName=%s
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_pod_phase]
+        regex: Running
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_ip]
+        target_label: __address__
+        replacement: $1:8080
+      - source_labels: [__meta_kubernetes_namespace]
+        target_label: namespace
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+`
+
 // BasicAuth are HTTP basic-auth credentials.
 type BasicAuth struct {
 	Username, Password string
@@ -37,7 +65,12 @@ func (c *Cluster) startPrometheus(ctx context.Context) error {
 		return fmt.Errorf("parsing simulator metrics URL: %w", err)
 	}
 	cfgPath := filepath.Join(c.Dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, prometheusConfig, target.Host), 0o644); err != nil {
+	cfg := fmt.Appendf(nil, prometheusConfig, target.Host)
+	if c.RealNode != nil {
+		cfg = fmt.Appendf(cfg, realNodeScrape, c.Config.Host, c.pki.CACert,
+			c.pki.AdminCert, c.pki.AdminKey, c.RealNode.Name)
+	}
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", cfgPath, err)
 	}
 	args := []string{

@@ -500,8 +500,8 @@ func (s *Simulator) scheduleWait(uid types.UID) time.Duration {
 	return 0
 }
 
-// bind plays the scheduler: a DaemonSet pod goes to the node its affinity names, any other pod
-// to the nodes in turn.
+// bind plays the scheduler: a pod whose affinity (a DaemonSet's) or nodeSelector names a node
+// goes there, a real node's included, any other pod to the simulated nodes in turn.
 func (s *Simulator) bind(ctx context.Context, pod *corev1.Pod) error {
 	node := requiredNodeName(pod)
 	if node == "" {
@@ -510,7 +510,10 @@ func (s *Simulator) bind(ctx context.Context, pod *corev1.Pod) error {
 		s.bindNext++
 		s.mu.Unlock()
 	} else if s.nodeIndex(node) < 0 {
-		return nil
+		// Another kubelet's node: bound there only if it exists, as a scheduler would.
+		if _, err := s.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{ResourceVersion: "0"}); err != nil {
+			return nil
+		}
 	}
 	err := s.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
@@ -527,8 +530,11 @@ func (s *Simulator) bind(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // requiredNodeName returns the node a pod's required node affinity pins it to by name, as the
-// DaemonSet controller does.
+// DaemonSet controller does, or its nodeSelector on kubernetes.io/hostname.
 func requiredNodeName(pod *corev1.Pod) string {
+	if h := pod.Spec.NodeSelector[corev1.LabelHostname]; h != "" {
+		return h
+	}
 	aff := pod.Spec.Affinity
 	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		return ""

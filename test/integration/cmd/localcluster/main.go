@@ -14,6 +14,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/realnode"
 )
 
 func main() {
@@ -23,14 +24,23 @@ func main() {
 	reg := flag.Bool("registry", true, "serve an OCI registry on a loopback port; the simulator pulls images on its host from it")
 	argoPlugin := flag.String("argo-plugin", "", "start Argo Rollouts with this inplace-rollout binary registered as its plugins (config/argo); empty: no Argo")
 	tekton := flag.String("tekton", "", "start Tekton Pipelines, and this inplace-rollout binary's tekton-controller with config/tekton; empty: no Tekton")
+	realNode := flag.Bool("real-node", false, "add the real node "+cluster.RealNodeName+" (kubelet and containerd; needs root and Debian's containerd, runc and CNI plugins) and push the real images")
+	undo := flag.Bool("undo-real-node", false, "only put the machine back from a real node whose run was killed (processes, mounts, bridge, cgroups, sysctls), then exit")
 	flag.Parse()
-	if err := run(*dir, *nodes, *prom, *reg, *argoPlugin, *tekton); err != nil {
+	if *undo {
+		if err := realnode.Cleanup(slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+			fmt.Fprintln(os.Stderr, "localcluster:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*dir, *nodes, *prom, *reg, *realNode, *argoPlugin, *tekton); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, prom, reg bool, argoPlugin, tekton string) error {
+func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -56,6 +66,7 @@ func run(dir string, nodes int, prom, reg bool, argoPlugin, tekton string) error
 		Simulator:  kubeletsim.Config{Nodes: nodes},
 		Prometheus: prom,
 		Registry:   reg,
+		RealNode:   realNode,
 		Logger:     log,
 	})
 	if err != nil {
@@ -95,6 +106,9 @@ func run(dir string, nodes int, prom, reg bool, argoPlugin, tekton string) error
 
 	env := fmt.Sprintf("export KUBECONFIG=%s\nexport PROMETHEUS_URL=%s\nexport KUBELETSIM_URL=%s\nexport REGISTRY=%s\nexport PATH=%s:$PATH\n",
 		c.Kubeconfig, c.PrometheusURL, c.Sim.MetricsURL(), c.Registry, filepath.Join(abs, "bin"))
+	if c.RealNode != nil {
+		env += fmt.Sprintf("export REAL_NODE=%s\nexport PULLER_IMAGE=%s\n", c.RealNode.Name, c.PullerImage)
+	}
 	if err := os.WriteFile(envPath, []byte(env), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", envPath, err)
 	}
