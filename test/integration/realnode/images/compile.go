@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // The packages of the programs the images hold, built from the module the caller runs in.
@@ -26,6 +29,9 @@ type Programs struct {
 
 	dir                string
 	app, pause, puller []byte
+
+	mu     sync.Mutex
+	layers map[string]v1.Layer // by the binary's path in the image
 }
 
 // Compile builds realapp, pause and puller with CGO_ENABLED=0, -trimpath and -ldflags "-s -w",

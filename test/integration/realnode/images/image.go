@@ -40,7 +40,7 @@ var epoch = time.Unix(0, 0).UTC()
 
 // AppImage is the app image for tag: the realapp binary with APP_TAG=tag in its config.
 func (p *Programs) AppImage(tag string) (v1.Image, error) {
-	img, err := build(AppPath, p.app, config{
+	img, err := p.build(AppPath, p.app, config{
 		entrypoint: []string{AppPath},
 		env:        []string{"APP_TAG=" + tag},
 		port:       AppPort,
@@ -54,7 +54,7 @@ func (p *Programs) AppImage(tag string) (v1.Image, error) {
 
 // PauseImage is the sandbox image: the pause binary at /pause.
 func (p *Programs) PauseImage() (v1.Image, error) {
-	img, err := build(PausePath, p.pause, config{entrypoint: []string{PausePath}, comment: "pause"})
+	img, err := p.build(PausePath, p.pause, config{entrypoint: []string{PausePath}, comment: "pause"})
 	if err != nil {
 		return nil, fmt.Errorf("building the pause image: %w", err)
 	}
@@ -65,7 +65,7 @@ func (p *Programs) PauseImage() (v1.Image, error) {
 // pkg/prepull needs of the project's own image and no more, the static puller at PullerPath
 // and a non-root user. Its entrypoint is the puller, so that running it does no harm.
 func (p *Programs) PullerImage() (v1.Image, error) {
-	img, err := build(PullerPath, p.puller, config{entrypoint: []string{PullerPath}, comment: "puller"})
+	img, err := p.build(PullerPath, p.puller, config{entrypoint: []string{PullerPath}, comment: "puller"})
 	if err != nil {
 		return nil, fmt.Errorf("building the puller image: %w", err)
 	}
@@ -81,21 +81,10 @@ type config struct {
 }
 
 // build makes a single-layer image holding binary at path, for linux and this architecture.
-func build(path string, binary []byte, c config) (v1.Image, error) {
-	if len(binary) == 0 {
-		return nil, fmt.Errorf("no binary for %s: use the Programs that Compile returned", path)
-	}
-	tarBytes, err := layerTar(path, binary)
+func (p *Programs) build(path string, binary []byte, c config) (v1.Image, error) {
+	layer, err := p.layer(path, binary)
 	if err != nil {
 		return nil, err
-	}
-	// The opener hands out the same bytes each time; gzip with no header time compresses
-	// them to the same bytes too.
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(tarBytes)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return nil, fmt.Errorf("making the layer: %w", err)
 	}
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err := mutate.Append(base, mutate.Addendum{
@@ -124,6 +113,36 @@ func build(path string, binary []byte, c config) (v1.Image, error) {
 		return nil, fmt.Errorf("setting the config: %w", err)
 	}
 	return img, nil
+}
+
+// layer is the layer holding binary at path, made once per Programs: the app images of every
+// tag share it, and compressing it is most of the work of a build and a push.
+func (p *Programs) layer(path string, binary []byte) (v1.Layer, error) {
+	if len(binary) == 0 {
+		return nil, fmt.Errorf("no binary for %s: use the Programs that Compile returned", path)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l, ok := p.layers[path]; ok {
+		return l, nil
+	}
+	tarBytes, err := layerTar(path, binary)
+	if err != nil {
+		return nil, err
+	}
+	// The opener hands out the same bytes each time, and gzip with no header time compresses
+	// them to the same bytes too; the compressed bytes are kept for the pushes.
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(tarBytes)), nil
+	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+	if err != nil {
+		return nil, fmt.Errorf("making the layer of %s: %w", path, err)
+	}
+	if p.layers == nil {
+		p.layers = map[string]v1.Layer{}
+	}
+	p.layers[path] = l
+	return l, nil
 }
 
 // entry is one file or directory of the layer.

@@ -33,6 +33,9 @@ func PauseRef(registry string) string { return registry + "/" + PauseRepo + ":" 
 // (HOST:PORT of a plain-HTTP registry on loopback) and returns each reference it pushed
 // (AppRef, PauseRef) with its manifest digest ("sha256:...").
 func (p *Programs) Push(ctx context.Context, registry string) (map[string]string, error) {
+	if err := onLoopback(registry); err != nil {
+		return nil, fmt.Errorf("pushing the images: %w", err)
+	}
 	pushed := make(map[string]string, len(AppTags)+1)
 	for _, tag := range AppTags {
 		img, err := p.AppImage(tag)
@@ -58,6 +61,9 @@ func (p *Programs) Push(ctx context.Context, registry string) (map[string]string
 // PushPuller writes the puller image to registry as HOST:PORT/inplace-rollout-puller:dev and
 // returns its reference by digest (repo:tag@sha256:...), the value for --puller-image.
 func (p *Programs) PushPuller(ctx context.Context, registry string) (string, error) {
+	if err := onLoopback(registry); err != nil {
+		return "", fmt.Errorf("pushing the puller image: %w", err)
+	}
 	img, err := p.PullerImage()
 	if err != nil {
 		return "", err
