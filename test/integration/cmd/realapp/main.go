@@ -1,0 +1,242 @@
+// Command realapp is the application of the real node's test images: a small HTTP server whose
+// behaviour follows its image tag, as the kubelet simulator's images do (kubeletsim's
+// behaviorOf), so that a rollout, its analysis and its failures look alike on both nodes.
+//
+// The tag comes from APP_TAG, which each image's config sets, and the behaviour from its prefix:
+//
+//	crash*    listens, then exits 1 after APP_CRASH_AFTER [1s]: a real crash
+//	slow*     /healthz answers 503 for APP_READY_DELAY [5s] after start, then 200
+//	errors*   / answers 500 (a share APP_ERROR_SHARE [1] of requests, spread evenly)
+//	latency*  / answers after APP_LATENCY [300ms]
+//	other     healthy (v1, v2, v3)
+//
+// Everything is served on one port, APP_LISTEN [:8080] (127.0.0.1:0 picks a free port; the
+// address is logged on stderr as "listening on ADDR"):
+//
+//	/          traffic: 200 (or 500) with the tag and a newline as the body
+//	/healthz   readiness (also /readyz)
+//	/metrics   Prometheus: http_requests_total{code} and http_request_duration_seconds, the
+//	           names, label and buckets of the simulator's exposition; namespace and pod come
+//	           from the scrape's target relabelling, not from the app
+//
+// Each variable has a flag of the same meaning (-tag, -listen, -ready-delay, -latency,
+// -error-share, -crash-after) that wins over it. SIGTERM or SIGINT shuts the server down
+// gracefully and exits 0.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// latencyBuckets are kubeletsim's upper bounds of http_request_duration_seconds, so that one
+// histogram_quantile reads both nodes alike.
+var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5, 10}
+
+// config is what the app does, from its flags and environment.
+type config struct {
+	tag        string
+	listen     string
+	readyDelay time.Duration
+	latency    time.Duration
+	errorShare float64
+	crashAfter time.Duration
+}
+
+// behaviour is what the tag's prefix asks for.
+type behaviour struct{ crashes, slow, errors, latency bool }
+
+func behaviourOf(tag string) behaviour {
+	return behaviour{
+		crashes: strings.HasPrefix(tag, "crash"),
+		slow:    strings.HasPrefix(tag, "slow"),
+		errors:  strings.HasPrefix(tag, "errors"),
+		latency: strings.HasPrefix(tag, "latency"),
+	}
+}
+
+func main() {
+	cfg, err := parse(os.Args[1:], os.Getenv, os.Stderr)
+	if err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, cfg, os.Stderr))
+}
+
+// parse reads the flags, whose defaults come from the environment.
+func parse(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	env := func(key, def string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	fs := flag.NewFlagSet("realapp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.StringVar(&cfg.tag, "tag", env("APP_TAG", "unknown"), "the image tag; its prefix chooses the behaviour [$APP_TAG]")
+	fs.StringVar(&cfg.listen, "listen", env("APP_LISTEN", ":8080"), "address to serve traffic, readiness and metrics on [$APP_LISTEN]")
+	durations := []struct {
+		dst        *time.Duration
+		name, key  string
+		def, usage string
+	}{
+		{&cfg.readyDelay, "ready-delay", "APP_READY_DELAY", "5s", "how long a slow* app stays unready after start"},
+		{&cfg.latency, "latency", "APP_LATENCY", "300ms", "how long a latency* app takes to answer"},
+		{&cfg.crashAfter, "crash-after", "APP_CRASH_AFTER", "1s", "how long a crash* app runs before it exits 1"},
+	}
+	for _, d := range durations {
+		def, err := time.ParseDuration(env(d.key, d.def))
+		if err != nil {
+			fmt.Fprintf(stderr, "realapp: $%s: %v\n", d.key, err)
+			return config{}, err
+		}
+		fs.DurationVar(d.dst, d.name, def, d.usage+" [$"+d.key+"]")
+	}
+	share, err := strconv.ParseFloat(env("APP_ERROR_SHARE", "1"), 64)
+	if err != nil {
+		fmt.Fprintf(stderr, "realapp: $APP_ERROR_SHARE: %v\n", err)
+		return config{}, err
+	}
+	fs.Float64Var(&cfg.errorShare, "error-share", share, "share of an errors* app's answers that are 500, from 0 to 1 [$APP_ERROR_SHARE]")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if cfg.errorShare < 0 || cfg.errorShare > 1 {
+		err := fmt.Errorf("error share %g is not between 0 and 1", cfg.errorShare)
+		fmt.Fprintln(stderr, "realapp:", err)
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// run serves until ctx ends (exit 0) or a crash* app's time is up (exit 1).
+func run(ctx context.Context, cfg config, stderr io.Writer) int {
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "realapp: listening on %s: %v\n", cfg.listen, err)
+		return 1
+	}
+	beh := behaviourOf(cfg.tag)
+	srv := &http.Server{Handler: newApp(cfg, beh, time.Now()).handler(), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stderr, "realapp: %s listening on %s\n", cfg.tag, ln.Addr())
+
+	var crash <-chan time.Time
+	if beh.crashes {
+		crash = time.After(cfg.crashAfter)
+	}
+	select {
+	case <-crash:
+		fmt.Fprintf(stderr, "realapp: %s crashes, as its tag says\n", cfg.tag)
+		return 1
+	case err := <-served:
+		fmt.Fprintf(stderr, "realapp: serving: %v\n", err)
+		return 1
+	case <-ctx.Done():
+	}
+	// Shorter than the kubelet's default grace of 30 s, so a stuck connection never earns a SIGKILL.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		fmt.Fprintf(stderr, "realapp: shutting down: %v\n", err)
+	}
+	fmt.Fprintf(stderr, "realapp: %s stopped\n", cfg.tag)
+	return 0
+}
+
+// app holds the server's state: its metrics and its error spreading.
+type app struct {
+	cfg      config
+	beh      behaviour
+	started  time.Time
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+
+	mu     sync.Mutex
+	served int // traffic requests so far, for spreading the 500s evenly
+}
+
+func newApp(cfg config, beh behaviour, started time.Time) *app {
+	a := &app{
+		cfg: cfg, beh: beh, started: started,
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "http_requests_total", Help: "HTTP requests served by the pod, by status code.",
+		}, []string{"code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "http_request_duration_seconds", Help: "HTTP request latency of the pod.", Buckets: latencyBuckets,
+		}, nil),
+	}
+	a.registry.MustRegister(a.requests, a.duration)
+	// Both codes exist from the start, as in the simulator, so that an error ratio over a
+	// healthy pod is 0 rather than no data.
+	a.requests.WithLabelValues("200")
+	a.requests.WithLabelValues("500")
+	return a
+}
+
+func (a *app) handler() http.Handler {
+	mux := http.NewServeMux()
+	traffic := promhttp.InstrumentHandlerDuration(a.duration, promhttp.InstrumentHandlerCounter(a.requests, http.HandlerFunc(a.serveTraffic)))
+	mux.Handle("GET /{$}", traffic)
+	mux.HandleFunc("GET /healthz", a.serveReady)
+	mux.HandleFunc("GET /readyz", a.serveReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (a *app) serveTraffic(w http.ResponseWriter, r *http.Request) {
+	if a.beh.latency {
+		select {
+		case <-time.After(a.cfg.latency):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	code := http.StatusOK
+	if a.beh.errors && a.failNext() {
+		code = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, a.cfg.tag+"\n")
+}
+
+// failNext says whether the next request fails: request n fails when it moves the running
+// count of failures, n times the share rounded down, so the share holds over any stretch.
+func (a *app) failNext() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.served++
+	n := float64(a.served)
+	return int(n*a.cfg.errorShare) > int((n-1)*a.cfg.errorShare)
+}
+
+func (a *app) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if a.beh.slow {
+		if left := a.cfg.readyDelay - time.Since(a.started); left > 0 {
+			http.Error(w, fmt.Sprintf("starting: ready in %s", left.Round(time.Millisecond)), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
