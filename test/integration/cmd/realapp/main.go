@@ -75,8 +75,9 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, cfg, os.Stderr))
+	code := run(ctx, cfg, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // parse reads the flags, whose defaults come from the environment.

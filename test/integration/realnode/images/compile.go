@@ -34,8 +34,9 @@ type Programs struct {
 	layers map[string]v1.Layer // by the binary's path in the image
 }
 
-// Compile builds realapp, pause and puller with CGO_ENABLED=0, -trimpath and -ldflags "-s -w",
-// which makes them static and their bytes a function of the source and the Go version only.
+// Compile builds realapp, pause and puller with CGO_ENABLED=0, -trimpath, -buildvcs=false and
+// -ldflags "-s -w", which makes them static and their bytes a function of the source and the
+// Go version only.
 // It runs the go command in the working directory, which must be inside this module.
 func Compile(ctx context.Context) (*Programs, error) {
 	dir, err := os.MkdirTemp("", "realnode-images-")
@@ -66,7 +67,9 @@ func Compile(ctx context.Context) (*Programs, error) {
 
 // compile builds the main packages into dir, each under its last path element.
 func compile(ctx context.Context, dir string, packages ...string) error {
-	args := append([]string{"build", "-trimpath", "-ldflags", "-s -w", "-o", dir + string(filepath.Separator)}, packages...)
+	// No VCS stamp: the same source at another commit, or with unrelated local changes, must
+	// give the same bytes.
+	args := append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", dir + string(filepath.Separator)}, packages...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	out, err := cmd.CombinedOutput()
