@@ -5,8 +5,8 @@
 // The tag comes from APP_TAG, which each image's config sets, and the behaviour from its prefix:
 //
 //	crash*    listens, then exits 1 after APP_CRASH_AFTER [1s]: a real crash
-//	slow*     /healthz answers 503 for APP_READY_DELAY [5s] after start, then 200
-//	errors*   / answers 500 (a share APP_ERROR_SHARE [1] of requests, spread evenly)
+//	slow*     /healthz answers 503 for APP_READY_DELAY [10s, as the simulator's slow images] after start, then 200
+//	errors*   / answers 500 (a share APP_ERROR_SHARE [0.3, as the simulator's] of requests, spread evenly)
 //	latency*  / answers after APP_LATENCY [300ms]
 //	other     healthy (v1, v2, v3)
 //
@@ -98,7 +98,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		name, key  string
 		def, usage string
 	}{
-		{&cfg.readyDelay, "ready-delay", "APP_READY_DELAY", "5s", "how long a slow* app stays unready after start"},
+		{&cfg.readyDelay, "ready-delay", "APP_READY_DELAY", "10s", "how long a slow* app stays unready after start"},
 		{&cfg.latency, "latency", "APP_LATENCY", "300ms", "how long a latency* app takes to answer"},
 		{&cfg.crashAfter, "crash-after", "APP_CRASH_AFTER", "1s", "how long a crash* app runs before it exits 1"},
 	}
@@ -110,7 +110,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		}
 		fs.DurationVar(d.dst, d.name, def, d.usage+" [$"+d.key+"]")
 	}
-	share, err := strconv.ParseFloat(env("APP_ERROR_SHARE", "1"), 64)
+	share, err := strconv.ParseFloat(env("APP_ERROR_SHARE", "0.3"), 64)
 	if err != nil {
 		fmt.Fprintf(stderr, "realapp: $APP_ERROR_SHARE: %v\n", err)
 		return config{}, err

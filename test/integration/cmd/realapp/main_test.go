@@ -142,8 +142,8 @@ func TestTrafficAndMetricsByTag(t *testing.T) {
 	}{
 		{tag: "v1", requests: 3, wantCodes: map[string]float64{"200": 3, "500": 0}},
 		{tag: "v3", requests: 1, wantCodes: map[string]float64{"200": 1, "500": 0}},
-		{tag: "errors1", requests: 3, wantCodes: map[string]float64{"200": 0, "500": 3}},
-		{tag: "errors1", env: []string{"APP_ERROR_SHARE=0.3"}, requests: 10, wantCodes: map[string]float64{"200": 7, "500": 3}},
+		{tag: "errors1", requests: 10, wantCodes: map[string]float64{"200": 7, "500": 3}},
+		{tag: "errors1", env: []string{"APP_ERROR_SHARE=1"}, requests: 3, wantCodes: map[string]float64{"200": 0, "500": 3}},
 		{tag: "latency1", env: []string{"APP_LATENCY=300ms"}, requests: 2, wantCodes: map[string]float64{"200": 2, "500": 0}, minLatency: 300 * time.Millisecond},
 	}
 	for _, tt := range tests {
