@@ -1,0 +1,283 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+)
+
+// The conformance rows of docs/conformance.md: each behaviour of the kubelet that the engine
+// depends on, run on a pod of a simulated node and on a pod of the real node, so that the
+// simulator's fast tests keep meaning what the real kubelet does.
+
+// onBoth runs row on a simulated node and on the real node, in parallel.
+func onBoth(t *testing.T, row func(t *testing.T, ns, node string)) {
+	t.Helper()
+	for _, node := range []string{env.Sim.NodeNames()[0], env.RealNode.Name} {
+		kind := "simulator"
+		if node == env.RealNode.Name {
+			kind = "real"
+		}
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			row(t, env.Namespace(t), node)
+		})
+	}
+}
+
+// barePod creates a pod of the real app on tag, bound to node, and waits until it is Ready.
+func barePod(t *testing.T, ns, node, tag string, mutate func(*corev1.Pod)) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			Containers: []corev1.Container{{
+				Name:  "app",
+				Image: image(tag),
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+					PeriodSeconds: 1,
+				},
+			}},
+		},
+	}
+	if mutate != nil {
+		mutate(pod)
+	}
+	_, err := env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	must(t, err, "creating pod %s/app on %s", ns, node)
+	wantReady := len(pod.Spec.ReadinessGates) == 0
+	return env.WaitForPod(t, ns, "app", 60*time.Second, "running its app container", func(p *corev1.Pod) bool {
+		cs := cluster.ContainerStatus(p, "app")
+		return cs != nil && cs.State.Running != nil && cs.Ready && (!wantReady || cluster.PodReady(p))
+	})
+}
+
+// setImage patches the app container's image, as the engine does.
+func setImage(t *testing.T, ns string, tag string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","image":%q}]}}`, image(tag))
+	_, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "app", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	must(t, err, "patching pod %s/app to %s", ns, tag)
+}
+
+// runningOn waits until the app container runs a container of tag's digest, Ready.
+func runningOn(t *testing.T, ns, tag string, timeout time.Duration) *corev1.Pod {
+	t.Helper()
+	d := digest(t, tag)
+	return env.WaitForPod(t, ns, "app", timeout, "app running "+tag, func(p *corev1.Pod) bool {
+		cs := cluster.ContainerStatus(p, "app")
+		return cs != nil && cs.State.Running != nil && cs.Ready && strings.HasSuffix(cs.ImageID, "@"+d)
+	})
+}
+
+func appStatus(p *corev1.Pod) corev1.ContainerStatus {
+	if cs := cluster.ContainerStatus(p, "app"); cs != nil {
+		return *cs
+	}
+	return corev1.ContainerStatus{}
+}
+
+// An image patch restarts the container in place: same UID and IP, restartCount +1, a new
+// containerID, imageID REPO@sha256:<manifest digest>, lastState the container it replaced.
+func TestConformanceInPlaceRestart(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		before := barePod(t, ns, node, "v1", nil)
+		old := appStatus(before)
+		setImage(t, ns, "v2")
+		after := runningOn(t, ns, "v2", 60*time.Second)
+		cs := appStatus(after)
+		repo := strings.TrimSuffix(image("v2"), ":v2")
+		switch {
+		case after.UID != before.UID || after.Status.PodIP != before.Status.PodIP:
+			t.Errorf("pod recreated: UID %s -> %s, IP %s -> %s", before.UID, after.UID, before.Status.PodIP, after.Status.PodIP)
+		case cs.RestartCount != old.RestartCount+1:
+			t.Errorf("restartCount %d -> %d, want +1", old.RestartCount, cs.RestartCount)
+		case cs.ContainerID == old.ContainerID:
+			t.Errorf("containerID unchanged: %s", cs.ContainerID)
+		case cs.ImageID != repo+"@"+digest(t, "v2"):
+			t.Errorf("imageID %s, want %s@%s", cs.ImageID, repo, digest(t, "v2"))
+		case cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ContainerID != old.ContainerID:
+			t.Errorf("lastState %+v, want terminated container %s", cs.LastTerminationState, old.ContainerID)
+		}
+	})
+}
+
+// The kubelet's crash back-off is keyed by pod, container and image, and every start of a
+// container after another one of its name exited counts toward it (kubelet v1.34.5,
+// kuberuntime doBackOff): going back, within 10 s of the last exit, to an image started that way
+// before meets the back-off although nothing crashed. v1 -> v2 -> v1 -> v2 starts v1 and v2
+// without it (v2's first start followed no exit); the next v1 finds v1's entry: CrashLoopBackOff
+// "back-off 10s" with the restart count unchanged and lastState the container the patch
+// stopped, and v1 starts once the back-off has passed.
+func TestConformanceBackOffOnReturn(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		barePod(t, ns, node, "v1", nil)
+		for _, tag := range []string{"v2", "v1", "v2"} {
+			setImage(t, ns, tag)
+			if p := runningWithoutBackOff(t, ns, tag); t.Failed() {
+				t.Fatalf("patch to %s met the back-off: %+v", tag, appStatus(p))
+			}
+		}
+		left := appStatus(runningOn(t, ns, "v2", time.Second))
+		setImage(t, ns, "v1")
+		backOff := env.WaitForPod(t, ns, "app", 30*time.Second, "CrashLoopBackOff of the back-off", func(p *corev1.Pod) bool {
+			cs := appStatus(p)
+			return cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff"
+		})
+		cs := appStatus(backOff)
+		if !strings.HasPrefix(cs.State.Waiting.Message, "back-off 10s restarting failed container=app pod=app_"+ns) {
+			t.Errorf("back-off message %q, want back-off 10s restarting failed container=app pod=app_%s(...)", cs.State.Waiting.Message, ns)
+		}
+		if cs.RestartCount != left.RestartCount {
+			t.Errorf("restartCount %d during the back-off, want %d as before the patch", cs.RestartCount, left.RestartCount)
+		}
+		if last := cs.LastTerminationState.Terminated; last == nil || last.ContainerID != left.ContainerID {
+			t.Errorf("lastState %+v during the back-off, want the stopped container %s", cs.LastTerminationState, left.ContainerID)
+		}
+		done := appStatus(runningOn(t, ns, "v1", 60*time.Second))
+		if done.RestartCount != left.RestartCount+1 {
+			t.Errorf("restartCount %d once v1 runs, want %d", done.RestartCount, left.RestartCount+1)
+		}
+	})
+}
+
+// runningWithoutBackOff waits until the app runs tag, and fails the test (not at once) if a
+// CrashLoopBackOff showed meanwhile.
+func runningWithoutBackOff(t *testing.T, ns, tag string) *corev1.Pod {
+	t.Helper()
+	d := digest(t, tag)
+	return env.WaitForPod(t, ns, "app", 60*time.Second, "app running "+tag, func(p *corev1.Pod) bool {
+		cs := appStatus(p)
+		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+			t.Errorf("CrashLoopBackOff on the way to %s: %s", tag, cs.State.Waiting.Message)
+			return true
+		}
+		return cs.State.Running != nil && cs.Ready && strings.HasSuffix(cs.ImageID, "@"+d)
+	})
+}
+
+// A tag that does not exist stops the old container before the pull fails: the status keeps
+// the old containerID and restart count, shows no running container, ErrImagePull naming the
+// missing manifest, then ImagePullBackOff.
+func TestConformanceMissingTag(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		old := appStatus(barePod(t, ns, node, "v1", nil))
+		setImage(t, ns, "missing1")
+		var reasons []string
+		p := env.WaitForPod(t, ns, "app", 90*time.Second, "ImagePullBackOff", func(p *corev1.Pod) bool {
+			cs := appStatus(p)
+			if w := cs.State.Waiting; w != nil && (len(reasons) == 0 || reasons[len(reasons)-1] != w.Reason) {
+				reasons = append(reasons, w.Reason)
+			}
+			return cs.State.Waiting != nil && cs.State.Waiting.Reason == "ImagePullBackOff"
+		})
+		cs := appStatus(p)
+		if reasons[0] != "ErrImagePull" {
+			t.Errorf("waiting reasons %v, want ErrImagePull first", reasons)
+		}
+		if cs.ContainerID != old.ContainerID || cs.RestartCount != old.RestartCount || cs.State.Running != nil {
+			t.Errorf("status %+v, want the old container %s, restartCount %d, nothing running", cs, old.ContainerID, old.RestartCount)
+		}
+		if !strings.Contains(cs.State.Waiting.Message, image("missing1")) || !strings.Contains(cs.State.Waiting.Message, "not found") {
+			t.Errorf("ImagePullBackOff message %q names neither %s nor \"not found\"", cs.State.Waiting.Message, image("missing1"))
+		}
+	})
+}
+
+// A crashing image in place: the container exits 1 (reason Error) and the kubelet backs off
+// (CrashLoopBackOff) once the restart count has climbed.
+func TestConformanceCrash(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		old := appStatus(barePod(t, ns, node, "v1", nil))
+		setImage(t, ns, "crash1")
+		p := env.WaitForPod(t, ns, "app", 60*time.Second, "CrashLoopBackOff", func(p *corev1.Pod) bool {
+			cs := appStatus(p)
+			return cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" && cs.RestartCount > old.RestartCount
+		})
+		cs := appStatus(p)
+		last := cs.LastTerminationState.Terminated
+		if last == nil || last.ExitCode != 1 || last.Reason != "Error" {
+			t.Errorf("lastState %+v, want terminated with exit code 1, reason Error", cs.LastTerminationState)
+		}
+		if !strings.HasSuffix(cs.ImageID, "@"+digest(t, "crash1")) {
+			t.Errorf("imageID %s, want crash1's digest %s", cs.ImageID, digest(t, "crash1"))
+		}
+	})
+}
+
+// A readiness gate holds the pod not Ready (ReadinessGatesNotReady) while its condition is
+// False, and the condition survives the container's in-place restart.
+func TestConformanceReadinessGate(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		barePod(t, ns, node, "v1", func(p *corev1.Pod) {
+			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
+		})
+		setGate(t, ns, corev1.ConditionTrue)
+		env.WaitForPod(t, ns, "app", 30*time.Second, "Ready with the gate True", cluster.PodReady)
+		setGate(t, ns, corev1.ConditionFalse)
+		p := env.WaitForPod(t, ns, "app", 30*time.Second, "not Ready with the gate False", func(p *corev1.Pod) bool { return !cluster.PodReady(p) })
+		if r := readyReason(p); r != "ReadinessGatesNotReady" {
+			t.Errorf("Ready condition reason %q, want ReadinessGatesNotReady", r)
+		}
+		setImage(t, ns, "v2")
+		p = runningOn(t, ns, "v2", 60*time.Second)
+		if gate := condition(p, inplace.ReadinessGate); gate == nil || gate.Status != corev1.ConditionFalse {
+			t.Errorf("gate condition after the restart: %+v, want False", gate)
+		}
+		if cluster.PodReady(p) {
+			t.Error("pod Ready after the restart with its gate False")
+		}
+	})
+}
+
+// After an image patch the status's observedGeneration reaches the pod's generation.
+func TestConformanceObservedGeneration(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		barePod(t, ns, node, "v1", nil)
+		setImage(t, ns, "v2")
+		p := runningOn(t, ns, "v2", 60*time.Second)
+		if p.Status.ObservedGeneration != p.Generation {
+			t.Errorf("status.observedGeneration %d, pod generation %d", p.Status.ObservedGeneration, p.Generation)
+		}
+	})
+}
+
+func setGate(t *testing.T, ns string, status corev1.ConditionStatus) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
+		Type: inplace.ReadinessGate, Status: status, LastTransitionTime: metav1.Now(),
+	}}}})
+	_, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "app", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	must(t, err, "setting the readiness gate of %s/app %s", ns, status)
+}
+
+func condition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func readyReason(p *corev1.Pod) string {
+	if c := condition(p, corev1.PodReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
