@@ -8,7 +8,7 @@ BIN     := .dev/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PKGS     = $(shell $(GO) list ./...)
 
-.PHONY: all build release image task-digest tools test fuzz lint bench chaos demo cluster-up cluster-down clean
+.PHONY: all build release image task-digest tools test test-realnode fuzz lint bench chaos demo cluster-up cluster-down clean
 
 all: build
 
@@ -77,6 +77,12 @@ test: tools
 	$(GO) test -count=1 -timeout 25m $(PKGS) || rc=1; \
 	hack/check-leftovers.sh || rc=1; \
 	exit $$rc
+
+## test-realnode: the whole real-node suite (make test runs its short form): the CLI on every workload kind, analysis on the real app's metrics, the readiness gate, pre-pull, a crash, a missing tag, back-and-forth rollouts and a SIGKILL resume on the real kubelet and containerd, and every conformance row on both the simulator and the real node; as root, with Debian's containerd, runc and CNI plugins (.ci/run installs them)
+test-realnode: tools
+	rc=0; \
+	INPLACE_ROLLOUT_REAL_NODE_SUITE=full $(GO) test -count=1 -v -timeout 40m ./test/integration/realnode/... || rc=1; \
+	hack/check-leftovers.sh || rc=1; exit $$rc
 
 ## fuzz: fuzz each of the 8 fuzz targets for about FUZZTIME (90s, 5m, 1h; default 60s); a failing input lands in the package's testdata/fuzz, to commit with its fix
 # Each target runs as counted runs of the size beside it until FUZZTIME is spent (hack/fuzz.sh),
