@@ -203,8 +203,8 @@ func TestPrePull(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("run --pre-pull: %s", r)
 	}
-	if !strings.Contains(r.Stderr, "pre-pull") {
-		t.Errorf("no pre-pull in the run's log:\n%s", clitest.LastLines(r.Stderr, 20))
+	if !strings.Contains(r.Stderr, `msg="pulling the new images" nodes=`+env.RealNode.Name) {
+		t.Errorf("the run did not pull onto the real node first:\n%s", clitest.LastLines(r.Stderr, 20))
 	}
 	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
 	onDigest(t, ns, "app=web", digest(t, "v3"))
