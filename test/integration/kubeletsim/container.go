@@ -23,15 +23,15 @@ type timings struct {
 type containerPhase int
 
 const (
-	phasePulling    containerPhase = iota // pulling the image; the previous instance, if any, is stopped
-	phasePullFailed                       // the pull failed; ErrImagePull, then ImagePullBackOff
-	phaseInvalid                          // the reference does not parse
-	phaseStarting                         // running, not ready yet
-	phaseReady                            // running and ready
-	phaseBackOff                          // crashed; waiting to be restarted
-	phaseExited                           // a run-once instance ended; it is not restarted
-	phaseStopping                         // the image changed; the replaced instance still runs until the stop delay ends
-	phaseStartBackOff                     // the image changed to one this container started recently; the kubelet backs off first
+	phasePulling      containerPhase = iota // pulling the image; the previous instance, if any, is stopped
+	phasePullFailed                         // the pull failed; ErrImagePull, then ImagePullBackOff
+	phaseInvalid                            // the reference does not parse
+	phaseStarting                           // running, not ready yet
+	phaseReady                              // running and ready
+	phaseBackOff                            // crashed; waiting to be restarted
+	phaseExited                             // a run-once instance ended; it is not restarted
+	phaseStopping                           // the image changed; the replaced instance still runs until the stop delay ends
+	phaseStartBackOff                       // the image changed to one this container started recently; the kubelet backs off first
 )
 
 // The kubelet's crash back-off for a container, keyed by pod UID, container name and image (its
