@@ -124,7 +124,7 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 		switch {
 		case hasReadinessGate(pod) && !gateTrue(pod):
 			return Progress{OpenGate: true, ImageIDs: p.ImageIDs, Unhealthy: strings.Join(unhealthy, "; "),
-				Reason: fmt.Sprintf("containers ready; the readiness gate %s goes True next", ReadinessGate), RequeueAfter: pollInterval}
+				Reason: fmt.Sprintf("containers ready; readiness gate %s True, waiting for the pod's Ready condition", ReadinessGate), RequeueAfter: pollInterval}
 		case podCanBeReady && !podReady(pod):
 			return pending(pod, Progress{}, []string{"containers ready, the pod's Ready condition not True yet"}, false, st, opts, now)
 		}

@@ -216,9 +216,13 @@ func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event, r
 }
 
 // openGate sets the readiness gate True on a pod whose containers are done, keeping its stage:
-// the kubelet then sets the pod Ready, and the stage moves on once it has.
+// the kubelet then sets the pod Ready, and the stage moves on once it has. The state goes in the
+// same write with the reason, so the pod says why it waits, and every write an updater makes
+// carries the state it decided on.
 func openGate(pod *corev1.Pod, st *State, now time.Time, reason string) Step {
-	s := newPatch(pod).gate(corev1.ConditionTrue, "InPlaceUpdateReady", now).step(st.Stage, reason)
+	next := st.clone()
+	next.Reason = reason
+	s := newPatch(pod).state(next).gate(corev1.ConditionTrue, "InPlaceUpdateReady", now).step(st.Stage, reason)
 	s.RequeueAfter = pollInterval
 	return s
 }
