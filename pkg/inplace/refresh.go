@@ -93,9 +93,10 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 	// soaking: every container not done yet runs its target and only waits out the soak, which
 	// is progress, so the progress deadline does not apply.
 	soaking := true
-	// podCanBeReady: no container is done while failing as before, so the pod's Ready
-	// condition is required too.
-	podCanBeReady := true
+	// podCanBeReady: no container is done while failing as before, and every container the
+	// update leaves alone is ready, so the pod's Ready condition is required too; a pod kept
+	// unready by a container the update did not touch is not the new images' failure.
+	podCanBeReady := othersReady(pod, st)
 	for i := range st.Containers {
 		c := &st.Containers[i]
 		v := judgeContainer(pod, c, reverting, opts.Soak, now)
@@ -132,6 +133,28 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 		return p
 	}
 	return pending(pod, p, waits, soaking, st, opts, now)
+}
+
+// othersReady reports whether every container of the pod that st does not list is ready, or
+// is an init container that ran to completion.
+func othersReady(pod *corev1.Pod, st *State) bool {
+	for _, set := range []struct {
+		statuses []corev1.ContainerStatus
+		init     bool
+	}{{pod.Status.ContainerStatuses, false}, {pod.Status.InitContainerStatuses, true}} {
+		for _, cs := range set.statuses {
+			if c := st.container(cs.Name); c != nil && c.Init == set.init {
+				continue
+			}
+			if spec := containerSpec(pod, cs.Name, set.init); set.init && (spec == nil || !NativeSidecar(*spec)) {
+				continue
+			}
+			if !cs.Ready {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // podReady reports whether the pod's Ready condition is True.

@@ -60,8 +60,10 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 		gate     corev1.ConditionStatus
 		grace    *int64
 		old      bool // a state written before FromContainerID was recorded
-		at       time.Duration
-		want     string // done | gate | failed:<substring> | wait:<substring>
+		// proxyUnready: the container the update leaves alone is not ready.
+		proxyUnready bool
+		at           time.Duration
+		want         string // done | gate | failed:<substring> | wait:<substring>
 	}{
 		{name: "back-off before the new image starts, old containerID", status: backOff("reg.example/app:v1", beforeID, oldID, 3),
 			want: "wait:the kubelet backs off before starting reg.example/app:v2, no container of it has run yet: " + backOffMsg},
@@ -78,6 +80,8 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 			want: "wait:the pod's Ready condition not True yet"},
 		{name: "new container, pod Ready False past the deadline", status: runningAs("reg.example/app:v2", afterID, newID, 4), podReady: corev1.ConditionFalse,
 			at: time.Hour, want: "failed:ProgressDeadlineExceeded"},
+		{name: "new container, pod kept unready by a container the update leaves alone", status: runningAs("reg.example/app:v2", afterID, newID, 4),
+			podReady: corev1.ConditionFalse, proxyUnready: true, want: "done"},
 		{name: "gate False, containers done: the gate opens", status: runningAs("reg.example/app:v2", afterID, newID, 4),
 			podReady: corev1.ConditionFalse, gate: corev1.ConditionFalse, want: "gate"},
 		{name: "gate False, old container Ready: not yet", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
@@ -105,6 +109,7 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 			if tt.status.State.Running != nil {
 				pod.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0.Add(-time.Second))
 			}
+			pod.Status.ContainerStatuses[1].Ready = !tt.proxyUnready
 			if tt.podReady != "" {
 				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: tt.podReady}}
 			}

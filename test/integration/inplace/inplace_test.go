@@ -581,3 +581,42 @@ func TestPreexistingCrashLoopIsNotBlamedOnTheNewImage(t *testing.T) {
 		})
 	}
 }
+
+// TestBackAndForthWaitsOutTheKubeletsBackOff rolls one pod v1 -> v2 -> v3 -> v2 -> v3. The
+// kubelet's crash back-off is keyed by image and counts in-place starts, so going back to an image
+// the container ran moments ago shows CrashLoopBackOff on the replaced container before the image
+// starts at all: each update waits it out and completes, one restart each.
+func TestBackAndForthWaitsOutTheKubeletsBackOff(t *testing.T) {
+	ns := env.Namespace(t)
+	before := newPod(t, ns, "p", false, "app")
+	restarts := cluster.ContainerStatus(before, "app").RestartCount
+	u := newUpdater(env.Client, inplace.Options{})
+	backOffs := 0
+	for i, img := range []string{appV2, "registry.example/app:v3", appV2, "registry.example/app:v3"} {
+		target := inplace.Target{Images: map[string]string{"app": img}, RolloutID: fmt.Sprintf("r%d", i)}
+		sawBackOff := false
+		res := drive(t, "update to "+img, func() (inplace.Result, error) {
+			res, err := u.Update(context.Background(), ns, "p", target)
+			if cs := cluster.ContainerStatus(getPod(t, ns, "p"), "app"); cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+				sawBackOff = true
+			}
+			return res, err
+		})
+		if res.Stage != inplace.StageUpdated {
+			t.Fatalf("update %d to %s ended %s (%s), want Updated", i, img, res.Stage, res.Reason)
+		}
+		if sawBackOff {
+			backOffs++
+		}
+		pod := getPod(t, ns, "p")
+		app := cluster.ContainerStatus(pod, "app")
+		if restarts++; app.RestartCount != restarts || app.State.Running == nil || !app.Ready || !cluster.PodReady(pod) {
+			t.Fatalf("after update %d to %s: restarts %d (want %d), running %v, ready %v, pod Ready %v",
+				i, img, app.RestartCount, restarts, app.State.Running != nil, app.Ready, cluster.PodReady(pod))
+		}
+	}
+	if backOffs == 0 {
+		t.Error("no update saw the kubelet's back-off: the test exercised nothing")
+	}
+	t.Logf("%d of the updates waited out a CrashLoopBackOff", backOffs)
+}
