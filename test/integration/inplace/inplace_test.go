@@ -128,9 +128,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 func TestFailedUpdateRevertsToBeforeImage(t *testing.T) {
 	tests := []struct {
 		name, image, reason string
+		// cause is what the reason must also say about why.
+		cause string
 	}{
-		{"crash", "registry.example/app:crash-2", "CrashLoopBackOff"},
-		{"pull", kubeletsim.NotFoundHost + "/app:v2", "ImagePullBackOff"},
+		{"crash", "registry.example/app:crash-2", "CrashLoopBackOff", "last exit: Error, code 1"},
+		{"pull", kubeletsim.NotFoundHost + "/app:v2", "ImagePullBackOff", kubeletsim.NotFoundHost + "/app:v2: not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,8 +144,8 @@ func TestFailedUpdateRevertsToBeforeImage(t *testing.T) {
 			res := drive(t, "update", func() (inplace.Result, error) {
 				return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": tt.image}, RolloutID: "r1"})
 			})
-			if res.Stage != inplace.StageFailed || !strings.HasPrefix(res.Reason, tt.reason) {
-				t.Fatalf("update ended %s (%s), want Failed with %s", res.Stage, res.Reason, tt.reason)
+			if res.Stage != inplace.StageFailed || !strings.HasPrefix(res.Reason, tt.reason) || !strings.Contains(res.Reason, tt.cause) {
+				t.Fatalf("update ended %s (%s), want Failed with %s, saying %q", res.Stage, res.Reason, tt.reason, tt.cause)
 			}
 			if st := state(t, getPod(t, ns, "p")); st.Stage != inplace.StageFailed || !strings.HasPrefix(st.Reason, tt.reason) {
 				t.Fatalf("state = %s (%s)", st.Stage, st.Reason)
