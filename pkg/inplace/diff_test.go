@@ -22,7 +22,8 @@ func testPod() *corev1.Pod {
 			},
 		},
 		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning,
+			Phase:      corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{
 				running("app", "reg.example/app:v1", "reg.example/app@sha256:"+strings.Repeat("1", 64), 0),
 				running("proxy", "docker.io/library/nginx:latest", "docker.io/library/nginx@sha256:"+strings.Repeat("2", 64), 0),

@@ -66,6 +66,10 @@ type Progress struct {
 	// Unhealthy, when Done, says which containers run their target but still fail as they
 	// already did before the update: reported, not blamed on the new image.
 	Unhealthy string
+	// OpenGate: every container runs its target, Running and Ready, through the soak, and the
+	// pod's readiness gate is not True yet. The kubelet sets the pod Ready only once the gate
+	// is True, so the engine sets it True next, and the pod is Done once Ready follows.
+	OpenGate bool
 	// RequeueAfter is when to look again while neither Done nor Failed.
 	RequeueAfter time.Duration
 }
@@ -81,7 +85,7 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 	// status describes: a status older than the pod's generation predates the last patch, so
 	// it can neither complete nor fail the update; only the progress deadline still runs.
 	if og := pod.Status.ObservedGeneration; og != 0 && og < pod.Generation {
-		return pending(Progress{}, []string{fmt.Sprintf("the pod's status describes generation %d, not yet %d", og, pod.Generation)}, false, st, opts, now)
+		return pending(pod, Progress{}, []string{fmt.Sprintf("the pod's status describes generation %d, not yet %d", og, pod.Generation)}, false, st, opts, now)
 	}
 	reverting := st.Stage == StageRollingBack
 	p := Progress{Done: true, ImageIDs: map[string]string{}}
@@ -89,6 +93,10 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 	// soaking: every container not done yet runs its target and only waits out the soak, which
 	// is progress, so the progress deadline does not apply.
 	soaking := true
+	// podCanBeReady: no container is done while failing as before, and every container the
+	// update leaves alone is ready, so the pod's Ready condition is required too; a pod kept
+	// unready by a container the update did not touch is not the new images' failure.
+	podCanBeReady := othersReady(pod, st)
 	for i := range st.Containers {
 		c := &st.Containers[i]
 		v := judgeContainer(pod, c, reverting, opts.Soak, now)
@@ -104,24 +112,80 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 			}
 		default:
 			p.ImageIDs[c.Name] = v.imageID
+			podCanBeReady = podCanBeReady && v.unhealthy == "" && !v.failingDone
 			if v.unhealthy != "" {
 				unhealthy = append(unhealthy, v.unhealthy)
 			}
 		}
 	}
 	if p.Done {
+		// The containers are done; the pod must be Ready too, the kubelet's own verdict over
+		// every container and readiness gate, as a Service sees it. With the gate, Ready can
+		// only follow once the engine has set the gate True.
+		switch {
+		case hasReadinessGate(pod) && !gateTrue(pod):
+			return Progress{OpenGate: true, ImageIDs: p.ImageIDs, Unhealthy: strings.Join(unhealthy, "; "),
+				Reason: fmt.Sprintf("containers ready; readiness gate %s True, waiting for the pod's Ready condition", ReadinessGate), RequeueAfter: pollInterval}
+		case podCanBeReady && !podReady(pod):
+			return pending(pod, Progress{}, []string{"containers ready, the pod's Ready condition not True yet"}, false, st, opts, now)
+		}
 		p.Unhealthy = strings.Join(unhealthy, "; ")
 		return p
 	}
-	return pending(p, waits, soaking, st, opts, now)
+	return pending(pod, p, waits, soaking, st, opts, now)
+}
+
+// othersReady reports whether every container of the pod that st does not list is ready, or
+// is an init container that ran to completion.
+func othersReady(pod *corev1.Pod, st *State) bool {
+	for _, set := range []struct {
+		statuses []corev1.ContainerStatus
+		init     bool
+	}{{pod.Status.ContainerStatuses, false}, {pod.Status.InitContainerStatuses, true}} {
+		for _, cs := range set.statuses {
+			if c := st.container(cs.Name); c != nil && c.Init == set.init {
+				continue
+			}
+			if spec := containerSpec(pod, cs.Name, set.init); set.init && (spec == nil || !NativeSidecar(*spec)) {
+				continue
+			}
+			if !cs.Ready {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// podReady reports whether the pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// progressDeadline is how long a stage may go without progress on this pod: opts'
+// ProgressDeadline, plus the pod's termination grace period. An image change first runs the old
+// container's preStop hook and waits up to that grace period for it to exit, before the new
+// image is even pulled; that wait is the pod's own, not a lack of progress.
+func progressDeadline(pod *corev1.Pod, opts Options) time.Duration {
+	d := opts.ProgressDeadline
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g > 0 {
+		d += time.Duration(*g) * time.Second
+	}
+	return d
 }
 
 // pending is the progress of a pod not done yet: failed once the progress deadline has passed
 // without progress (soaking is progress), else waiting for the reasons in waits.
-func pending(p Progress, waits []string, soaking bool, st *State, opts Options, now time.Time) Progress {
+func pending(pod *corev1.Pod, p Progress, waits []string, soaking bool, st *State, opts Options, now time.Time) Progress {
 	p.Done, p.ImageIDs = false, nil
-	if left := st.StageAt.Add(opts.ProgressDeadline).Sub(now); !soaking && left <= 0 {
-		return Progress{Failed: true, Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", opts.ProgressDeadline, strings.Join(waits, "; "))}
+	deadline := progressDeadline(pod, opts)
+	if left := st.StageAt.Add(deadline).Sub(now); !soaking && left <= 0 {
+		return Progress{Failed: true, Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", deadline, strings.Join(waits, "; "))}
 	} else if left > 0 && (p.RequeueAfter == 0 || left < p.RequeueAfter) {
 		p.RequeueAfter = left
 	}
@@ -141,6 +205,9 @@ type verdict struct {
 	after   time.Duration // soak left
 	// unhealthy: done, though the container fails on its target as it failed before the update.
 	unhealthy string
+	// failingDone: done while not Running and Ready (it fails as it did before the update), so
+	// the pod's Ready condition cannot be required of it.
+	failingDone bool
 }
 
 func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak time.Duration, now time.Time) verdict {
@@ -180,15 +247,24 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	}
 
 	reason := failingReason(cs)
+	if reason == "CrashLoopBackOff" && c.FailingBefore == "" && c.startBackOff(cs) {
+		// No container of the target has run: the kubelet waits out a crash back-off keyed by
+		// pod, container and image, to which every in-place start counts, before it starts
+		// the target at all. That is a wait, bounded by the progress deadline.
+		return verdict{waiting: fmt.Sprintf("container %q: the kubelet backs off before starting %s, no container of it has run yet: %s", c.Name, target, cs.State.Waiting.Message)}
+	}
 	if reason == "ErrImagePull" {
 		return verdict{waiting: fmt.Sprintf("container %q: %s: %s", c.Name, reason, cs.State.Waiting.Message)}
 	}
 	if reason != "" {
 		msg := fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)
+		if last := cs.LastTerminationState.Terminated; reason == "CrashLoopBackOff" && last != nil {
+			msg += fmt.Sprintf(" (last exit: %s, code %d)", last.Reason, last.ExitCode)
+		}
 		switch {
 		case reverting && c.FailingBefore != "" && onTarget:
 			// It was failing before the update and is back where it was: reverted.
-			return verdict{done: true, imageID: cs.ImageID}
+			return verdict{done: true, imageID: cs.ImageID, failingDone: true}
 		case reverting && c.FailingBefore == "" && !attributable(cs, c, target, onTarget):
 			// Right after the revert patch the status still shows the failure of the image
 			// being left until the kubelet acts on the change.
@@ -204,6 +280,11 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		default:
 			return verdict{waiting: fmt.Sprintf("container %q: still %s, as before the update", c.Name, reason)}
 		}
+	}
+	if c.FromContainerID != "" && cs.ContainerID == c.FromContainerID {
+		// The kubelet reports the replaced container, even Running and Ready, for a while
+		// after the patch; its imageID may well be the target's in a revert.
+		return verdict{waiting: fmt.Sprintf("container %q: still the container from before the patch (%s)", c.Name, cs.Image)}
 	}
 	if !onTarget {
 		return verdict{waiting: fmt.Sprintf("container %q: still running %s", c.Name, cs.Image)}
@@ -263,6 +344,21 @@ func attributable(cs *corev1.ContainerStatus, c *ContainerState, target string, 
 		return strings.Contains(cs.State.Waiting.Message, target) || strings.Contains(cs.State.Waiting.Message, normalizeImage(target))
 	}
 	return onTarget
+}
+
+// startBackOff reports whether a CrashLoopBackOff is the kubelet's back-off before it starts the
+// patched image, not a crash of it: the status still names the container recorded at the patch
+// (as the current container, or as the last terminated one) and the restart count did not
+// climb past the recorded one, so no container of the patched image has run.
+func (c *ContainerState) startBackOff(cs *corev1.ContainerStatus) bool {
+	if c.FromContainerID == "" || cs.RestartCount > c.FromRestarts {
+		return false
+	}
+	if cs.ContainerID == c.FromContainerID {
+		return true
+	}
+	last := cs.LastTerminationState.Terminated
+	return last != nil && last.ContainerID == c.FromContainerID
 }
 
 // fromImageID is the imageID the container ran when this update patched it.

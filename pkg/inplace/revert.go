@@ -55,6 +55,8 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 		// Drain before the restart, as for the update; the images follow after the grace period.
 		b.gate(corev1.ConditionFalse, "InPlaceRollingBack", now)
 	} else {
+		next.markPatched(pod, true)
+		b.state(next)
 		revertPatch(b, next)
 	}
 	s := b.step(StageRollingBack, "")
@@ -73,7 +75,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 		// person fixed the cause): judge it again, and stay Failed, writing nothing, until then.
 		judged := st.clone()
 		judged.Stage = StageRollingBack
-		if revertPatched(pod, st) && Refresh(pod, judged, opts, now).Done {
+		if p := Refresh(pod, judged, opts, now); revertPatched(pod, st) && (p.Done || p.OpenGate) {
 			return finish(pod, judged, StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, ""), nil
 		}
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}, nil
@@ -85,8 +87,10 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 		if err := CheckRevert(pod, st, opts.RevertImages); err != nil {
 			return Step{}, err
 		}
-		b := newPatch(pod).state(st)
-		revertPatch(b, st)
+		next := st.clone()
+		next.markPatched(pod, true)
+		b := newPatch(pod).state(next)
+		revertPatch(b, next)
 		s := b.step(StageRollingBack, "")
 		s.RequeueAfter = pollInterval
 		return s, nil
@@ -95,6 +99,8 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 	switch {
 	case p.Failed:
 		return fail(pod, st, now, "rollback failed: "+p.Reason, true), nil
+	case p.OpenGate:
+		return openGate(pod, st, now, p.Reason), nil
 	case p.Done:
 		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, ""), nil
 	default:

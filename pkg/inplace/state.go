@@ -81,6 +81,14 @@ type ContainerState struct {
 	// FailingBefore is the waiting reason of a container that was already failing before the
 	// update (CrashLoopBackOff, ImagePullBackOff, ...), so a failure is not blamed on the new image.
 	FailingBefore string `json:"failingBefore,omitempty"`
+	// FromContainerID and FromRestarts are the container's containerID and restart count when
+	// its image was last patched, by the update or by its revert. A status that still names
+	// that container describes the instance the patch replaces, not one of the new image: the
+	// kubelet keeps it in the status while it kills it, pulls, and waits out a crash back-off
+	// that it keys by image and counts in-place starts toward. Empty in states written before
+	// this was recorded; they are judged without it.
+	FromContainerID string `json:"fromContainerID,omitempty"`
+	FromRestarts    int32  `json:"fromRestarts,omitempty"`
 	// RevertImage is the image a revert patches back: BeforeImage, or its digest form when the
 	// tag may have moved since. Set when the revert starts.
 	RevertImage string `json:"revertImage,omitempty"`
@@ -150,6 +158,8 @@ func (s *State) check(pod *corev1.Pod) error {
 			return fmt.Errorf("%s: container %q is listed twice", field, c.Name)
 		case c.RestartsBefore < 0:
 			return fmt.Errorf("%s.restartsBefore is %d, below 0", field, c.RestartsBefore)
+		case c.FromRestarts < 0:
+			return fmt.Errorf("%s.fromRestarts is %d, below 0", field, c.FromRestarts)
 		}
 		seen[c.Name] = true
 		for _, f := range []struct{ name, img string }{{"beforeImage", c.BeforeImage}, {"afterImage", c.AfterImage}, {"revertImage", c.RevertImage}} {
@@ -190,6 +200,27 @@ func (s *State) container(name string) *ContainerState {
 		}
 	}
 	return nil
+}
+
+// markPatched records in st, for each container whose spec image the patch about to be written
+// changes (to AfterImage, or to RevertImage when reverting), the containerID and restart count
+// the pod reports now: the instance the patch replaces. A container whose spec already carries
+// its target keeps what was recorded when it was patched.
+func (s *State) markPatched(pod *corev1.Pod, reverting bool) {
+	for i := range s.Containers {
+		c := &s.Containers[i]
+		target := c.AfterImage
+		if reverting {
+			target = c.RevertImage
+		}
+		if spec := containerSpec(pod, c.Name, c.Init); spec == nil || spec.Image == target {
+			continue
+		}
+		c.FromContainerID, c.FromRestarts = "", 0
+		if cs := containerStatus(pod, c.Name, c.Init); cs != nil {
+			c.FromContainerID, c.FromRestarts = cs.ContainerID, cs.RestartCount
+		}
+	}
 }
 
 func (s *State) clone() *State {

@@ -44,6 +44,7 @@ func TestReadStateRefusesShapesNoVersionWrites(t *testing.T) {
 		{"container named as an init container", `{"stage":"Updated","containers":[{"name":"app","init":true,"beforeImage":"a","afterImage":"b"}]}`, `containers[0]: the pod has no init container "app"`, true},
 		{"container twice", `{"stage":"Updated","containers":[` + app + `,` + app + `]}`, `containers[1]: container "app" is listed twice`, true},
 		{"negative restarts", `{"stage":"Updated","containers":[{"name":"app","beforeImage":"a","afterImage":"b","restartsBefore":-1}]}`, "containers[0].restartsBefore is -1, below 0", true},
+		{"negative restarts at the patch", `{"stage":"Updating","containers":[{"name":"app","beforeImage":"a","afterImage":"b","fromContainerID":"containerd://1","fromRestarts":-2}]}`, "containers[0].fromRestarts is -2, below 0", true},
 		{"before image empty", `{"stage":"Updated","containers":[{"name":"app","afterImage":"b"}]}`, `containers[0].beforeImage "" is not an image reference`, true},
 		{"after image not a reference", `{"stage":"Updated","containers":[{"name":"app","beforeImage":"a","afterImage":"B"}]}`, `containers[0].afterImage "B" is not an image reference`, true},
 		{"revert image with spaces", `{"stage":"RollingBack","containers":[{"name":"app","beforeImage":"a","afterImage":"b","revertImage":" a"}]}`, `containers[0].revertImage " a" is not an image reference`, true},
@@ -65,5 +66,32 @@ func TestReadStateRefusesShapesNoVersionWrites(t *testing.T) {
 				t.Errorf("StateError.Shape = %v, want %v", se.Shape, tt.shape)
 			}
 		})
+	}
+}
+
+// TestStateFromContainerIsOptional: a state written before the replaced container was recorded
+// reads with no FromContainerID (and is judged without it, see TestRefreshAcrossThePatch); a
+// state that records it keeps it through a write and a read, and one that does not stays
+// without the fields.
+func TestStateFromContainerIsOptional(t *testing.T) {
+	old := `{"rolloutID":"r","startedAt":"2026-11-30T12:00:00Z","stage":"Updating","stageAt":"2026-11-30T12:00:00Z",` +
+		`"containers":[{"name":"app","beforeImage":"reg/app:v1","beforeImageID":"reg/app@sha256:` + strings.Repeat("1", 64) + `","afterImage":"reg/app:v2","restartsBefore":2}]}`
+	st, err := ReadState(statePod(t, old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Containers[0]; c.FromContainerID != "" || c.FromRestarts != 0 || c.RestartsBefore != 2 {
+		t.Fatalf("old state read as %+v", c)
+	}
+	if enc := st.encode(); strings.Contains(enc, "fromContainerID") || strings.Contains(enc, "fromRestarts") {
+		t.Errorf("a state without them encodes the new fields: %s", enc)
+	}
+	st.Containers[0].FromContainerID, st.Containers[0].FromRestarts = "containerd://abc", 3
+	back, err := ReadState(statePod(t, st.encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := back.Containers[0]; c.FromContainerID != "containerd://abc" || c.FromRestarts != 3 {
+		t.Errorf("round trip lost the replaced container: %+v", c)
 	}
 }

@@ -125,6 +125,8 @@ func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string
 		b.gate(corev1.ConditionFalse, "InPlaceUpdateDraining", now)
 		ev = &Event{corev1.EventTypeNormal, EventUpdating, "draining before in-place update: " + describeChanges(st, false)}
 	case StageUpdating:
+		st.markPatched(pod, false)
+		b.state(st)
 		for _, c := range st.Containers {
 			b.image(c.Name, c.Init, c.AfterImage)
 		}
@@ -177,6 +179,8 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 		switch {
 		case p.Failed:
 			return fail(pod, st, now, p.Reason, false)
+		case p.OpenGate:
+			return openGate(pod, st, now, p.Reason)
 		case p.Done:
 			next := st.clone()
 			for i := range next.Containers {
@@ -208,6 +212,18 @@ func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event, r
 	}
 	s := b.step(stage, reason)
 	s.Done, s.Event = true, ev
+	return s
+}
+
+// openGate sets the readiness gate True on a pod whose containers are done, keeping its stage:
+// the kubelet then sets the pod Ready, and the stage moves on once it has. The state goes in the
+// same write with the reason, so the pod says why it waits, and every write an updater makes
+// carries the state it decided on.
+func openGate(pod *corev1.Pod, st *State, now time.Time, reason string) Step {
+	next := st.clone()
+	next.Reason = reason
+	s := newPatch(pod).state(next).gate(corev1.ConditionTrue, "InPlaceUpdateReady", now).step(st.Stage, reason)
+	s.RequeueAfter = pollInterval
 	return s
 }
 

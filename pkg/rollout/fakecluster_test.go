@@ -375,7 +375,33 @@ func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 			continue
 		}
 		cs.Ready, cs.Started = true, ptr(true)
+		cs.ContainerID = fmt.Sprintf("containerd://%s-%s-%d", p.Name, c.Name, cs.RestartCount)
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(fc.now)}}
+	}
+	{
+		// Ready is the kubelet's verdict over every container and readiness gate, recomputed
+		// when either changes.
+		ready := true
+		for _, cs := range p.Status.ContainerStatuses {
+			ready = ready && cs.Ready
+		}
+		for _, g := range p.Spec.ReadinessGates {
+			i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == g.ConditionType })
+			ready = ready && i >= 0 && p.Status.Conditions[i].Status == corev1.ConditionTrue
+		}
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+		if i < 0 {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady})
+			i = len(p.Status.Conditions) - 1
+		}
+		if p.Status.Conditions[i].Status != status {
+			p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = status, metav1.NewTime(fc.now)
+			changed = true
+		}
 	}
 	return changed
 }

@@ -128,9 +128,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 func TestFailedUpdateRevertsToBeforeImage(t *testing.T) {
 	tests := []struct {
 		name, image, reason string
+		// cause is what the reason must also say about why.
+		cause string
 	}{
-		{"crash", "registry.example/app:crash-2", "CrashLoopBackOff"},
-		{"pull", kubeletsim.NotFoundHost + "/app:v2", "ImagePullBackOff"},
+		{"crash", "registry.example/app:crash-2", "CrashLoopBackOff", "last exit: Error, code 1"},
+		{"pull", kubeletsim.NotFoundHost + "/app:v2", "ImagePullBackOff", kubeletsim.NotFoundHost + "/app:v2: not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,8 +144,8 @@ func TestFailedUpdateRevertsToBeforeImage(t *testing.T) {
 			res := drive(t, "update", func() (inplace.Result, error) {
 				return u.Update(context.Background(), ns, "p", inplace.Target{Images: map[string]string{"app": tt.image}, RolloutID: "r1"})
 			})
-			if res.Stage != inplace.StageFailed || !strings.HasPrefix(res.Reason, tt.reason) {
-				t.Fatalf("update ended %s (%s), want Failed with %s", res.Stage, res.Reason, tt.reason)
+			if res.Stage != inplace.StageFailed || !strings.HasPrefix(res.Reason, tt.reason) || !strings.Contains(res.Reason, tt.cause) {
+				t.Fatalf("update ended %s (%s), want Failed with %s, saying %q", res.Stage, res.Reason, tt.reason, tt.cause)
 			}
 			if st := state(t, getPod(t, ns, "p")); st.Stage != inplace.StageFailed || !strings.HasPrefix(st.Reason, tt.reason) {
 				t.Fatalf("state = %s (%s)", st.Stage, st.Reason)
@@ -236,7 +238,7 @@ func TestReadinessGateKeepsPodUnreadyDuringUpdate(t *testing.T) {
 	initial := getPod(t, ns, "p")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	windows, err := watchGateWindow(ctx, ns, "p", initial.ResourceVersion)
+	windows, err := watchGateWindow(ctx, ns, "p", initial.ResourceVersion, cluster.ContainerStatus(initial, "app").ContainerID)
 	if err != nil {
 		t.Fatalf("watching pod %s/p: %v", ns, err)
 	}
@@ -264,7 +266,15 @@ func TestReadinessGateKeepsPodUnreadyDuringUpdate(t *testing.T) {
 		t.Errorf("stages seen between the gate going False and Updated: %v, want %v", win.stages, want)
 	}
 	if len(win.readyLeak) > 0 {
-		t.Errorf("pod Ready between the gate going False and Updated, in %d of %d events: %v", len(win.readyLeak), win.events, win.readyLeak)
+		t.Errorf("pod Ready while the gate was False, in %d of %d events: %v", len(win.readyLeak), win.events, win.readyLeak)
+	}
+	// The engine sets the gate True once the new container runs and is Ready, and counts the
+	// pod Updated only once the kubelet has made it Ready after that.
+	if win.openedEarly != "" {
+		t.Errorf("the gate went True before the new container was Ready: %s", win.openedEarly)
+	}
+	if !win.readyAtUpdated {
+		t.Errorf("the state reached Updated while the pod was not Ready")
 	}
 	env.WaitForPod(t, ns, "p", 10*time.Second, "Ready again", cluster.PodReady)
 	checkWrites(t, counter, ns, "p", "an update with a readiness gate", 4)
@@ -274,19 +284,26 @@ func TestReadinessGateKeepsPodUnreadyDuringUpdate(t *testing.T) {
 // up to the first with the state at Updated.
 type gateWindow struct {
 	gateFalse, updated bool
+	// openedEarly describes the app container when the gate first went True again, if it was
+	// not a new container, running and Ready; readyAtUpdated is the pod's Ready at Updated.
+	openedEarly    string
+	gateOpened     bool
+	readyAtUpdated bool
 	// events counts the events in the window; stages lists the state stages they carried,
 	// consecutive repeats dropped.
 	events int
 	stages []inplace.Stage
-	// readyLeak describes each event in the window whose Ready condition was True.
+	// readyLeak describes each event in the window whose Ready condition was True while the
+	// gate was not.
 	readyLeak []string
 	err       error
 }
 
 // watchGateWindow watches the pod from resourceVersion rv and sends what it saw once the state
-// reaches Updated after the gate went False, the watch fails, or ctx ends. It runs off the test
+// reaches Updated after the gate went False, the watch fails, or ctx ends. appBefore is the app
+// container's containerID before the update. It runs off the test
 // goroutine, so it reports through the result instead of t.
-func watchGateWindow(ctx context.Context, ns, name, rv string) (<-chan gateWindow, error) {
+func watchGateWindow(ctx context.Context, ns, name, rv, appBefore string) (<-chan gateWindow, error) {
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		return env.Client.CoreV1().Pods(ns).Watch(ctx, opts)
@@ -338,8 +355,15 @@ func watchGateWindow(ctx context.Context, ns, name, rv string) (<-chan gateWindo
 				return
 			}
 			if st != nil && st.Stage == inplace.StageUpdated {
-				win.updated = true
+				win.updated, win.readyAtUpdated = true, cluster.PodReady(pod)
 				return
+			}
+			gateTrue := conditionIs(pod, inplace.ReadinessGate, corev1.ConditionTrue)
+			if gateTrue && !win.gateOpened {
+				win.gateOpened = true
+				if app := cluster.ContainerStatus(pod, "app"); app == nil || app.ContainerID == appBefore || app.State.Running == nil || !app.Ready {
+					win.openedEarly = fmt.Sprintf("resourceVersion %s: %+v", pod.ResourceVersion, app)
+				}
 			}
 			stage := inplace.Stage("<no state>")
 			if st != nil {
@@ -349,7 +373,7 @@ func watchGateWindow(ctx context.Context, ns, name, rv string) (<-chan gateWindo
 			if n := len(win.stages); n == 0 || win.stages[n-1] != stage {
 				win.stages = append(win.stages, stage)
 			}
-			if cluster.PodReady(pod) {
+			if cluster.PodReady(pod) && !gateTrue {
 				win.readyLeak = append(win.readyLeak, fmt.Sprintf("resourceVersion %s (stage %s)", pod.ResourceVersion, stage))
 			}
 		}
@@ -385,9 +409,9 @@ func TestKilledUpdaterResumes(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(p), 42))
 			for i := range iterations {
-				// An update makes up to three writes (Draining, Updating, Updated).
+				// An update makes up to four writes (Draining, Updating, the gate True, Updated).
 				var kill killPoint
-				n := rng.IntN(3) + 1
+				n := rng.IntN(4) + 1
 				if rng.IntN(2) == 0 {
 					kill.afterWrites = n
 				} else {
@@ -558,4 +582,43 @@ func TestPreexistingCrashLoopIsNotBlamedOnTheNewImage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBackAndForthWaitsOutTheKubeletsBackOff rolls one pod v1 -> v2 -> v3 -> v2 -> v3. The
+// kubelet's crash back-off is keyed by image and counts in-place starts, so going back to an image
+// the container ran moments ago shows CrashLoopBackOff on the replaced container before the image
+// starts at all: each update waits it out and completes, one restart each.
+func TestBackAndForthWaitsOutTheKubeletsBackOff(t *testing.T) {
+	ns := env.Namespace(t)
+	before := newPod(t, ns, "p", false, "app")
+	restarts := cluster.ContainerStatus(before, "app").RestartCount
+	u := newUpdater(env.Client, inplace.Options{})
+	backOffs := 0
+	for i, img := range []string{appV2, "registry.example/app:v3", appV2, "registry.example/app:v3"} {
+		target := inplace.Target{Images: map[string]string{"app": img}, RolloutID: fmt.Sprintf("r%d", i)}
+		sawBackOff := false
+		res := drive(t, "update to "+img, func() (inplace.Result, error) {
+			res, err := u.Update(context.Background(), ns, "p", target)
+			if cs := cluster.ContainerStatus(getPod(t, ns, "p"), "app"); cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+				sawBackOff = true
+			}
+			return res, err
+		})
+		if res.Stage != inplace.StageUpdated {
+			t.Fatalf("update %d to %s ended %s (%s), want Updated", i, img, res.Stage, res.Reason)
+		}
+		if sawBackOff {
+			backOffs++
+		}
+		pod := getPod(t, ns, "p")
+		app := cluster.ContainerStatus(pod, "app")
+		if restarts++; app.RestartCount != restarts || app.State.Running == nil || !app.Ready || !cluster.PodReady(pod) {
+			t.Fatalf("after update %d to %s: restarts %d (want %d), running %v, ready %v, pod Ready %v",
+				i, img, app.RestartCount, restarts, app.State.Running != nil, app.Ready, cluster.PodReady(pod))
+		}
+	}
+	if backOffs == 0 {
+		t.Error("no update saw the kubelet's back-off: the test exercised nothing")
+	}
+	t.Logf("%d of the updates waited out a CrashLoopBackOff", backOffs)
 }

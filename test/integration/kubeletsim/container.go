@@ -13,6 +13,9 @@ import (
 // timings are the simulated durations of a container's life.
 type timings struct {
 	pull, start, slowStart, backoff time.Duration
+	// stop is how long the replaced instance still runs, and is reported Running (and Ready
+	// when it was), after its image changed (Config.StopDelay).
+	stop time.Duration
 	// sandbox is what a new pod waits before its containers are created (Config.SandboxDelay).
 	sandbox time.Duration
 }
@@ -20,14 +23,32 @@ type timings struct {
 type containerPhase int
 
 const (
-	phasePulling    containerPhase = iota // pulling the image; the previous instance, if any, is stopped
-	phasePullFailed                       // the pull failed; ErrImagePull, then ImagePullBackOff
-	phaseInvalid                          // the reference does not parse
-	phaseStarting                         // running, not ready yet
-	phaseReady                            // running and ready
-	phaseBackOff                          // crashed; waiting to be restarted
-	phaseExited                           // a run-once instance ended; it is not restarted
+	phasePulling      containerPhase = iota // pulling the image; the previous instance, if any, is stopped
+	phasePullFailed                         // the pull failed; ErrImagePull, then ImagePullBackOff
+	phaseInvalid                            // the reference does not parse
+	phaseStarting                           // running, not ready yet
+	phaseReady                              // running and ready
+	phaseBackOff                            // crashed; waiting to be restarted
+	phaseExited                             // a run-once instance ended; it is not restarted
+	phaseStopping                           // the image changed; the replaced instance still runs until the stop delay ends
+	phaseStartBackOff                       // the image changed to one this container started recently; the kubelet backs off first
 )
+
+// The kubelet's crash back-off for a container, keyed by pod UID, container name and image (its
+// flowcontrol.Backoff, kubelet v1.34): every start counts toward it, an in-place start too, and
+// it is forgotten after ten minutes. Its initial 10 s is the simulator's BackOff, so the window
+// and the cap scale with it: ten minutes is 60 initial back-offs, the 5 minute cap 30.
+const (
+	backOffWindow = 60
+	backOffCap    = 30
+)
+
+// startRecord is the back-off state of one image in one container: when it last started, and
+// the back-off last waited before starting it (zero: none yet).
+type startRecord struct {
+	at      time.Time
+	backoff time.Duration
+}
 
 // containerSim is the simulated runtime state of one container of one pod.
 type containerSim struct {
@@ -38,6 +59,8 @@ type containerSim struct {
 	parseErr  error
 	// env is the pod's pull context, set before each advance.
 	env pullEnv
+	// pod names the pod as the kubelet's back-off messages do: NAME_NAMESPACE(UID). Set with env.
+	pod string
 	// runOnce means a run-to-completion container (an init container, or one with a command, of
 	// a pod with restartPolicy Never): once started, the instance runs for the start delay and
 	// exits (1 when the image crashes, else 0), and is never restarted.
@@ -49,6 +72,16 @@ type containerSim struct {
 	pulled       pullResult
 	phase        containerPhase
 	since        time.Time // when phase began
+	// stoppingReady is whether the instance being stopped (phaseStopping) was Ready.
+	stoppingReady bool
+	// startBackOff is the back-off waited in phaseStartBackOff.
+	startBackOff time.Duration
+	// crashed counts the crashes of the current image's instances: the first restarts at once,
+	// later ones wait the back-off (CrashLoopBackOff), as the kubelet's back-off has no entry for
+	// an image until its first restart.
+	crashed int
+	// starts is the crash back-off state of each image (normalized) this container started.
+	starts map[string]*startRecord
 
 	// The current (or most recent) container instance.
 	started     bool // an instance was ever created
@@ -89,18 +122,14 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 // this container whatever its tag.
 func (c *containerSim) advance(now time.Time, specImage string, crash bool, t timings, reg *registry) time.Time {
 	if specImage != c.specImage || c.since.IsZero() {
-		c.changeImage(now, specImage, reg)
+		c.changeImage(now, specImage, t, reg)
 		c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
 	} else if crash && !c.beh.crashes && c.parseErr == nil {
 		// The image was marked to crash in this pod while it ran: the running instance exits,
 		// and every restart crashes too.
 		c.beh.crashes = true
 		if c.phase == phaseReady {
-			c.last = &corev1.ContainerStateTerminated{
-				ExitCode: 1, Reason: "Error", ContainerID: c.containerID,
-				StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(now),
-			}
-			c.phase, c.since = phaseBackOff, now
+			c.crash(now, reg)
 		}
 	}
 	for {
@@ -147,11 +176,7 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 				continue
 			}
 			if c.beh.crashes {
-				c.last = &corev1.ContainerStateTerminated{
-					ExitCode: 1, Reason: "Error", ContainerID: c.containerID,
-					StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(due),
-				}
-				c.phase, c.since = phaseBackOff, due
+				c.crash(due, reg)
 				continue
 			}
 			c.phase, c.since = phaseReady, due
@@ -161,13 +186,69 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 				return due
 			}
 			c.create(due, reg)
+		case phaseStopping:
+			due := c.since.Add(t.stop)
+			if now.Before(due) {
+				return due
+			}
+			c.last = &corev1.ContainerStateTerminated{
+				ExitCode: 0, Reason: "Completed", ContainerID: c.containerID,
+				StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(due),
+			}
+			c.beginStart(due, t)
+		case phaseStartBackOff:
+			due := c.since.Add(c.startBackOff)
+			if now.Before(due) {
+				return due
+			}
+			c.phase, c.since = phasePulling, due
 		}
 	}
 }
 
-// changeImage stops the running instance, if any, and starts pulling the new spec image.
-func (c *containerSim) changeImage(now time.Time, specImage string, reg *registry) {
-	if c.started && (c.phase == phaseStarting || c.phase == phaseReady) {
+// crash ends the running instance with exit 1 at the given time. The first crash of an image's
+// instances restarts it at once; later ones wait the back-off in CrashLoopBackOff.
+func (c *containerSim) crash(at time.Time, reg *registry) {
+	c.last = &corev1.ContainerStateTerminated{
+		ExitCode: 1, Reason: "Error", ContainerID: c.containerID,
+		StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(at),
+	}
+	c.crashed++
+	if c.crashed == 1 {
+		c.create(at, reg)
+		return
+	}
+	c.phase, c.since = phaseBackOff, at
+}
+
+// beginStart starts the new spec image's lifecycle once the replaced instance is gone: a pull,
+// after the kubelet's back-off when this container started the image within the back-off window.
+// The back-off doubles each time, up to its cap, and is shown as CrashLoopBackOff although
+// nothing crashed.
+func (c *containerSim) beginStart(at time.Time, t timings) {
+	c.phase, c.since = phasePulling, at
+	rec := c.starts[c.img.normalized]
+	if rec == nil || t.backoff <= 0 {
+		return
+	}
+	if at.Sub(rec.at) >= backOffWindow*t.backoff {
+		rec.backoff = 0
+		return
+	}
+	rec.backoff = min(max(2*rec.backoff, t.backoff), backOffCap*t.backoff)
+	c.phase, c.startBackOff = phaseStartBackOff, rec.backoff
+}
+
+// changeImage stops the running instance, if any, and starts the new spec image's lifecycle:
+// the replaced instance runs on for the stop delay (a real kubelet reports it Running, Ready and
+// with its containerID for about a second after the patch), then the new image waits out the
+// back-off if it started recently, is pulled, and starts.
+func (c *containerSim) changeImage(now time.Time, specImage string, t timings, reg *registry) {
+	stopping := c.phase == phaseStopping
+	if c.started && (c.phase == phaseStarting || c.phase == phaseReady) && !c.runOnce {
+		c.stoppingReady, stopping = c.phase == phaseReady, true
+		c.phase, c.since = phaseStopping, now
+	} else if c.started && (c.phase == phaseStarting || c.phase == phaseReady) {
 		c.last = &corev1.ContainerStateTerminated{
 			ExitCode: 0, Reason: "Completed", ContainerID: c.containerID,
 			StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(now),
@@ -176,10 +257,13 @@ func (c *containerSim) changeImage(now time.Time, specImage string, reg *registr
 	c.specImage = specImage
 	c.img, c.parseErr = parseImage(specImage)
 	c.beh = behavior{}
-	c.phase, c.since = phasePulling, now
+	c.crashed = 0
 	if c.parseErr != nil {
-		c.phase = phaseInvalid
+		c.phase, c.since = phaseInvalid, now
 		return
+	}
+	if !stopping {
+		c.beginStart(now, t)
 	}
 	c.beh = behaviorOf(c.img)
 	c.fromRegistry, c.pulled = false, pullResult{}
@@ -197,6 +281,14 @@ func (c *containerSim) changeImage(now time.Time, specImage string, reg *registr
 func (c *containerSim) create(at time.Time, reg *registry) {
 	if c.started {
 		c.restarts++
+	}
+	if c.starts == nil {
+		c.starts = map[string]*startRecord{}
+	}
+	if rec := c.starts[c.img.normalized]; rec != nil {
+		rec.at = at
+	} else {
+		c.starts[c.img.normalized] = &startRecord{at: at}
 	}
 	c.started = true
 	c.containerID = newContainerID()
@@ -223,9 +315,13 @@ func (c *containerSim) exit(at time.Time) {
 	c.phase, c.since = phaseExited, at
 }
 
-func (c *containerSim) ready() bool { return c.phase == phaseReady }
+func (c *containerSim) ready() bool {
+	return c.phase == phaseReady || c.phase == phaseStopping && c.stoppingReady
+}
 
-func (c *containerSim) running() bool { return c.phase == phaseStarting || c.phase == phaseReady }
+func (c *containerSim) running() bool {
+	return c.phase == phaseStarting || c.phase == phaseReady || c.phase == phaseStopping
+}
 
 // status renders the container as the kubelet reports it in pod.status.containerStatuses.
 func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
@@ -272,12 +368,18 @@ func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
 			Reason:  "InvalidImageName",
 			Message: fmt.Sprintf("Failed to apply default image tag %q: couldn't parse image name %q: invalid reference format", c.specImage, c.specImage),
 		}
-	case phaseStarting, phaseReady:
+	case phaseStarting, phaseReady, phaseStopping:
 		st.State.Running = &corev1.ContainerStateRunning{StartedAt: rfc3339(c.startedAt)}
-	case phaseBackOff:
+	case phaseBackOff, phaseStartBackOff:
+		// The kubelet's words (kuberuntime, v1.34); the status keeps the last instance, its
+		// image and restart count, as no new instance was created.
+		backoff := t.backoff
+		if c.phase == phaseStartBackOff {
+			backoff = c.startBackOff
+		}
 		st.State.Waiting = &corev1.ContainerStateWaiting{
 			Reason:  "CrashLoopBackOff",
-			Message: fmt.Sprintf("back-off %s restarting failed container=%s", t.backoff, c.name),
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff, c.name, c.pod),
 		}
 	case phaseExited:
 		st.State.Terminated = c.exited.DeepCopy()

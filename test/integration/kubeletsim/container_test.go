@@ -3,6 +3,7 @@ package kubeletsim
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,14 +55,17 @@ func TestContainerLifecycle(t *testing.T) {
 			{ms(1100), "app:v2", "Ready", 1, false},
 			{ms(5000), "app:v2", "Ready", 1, false},
 		}},
+		// As kubelet v1.34.5 did: the first crash restarts at once, so the restart count is 2
+		// above the one before the update when CrashLoopBackOff first shows.
 		{"crash image crash-loops with a climbing restart count", []point{
 			{ms(0), "app:v1", "ContainerCreating", 0, false},
 			{ms(500), "app:v1", "Ready", 0, false},
 			{ms(600), "app:crash", "Terminated", 0, false},
 			{ms(850), "app:crash", "Running", 1, false},
-			{ms(1100), "app:crash", "CrashLoopBackOff", 1, false},
-			{ms(2300), "app:crash", "CrashLoopBackOff", 2, false},
-			{ms(3500), "app:crash", "CrashLoopBackOff", 3, false},
+			{ms(1100), "app:crash", "Running", 2, false},
+			{ms(1300), "app:crash", "CrashLoopBackOff", 2, false},
+			{ms(2300), "app:crash", "Running", 3, false},
+			{ms(2500), "app:crash", "CrashLoopBackOff", 3, false},
 		}},
 		{"unpullable image backs off and keeps the restart count", []point{
 			{ms(0), "app:v1", "ContainerCreating", 0, false},
@@ -79,9 +83,10 @@ func TestContainerLifecycle(t *testing.T) {
 		{"a running image marked to crash exits and crash-loops", []point{
 			{ms(0), "app:v1", "ContainerCreating", 0, false},
 			{ms(500), "app:v1", "Ready", 0, false},
-			{ms(600), "app:v1", "CrashLoopBackOff", 0, true},
-			{ms(1700), "app:v1", "Running", 1, true},
-			{ms(1900), "app:v1", "CrashLoopBackOff", 1, true},
+			{ms(600), "app:v1", "Running", 1, true},
+			{ms(900), "app:v1", "CrashLoopBackOff", 1, true},
+			{ms(1900), "app:v1", "Running", 2, true},
+			{ms(2100), "app:v1", "CrashLoopBackOff", 2, true},
 		}},
 		{"invalid reference", []point{
 			{ms(0), "App:V1", "InvalidImageName", 0, false},
@@ -141,5 +146,126 @@ func TestRegistryRetag(t *testing.T) {
 		if err := reg.retag(bad.ref, bad.digest); err == nil {
 			t.Errorf("retag(%q, %q) succeeded, want an error", bad.ref, bad.digest)
 		}
+	}
+}
+
+// TestContainerAsTheRealKubeletAfterAnImagePatch follows one container through in-place image
+// patches with the timings of a real kubelet's behaviour scaled down (reference/real-node.md):
+// the replaced container still reported Running and Ready for the stop delay; the crash back-off,
+// keyed by image, before starting an image the container started recently, shown as
+// CrashLoopBackOff on the replaced container with the restart count unchanged and doubling; a
+// missing image that kills the old container first and keeps its image and containerID.
+func TestContainerAsTheRealKubeletAfterAnImagePatch(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	tm := testTimings
+	tm.stop = 300 * time.Millisecond
+	type point struct {
+		at       time.Time
+		image    string
+		state    string
+		restarts int32
+		// instance is which container the status names: "same" as the last point, "new", or
+		// "" not checked.
+		instance string
+		// image and message checks, when set.
+		statusImage, message string
+	}
+	tests := []struct {
+		name   string
+		points []point
+	}{
+		{"the replaced container is reported Ready for the stop delay", []point{
+			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
+			{at: ms(500), image: "app:v1", state: "Ready", instance: "new"},
+			{at: ms(600), image: "app:v2", state: "Ready", instance: "same", statusImage: "docker.io/library/app:v1"},
+			{at: ms(850), image: "app:v2", state: "Ready", instance: "same", statusImage: "docker.io/library/app:v1"},
+			{at: ms(950), image: "app:v2", state: "Terminated", instance: "same"},
+			{at: ms(1200), image: "app:v2", state: "Running", restarts: 1, instance: "new", statusImage: "docker.io/library/app:v2"},
+		}},
+		{"back to a recent image waits the back-off, doubling", []point{
+			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
+			{at: ms(500), image: "app:v1", state: "Ready", instance: "new"},
+			{at: ms(600), image: "app:v2", state: "Ready", instance: "same"},
+			{at: ms(1500), image: "app:v2", state: "Ready", restarts: 1, instance: "new"},
+			{at: ms(1600), image: "app:v1", state: "Ready", restarts: 1, instance: "same"},
+			// Stopped at 1.9 s; v1 started at 0.2 s: back-off 1s, no new container, the
+			// restart count unchanged.
+			{at: ms(2000), image: "app:v1", state: "CrashLoopBackOff", restarts: 1, instance: "same", statusImage: "docker.io/library/app:v2",
+				message: "back-off 1s restarting failed container=app pod=web-0_ns(uid-1)"},
+			{at: ms(2850), image: "app:v1", state: "CrashLoopBackOff", restarts: 1, instance: "same"},
+			{at: ms(3200), image: "app:v1", state: "Running", restarts: 2, instance: "new", statusImage: "docker.io/library/app:v1"},
+			{at: ms(3500), image: "app:v1", state: "Ready", restarts: 2, instance: "same"},
+			// v2 again, stopped at 3.8 s: its first back-off.
+			{at: ms(3500), image: "app:v2", state: "Ready", restarts: 2, instance: "same"},
+			{at: ms(4000), image: "app:v2", state: "CrashLoopBackOff", restarts: 2, instance: "same", message: "back-off 1s restarting"},
+			{at: ms(5300), image: "app:v2", state: "Ready", restarts: 3, instance: "new"},
+			// v1 again, stopped at 5.6 s: its second back-off, doubled.
+			{at: ms(5300), image: "app:v1", state: "Ready", restarts: 3, instance: "same"},
+			{at: ms(5700), image: "app:v1", state: "CrashLoopBackOff", restarts: 3, instance: "same", message: "back-off 2s restarting"},
+			{at: ms(7500), image: "app:v1", state: "CrashLoopBackOff", restarts: 3, instance: "same"},
+			{at: ms(7900), image: "app:v1", state: "Running", restarts: 4, instance: "new"},
+		}},
+		{"an image started long ago starts at once", []point{
+			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
+			{at: ms(500), image: "app:v1", state: "Ready", instance: "new"},
+			{at: ms(600), image: "app:v2", state: "Ready", instance: "same"},
+			{at: ms(1500), image: "app:v2", state: "Ready", restarts: 1, instance: "new"},
+			{at: ms(70000), image: "app:v1", state: "Ready", restarts: 1, instance: "same"},
+			{at: ms(70350), image: "app:v1", state: "Terminated", restarts: 1, instance: "same"},
+		}},
+		{"a missing image kills the old container, then fails to pull", []point{
+			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
+			{at: ms(500), image: "app:v1", state: "Ready", instance: "new"},
+			{at: ms(600), image: NotFoundHost + "/app:v2", state: "Ready", instance: "same"},
+			{at: ms(950), image: NotFoundHost + "/app:v2", state: "Terminated", instance: "same"},
+			{at: ms(1200), image: NotFoundHost + "/app:v2", state: "ErrImagePull", instance: "same", statusImage: "docker.io/library/app:v1"},
+			{at: ms(2200), image: NotFoundHost + "/app:v2", state: "ImagePullBackOff", instance: "same", statusImage: "docker.io/library/app:v1"},
+			// Back to v1, started at 0.2 s: the back-off first, shown on the killed container.
+			{at: ms(2300), image: "app:v1", state: "CrashLoopBackOff", instance: "same", statusImage: "docker.io/library/app:v1"},
+			{at: ms(3600), image: "app:v1", state: "Running", restarts: 1, instance: "new"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &containerSim{name: "app", pod: "web-0_ns(uid-1)"}
+			reg := &registry{}
+			var id string
+			for _, p := range tt.points {
+				c.advance(p.at, p.image, false, tm, reg)
+				st := c.status(p.at, tm)
+				state := ""
+				switch {
+				case st.State.Running != nil && st.Ready:
+					state = "Ready"
+				case st.State.Running != nil:
+					state = "Running"
+				case st.State.Waiting != nil:
+					state = st.State.Waiting.Reason
+				case st.State.Terminated != nil:
+					state = "Terminated"
+				}
+				at := p.at.Sub(t0)
+				if state != p.state || st.RestartCount != p.restarts {
+					t.Errorf("at +%s with %s: state %s restarts %d, want %s restarts %d", at, p.image, state, st.RestartCount, p.state, p.restarts)
+				}
+				switch {
+				case p.instance == "same" && st.ContainerID != id:
+					t.Errorf("at +%s: containerID %s, want the last one %s", at, st.ContainerID, id)
+				case p.instance == "new" && (st.ContainerID == id || st.ContainerID == ""):
+					t.Errorf("at +%s: containerID %q, want a new one", at, st.ContainerID)
+				}
+				if p.statusImage != "" && st.Image != p.statusImage {
+					t.Errorf("at +%s: status image %s, want %s", at, st.Image, p.statusImage)
+				}
+				if p.message != "" && (st.State.Waiting == nil || !strings.Contains(st.State.Waiting.Message, p.message)) {
+					t.Errorf("at +%s: waiting %+v, want a message with %q", at, st.State.Waiting, p.message)
+				}
+				if p.state == "CrashLoopBackOff" && (st.LastTerminationState.Terminated == nil || st.LastTerminationState.Terminated.ContainerID != st.ContainerID) {
+					t.Errorf("at +%s: last termination %+v, want the container the status names", at, st.LastTerminationState.Terminated)
+				}
+				id = st.ContainerID
+			}
+		})
 	}
 }

@@ -6,6 +6,25 @@
 // container's image changes it restarts only that container, after a pull delay and a start
 // delay, keeping the pod's UID, IP and node.
 //
+// An image patched in place goes as it went with kubelet v1.34.5 and containerd
+// (reference/real-node.md), with times scaled as in Config:
+//
+//   - status.observedGeneration moves to the new generation at once, while the old container
+//     still runs: it does not mean the change is applied;
+//   - the old container is reported Running, Ready and with its containerID and image for
+//     Config.StopDelay after the patch, and the pod stays Ready; then it is stopped;
+//   - the crash back-off is keyed by pod UID, container name and image, and every start counts
+//     toward it: an image this container started within the back-off window (60 times
+//     Config.BackOff, the kubelet's ten minutes) waits a back-off before it is pulled and started,
+//     Config.BackOff the first time and doubling after, shown as waiting CrashLoopBackOff
+//     ("back-off 1s restarting failed container=NAME pod=NAME_NAMESPACE(UID)") with the stopped
+//     container as the status's containerID and lastState.terminated, and the restart count
+//     unchanged, although nothing crashed;
+//   - a missing image kills the old container first: the status keeps its image and
+//     containerID, waiting ErrImagePull, then ImagePullBackOff; the restart count does not move;
+//   - a crashing image restarts at once after its first crash and backs off after the second,
+//     so the restart count is 2 above the one before the patch when CrashLoopBackOff shows.
+//
 // A pod with restartPolicy Never is run as a kubelet runs it: its init containers in order pull
 // their image, run for the start delay and exit 0; then its containers pull and start. A
 // container with a command runs it for the start delay and exits 0 (1 when its image crashes);
@@ -20,7 +39,7 @@
 //
 // Image names inject failures and behaviours:
 //
-//	tag crash*               the container crash-loops (CrashLoopBackOff, restartCount climbing)
+//	tag crash*               the container crash-loops (restartCount climbing, CrashLoopBackOff)
 //	host notfound.invalid    the pull fails (ErrImagePull, then ImagePullBackOff)
 //	tag slow*                the container takes 10 s to become ready
 //	tag errors*              the pod serves 30% HTTP 5xx

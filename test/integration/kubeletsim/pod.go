@@ -1,6 +1,7 @@
 package kubeletsim
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -114,6 +115,7 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 			sims[spec.Name] = c
 		}
 		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
+		c.pod = fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
 		earliest(c.advance(now, spec.Image, crashesHere(pod, spec.Image), t, reg))
 		allCreated = allCreated && c.started
 		allReady = allReady && c.ready()

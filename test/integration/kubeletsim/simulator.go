@@ -47,8 +47,15 @@ type Config struct {
 	// not pay it [0].
 	SandboxDelay time.Duration
 	// BackOff is the wait before a crashed container restarts, and before ErrImagePull turns
-	// into ImagePullBackOff [1s].
+	// into ImagePullBackOff [1s]. It stands for the kubelet's initial 10 s crash back-off: the
+	// back-off before an in-place start of an image the container started recently starts at it
+	// and doubles, within a window of 60 times it (the kubelet's ten minutes).
 	BackOff time.Duration
+	// StopDelay is how long a container whose image changed keeps running, and is reported
+	// Running (Ready if it was) with its old containerID and image, before it is stopped and the
+	// new image pulled: a real kubelet reported the old container for about a second after the
+	// patch; scaled as StartDelay [200ms].
+	StopDelay time.Duration
 	// RequestRate is how many requests per second each Ready pod serves [20].
 	RequestRate float64
 	// MetricsAddr is where the metrics and control endpoint listens [127.0.0.1:0].
@@ -79,6 +86,7 @@ func (c *Config) setDefaults() {
 	def(&c.StartDelay, 200*time.Millisecond)
 	def(&c.SlowStartDelay, 10*time.Second)
 	def(&c.BackOff, time.Second)
+	def(&c.StopDelay, 200*time.Millisecond)
 	if c.RequestRate == 0 {
 		c.RequestRate = 20
 	}
@@ -126,7 +134,7 @@ func New(client kubernetes.Interface, cfg Config) (*Simulator, error) {
 	s := &Simulator{
 		client:  client,
 		cfg:     cfg,
-		t:       timings{pull: cfg.PullDelay, start: cfg.StartDelay, slowStart: cfg.SlowStartDelay, backoff: cfg.BackOff, sandbox: cfg.SandboxDelay},
+		t:       timings{pull: cfg.PullDelay, start: cfg.StartDelay, slowStart: cfg.SlowStartDelay, backoff: cfg.BackOff, sandbox: cfg.SandboxDelay, stop: cfg.StopDelay},
 		log:     cfg.Logger,
 		pods:    map[types.UID]*podSim{},
 		unbound: map[types.UID]time.Time{},

@@ -197,3 +197,42 @@ func TestNewPodWaitsForItsSandbox(t *testing.T) {
 			conditionTrue(status.Conditions, corev1.PodReady), status.ContainerStatuses[0].RestartCount)
 	}
 }
+
+// TestStatusRightAfterAnImagePatch: as kubelet v1.34.5 did, the status moves to the patched
+// generation at once, while it still reports the replaced container Running and Ready, and the
+// pod Ready, until the stop delay ends.
+func TestStatusRightAfterAnImagePatch(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tm := testTimings
+	tm.stop = time.Second
+	pod := podOn("web-0", "sim-node-0", "")
+	pod.Generation = 1
+	p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
+	reg := &registry{}
+	status, _ := p.sync(pod, t0, tm, reg)
+	pod.Status = status
+	status, _ = p.sync(pod, t0.Add(time.Second), tm, reg)
+	before := status.ContainerStatuses[0]
+	pod.Status = status
+	if !before.Ready || !conditionTrue(status.Conditions, corev1.PodReady) {
+		t.Fatalf("before the patch: %+v", status)
+	}
+
+	pod.Generation, pod.Spec.Containers[0].Image = 2, "registry.example/app:v2"
+	status, next := p.sync(pod, t0.Add(2*time.Second), tm, reg)
+	cs := status.ContainerStatuses[0]
+	if status.ObservedGeneration != 2 {
+		t.Errorf("observedGeneration = %d, want 2 at once", status.ObservedGeneration)
+	}
+	if cs.ContainerID != before.ContainerID || cs.Image != before.Image || cs.State.Running == nil || !cs.Ready || !conditionTrue(status.Conditions, corev1.PodReady) {
+		t.Errorf("right after the patch: %+v, pod Ready %v; want the old container Running and Ready", cs, conditionTrue(status.Conditions, corev1.PodReady))
+	}
+	if want := t0.Add(3 * time.Second); !next.Equal(want) {
+		t.Errorf("next change at %s, want the end of the stop delay %s", next, want)
+	}
+	pod.Status = status
+	status, _ = p.sync(pod, t0.Add(3*time.Second), tm, reg)
+	if cs := status.ContainerStatuses[0]; cs.State.Terminated == nil || cs.Ready || conditionTrue(status.Conditions, corev1.PodReady) {
+		t.Errorf("after the stop delay: %+v; want the old container stopped, the pod not Ready", cs)
+	}
+}
