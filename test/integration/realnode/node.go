@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,9 +54,12 @@ type Node struct {
 	// KubeletLog and ContainerdLog are the processes' log files.
 	KubeletLog, ContainerdLog string
 
-	cfg      Config
-	log      *slog.Logger
-	rec      *record
+	cfg Config
+	log *slog.Logger
+	rec *record
+	// before is the machine as Start found it, with the lock held: Stop fails unless undoing
+	// the run brought it back to that.
+	before   Machine
 	procs    []*exec.Cmd
 	unlock   func()
 	stopOnce bool
@@ -113,6 +117,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := undoRecorded(log); err != nil {
 		return n, fmt.Errorf("undoing an earlier real node run: %w", err)
 	}
+	n.before = ReadMachine()
 	if n.rec, err = takeRecord(dir); err != nil {
 		return n, err
 	}
@@ -250,21 +255,24 @@ func (n *Node) start(name, logPath, bin string, args ...string) error {
 }
 
 // Stop stops the kubelet and containerd, kills the containers and puts the machine back as it
-// was, then releases the lock. The Node object stays in the API.
+// was, then releases the lock. It fails when the machine still differs from what Start found.
+// The Node object stays in the API.
 func (n *Node) Stop() error {
 	if n == nil || n.stopOnce {
 		return nil
 	}
 	n.stopOnce = true
 	defer n.unlock()
-	var err error
-	if n.rec != nil {
-		err = n.rec.undo(n.log)
-		if err == nil {
-			err = os.Remove(recordPath())
-		}
+	if n.rec == nil {
+		return nil
 	}
-	return err
+	if err := n.rec.undo(n.log); err != nil {
+		return err
+	}
+	if diff := n.before.Diff(ReadMachine()); len(diff) > 0 {
+		return fmt.Errorf("the real node left the machine changed (its record %s is kept for make cluster-down):\n  %s", recordPath(), strings.Join(diff, "\n  "))
+	}
+	return os.Remove(recordPath())
 }
 
 // makeBridge creates the pods' bridge with the gateway address on it.

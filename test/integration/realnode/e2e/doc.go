@@ -3,5 +3,5 @@
 // the only package that starts a real node, which one machine runs one at a time.
 //
 // `make test` runs its short form; INPLACE_ROLLOUT_REAL_NODE_SUITE=full (`make test-realnode`)
-// runs every test. Its TestMain fails the run when the machine is not as it was before.
+// runs every test. The run fails when the real node leaves the machine changed.
 package e2e

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -27,13 +26,9 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	before := realnode.ReadMachine()
-	code := clitest.Main(m, cluster.Options{RealNode: true, Prometheus: true}, &env, &cli)
-	if diff := before.Diff(realnode.ReadMachine()); len(diff) > 0 {
-		fmt.Fprintf(os.Stderr, "the real node left the machine changed:\n  %s\n", strings.Join(diff, "\n  "))
-		code = 1
-	}
-	return code
+	// Stopping the cluster fails, and so does the run, unless the real node left the machine
+	// as it found it (realnode.Node.Stop).
+	return clitest.Main(m, cluster.Options{RealNode: true, Prometheus: true}, &env, &cli)
 }
 
 // full skips a test outside the whole real-node suite (make test-realnode), which make test
