@@ -34,20 +34,15 @@ const (
 	phaseStartBackOff                       // the image changed to one this container started recently; the kubelet backs off first
 )
 
-// The kubelet's crash back-off for a container, keyed by pod UID, container name and image (its
-// flowcontrol.Backoff, kubelet v1.34): every start counts toward it, an in-place start too, and
-// it is forgotten after ten minutes. Its initial 10 s is the simulator's BackOff, so the window
-// and the cap scale with it: ten minutes is 60 initial back-offs, the 5 minute cap 30.
-const (
-	backOffWindow = 60
-	backOffCap    = 30
-)
+// backOffCap is the kubelet's crash back-off cap over its initial back-off (300 s over 10 s);
+// the simulator's BackOff stands for the initial one, so the cap scales with it.
+const backOffCap = 30
 
-// startRecord is the back-off state of one image in one container: when it last started, and
-// the back-off last waited before starting it (zero: none yet).
-type startRecord struct {
-	at      time.Time
-	backoff time.Duration
+// backOffEntry is the kubelet's crash back-off of one image in one container: kubelet v1.34.5
+// keeps a flowcontrol.Backoff entry per pod, container name and image (GetBackoffKey).
+type backOffEntry struct {
+	backoff    time.Duration
+	lastUpdate time.Time
 }
 
 // containerSim is the simulated runtime state of one container of one pod.
@@ -74,14 +69,14 @@ type containerSim struct {
 	since        time.Time // when phase began
 	// stoppingReady is whether the instance being stopped (phaseStopping) was Ready.
 	stoppingReady bool
-	// startBackOff is the back-off waited in phaseStartBackOff.
-	startBackOff time.Duration
-	// crashed counts the crashes of the current image's instances: the first restarts at once,
-	// later ones wait the back-off (CrashLoopBackOff), as the kubelet's back-off has no entry for
-	// an image until its first restart.
-	crashed int
-	// starts is the crash back-off state of each image (normalized) this container started.
-	starts map[string]*startRecord
+	// backoffs are the kubelet's back-off entries of this container, by image (normalized).
+	backoffs map[string]*backOffEntry
+	// lastExit is when the newest exited instance finished; zero when none has.
+	lastExit time.Time
+	// wait and until are the back-off a phaseBackOff or phaseStartBackOff waits (its message)
+	// and when it ends.
+	wait  time.Duration
+	until time.Time
 
 	// The current (or most recent) container instance.
 	started     bool // an instance was ever created
@@ -129,7 +124,7 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 		// and every restart crashes too.
 		c.beh.crashes = true
 		if c.phase == phaseReady {
-			c.crash(now, reg)
+			c.crash(now, t, reg)
 		}
 	}
 	for {
@@ -176,67 +171,89 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 				continue
 			}
 			if c.beh.crashes {
-				c.crash(due, reg)
+				c.crash(due, t, reg)
 				continue
 			}
 			c.phase, c.since = phaseReady, due
-		case phaseBackOff:
-			due := c.since.Add(t.backoff)
-			if now.Before(due) {
-				return due
+		case phaseBackOff, phaseStartBackOff:
+			if now.Before(c.until) {
+				return c.until
 			}
-			c.create(due, reg)
+			// Past the back-off: the kubelet's check passes, and counts this start.
+			due := c.until
+			c.backOff(due, c.lastExit, t)
+			if c.phase == phaseBackOff {
+				c.create(due, reg)
+			} else {
+				c.phase, c.since = phasePulling, due
+			}
 		case phaseStopping:
 			due := c.since.Add(t.stop)
 			if now.Before(due) {
 				return due
 			}
+			// The kubelet kills the container and starts the new image in one sync, deciding on
+			// the status it read before the kill: the newest exited instance is then the one
+			// before the killed one. Its next syncs see the killed one.
+			before := c.lastExit
 			c.last = &corev1.ContainerStateTerminated{
 				ExitCode: 0, Reason: "Completed", ContainerID: c.containerID,
 				StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(due),
 			}
-			c.beginStart(due, t)
-		case phaseStartBackOff:
-			due := c.since.Add(c.startBackOff)
-			if now.Before(due) {
-				return due
-			}
+			c.lastExit = due
 			c.phase, c.since = phasePulling, due
+			if in, backoff := c.backOff(due, before, t); in {
+				c.phase, c.wait, c.until = phaseStartBackOff, backoff, due.Add(backoff)
+			}
 		}
 	}
 }
 
-// crash ends the running instance with exit 1 at the given time. The first crash of an image's
-// instances restarts it at once; later ones wait the back-off in CrashLoopBackOff.
-func (c *containerSim) crash(at time.Time, reg *registry) {
+// crash ends the running instance with exit 1 at the given time; it restarts at once unless
+// the kubelet's back-off holds it (CrashLoopBackOff).
+func (c *containerSim) crash(at time.Time, t timings, reg *registry) {
 	c.last = &corev1.ContainerStateTerminated{
 		ExitCode: 1, Reason: "Error", ContainerID: c.containerID,
 		StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(at),
 	}
-	c.crashed++
-	if c.crashed == 1 {
-		c.create(at, reg)
+	c.lastExit = at
+	if in, backoff := c.backOff(at, at, t); in {
+		c.phase, c.since, c.wait, c.until = phaseBackOff, at, backoff, at.Add(backoff)
 		return
 	}
-	c.phase, c.since = phaseBackOff, at
+	c.create(at, reg)
 }
 
-// beginStart starts the new spec image's lifecycle once the replaced instance is gone: a pull,
-// after the kubelet's back-off when this container started the image within the back-off window.
-// The back-off doubles each time, up to its cap, and is shown as CrashLoopBackOff although
-// nothing crashed.
-func (c *containerSim) beginStart(at time.Time, t timings) {
-	c.phase, c.since = phasePulling, at
-	rec := c.starts[c.img.normalized]
-	if rec == nil || t.backoff <= 0 {
-		return
+// backOff is the kubelet's check before it starts the spec image (kuberuntime doBackOff, with
+// flowcontrol.Backoff's IsInBackOffSince and Next): exited is when the newest exited instance
+// finished, as the status the kubelet acts on says. With none, the start goes ahead and counts
+// for nothing. Within the image's back-off since then, the start waits (in) with that back-off;
+// otherwise it goes ahead, and the entry starts at the initial back-off or doubles, up to the
+// cap. An entry expires when the exit came more than twice the cap after its last update. So
+// every start after an exit counts, an in-place one too, and going back soon to an image
+// started that way waits although nothing crashed.
+func (c *containerSim) backOff(now, exited time.Time, t timings) (in bool, backoff time.Duration) {
+	if exited.IsZero() || t.backoff <= 0 {
+		return false, 0
 	}
-	if at.Sub(rec.at) >= backOffWindow*t.backoff {
-		rec.backoff = 0
-		return
+	limit := backOffCap * t.backoff
+	key := c.img.normalized
+	e := c.backoffs[key]
+	expired := e != nil && exited.Sub(e.lastUpdate) > 2*limit
+	if e != nil && !expired && now.Sub(exited) < e.backoff {
+		return true, e.backoff
 	}
-	rec.backoff = min(max(2*rec.backoff, t.backoff), backOffCap*t.backoff)
-	c.phase, c.startBackOff = phaseStartBackOff, rec.backoff
+	if c.backoffs == nil {
+		c.backoffs = map[string]*backOffEntry{}
+	}
+	if e == nil || expired {
+		e = &backOffEntry{backoff: t.backoff}
+		c.backoffs[key] = e
+	} else {
+		e.backoff = min(2*e.backoff, limit)
+	}
+	e.lastUpdate = now
+	return false, 0
 }
 
 // changeImage stops the running instance, if any, and starts the new spec image's lifecycle:
@@ -257,13 +274,16 @@ func (c *containerSim) changeImage(now time.Time, specImage string, t timings, r
 	c.specImage = specImage
 	c.img, c.parseErr = parseImage(specImage)
 	c.beh = behavior{}
-	c.crashed = 0
 	if c.parseErr != nil {
 		c.phase, c.since = phaseInvalid, now
 		return
 	}
 	if !stopping {
-		c.beginStart(now, t)
+		// Nothing runs: the new image starts now, or after its back-off since the last exit.
+		c.phase, c.since = phasePulling, now
+		if in, backoff := c.backOff(now, c.lastExit, t); in {
+			c.phase, c.wait, c.until = phaseStartBackOff, backoff, c.lastExit.Add(backoff)
+		}
 	}
 	c.beh = behaviorOf(c.img)
 	c.fromRegistry, c.pulled = false, pullResult{}
@@ -281,14 +301,6 @@ func (c *containerSim) changeImage(now time.Time, specImage string, t timings, r
 func (c *containerSim) create(at time.Time, reg *registry) {
 	if c.started {
 		c.restarts++
-	}
-	if c.starts == nil {
-		c.starts = map[string]*startRecord{}
-	}
-	if rec := c.starts[c.img.normalized]; rec != nil {
-		rec.at = at
-	} else {
-		c.starts[c.img.normalized] = &startRecord{at: at}
 	}
 	c.started = true
 	c.containerID = newContainerID()
@@ -373,13 +385,9 @@ func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
 	case phaseBackOff, phaseStartBackOff:
 		// The kubelet's words (kuberuntime, v1.34); the status keeps the last instance, its
 		// image and restart count, as no new instance was created.
-		backoff := t.backoff
-		if c.phase == phaseStartBackOff {
-			backoff = c.startBackOff
-		}
 		st.State.Waiting = &corev1.ContainerStateWaiting{
 			Reason:  "CrashLoopBackOff",
-			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff, c.name, c.pod),
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", c.wait, c.name, c.pod),
 		}
 	case phaseExited:
 		st.State.Terminated = c.exited.DeepCopy()

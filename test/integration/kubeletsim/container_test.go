@@ -152,7 +152,7 @@ func TestRegistryRetag(t *testing.T) {
 // TestContainerAsTheRealKubeletAfterAnImagePatch follows one container through in-place image
 // patches with the timings of a real kubelet's behaviour scaled down (reference/real-node.md):
 // the replaced container still reported Running and Ready for the stop delay; the crash back-off,
-// keyed by image, before starting an image the container started recently, shown as
+// keyed by image, before going back soon to an image started after an exit, shown as
 // CrashLoopBackOff on the replaced container with the restart count unchanged and doubling; a
 // missing image that kills the old container first and keeps its image and containerID.
 func TestContainerAsTheRealKubeletAfterAnImagePatch(t *testing.T) {
@@ -183,28 +183,33 @@ func TestContainerAsTheRealKubeletAfterAnImagePatch(t *testing.T) {
 			{at: ms(950), image: "app:v2", state: "Terminated", instance: "same"},
 			{at: ms(1200), image: "app:v2", state: "Running", restarts: 1, instance: "new", statusImage: "docker.io/library/app:v2"},
 		}},
-		{"back to a recent image waits the back-off, doubling", []point{
+		{"back to an image started after an exit waits the back-off, doubling", []point{
 			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
 			{at: ms(500), image: "app:v1", state: "Ready", instance: "new"},
+			// v1's first start followed no exit, nor does v2's: neither counts.
 			{at: ms(600), image: "app:v2", state: "Ready", instance: "same"},
-			{at: ms(1500), image: "app:v2", state: "Ready", restarts: 1, instance: "new"},
-			{at: ms(1600), image: "app:v1", state: "Ready", restarts: 1, instance: "same"},
-			// Stopped at 1.9 s; v1 started at 0.2 s: back-off 1s, no new container, the
-			// restart count unchanged.
-			{at: ms(2000), image: "app:v1", state: "CrashLoopBackOff", restarts: 1, instance: "same", statusImage: "docker.io/library/app:v2",
+			{at: ms(1400), image: "app:v2", state: "Ready", restarts: 1, instance: "new"},
+			// v1 again, after v1's exit at 0.9 s: it starts, and now counts.
+			{at: ms(1500), image: "app:v1", state: "Ready", restarts: 1, instance: "same"},
+			{at: ms(2300), image: "app:v1", state: "Ready", restarts: 2, instance: "new"},
+			{at: ms(2400), image: "app:v2", state: "Ready", restarts: 2, instance: "same"},
+			{at: ms(3200), image: "app:v2", state: "Ready", restarts: 3, instance: "new"},
+			// v1 once more, stopped at 3.6 s: the last exit (2.7 s) is within v1's back-off of
+			// 1s, so no new container and the restart count unchanged, until 4.6 s.
+			{at: ms(3300), image: "app:v1", state: "Ready", restarts: 3, instance: "same"},
+			{at: ms(3700), image: "app:v1", state: "CrashLoopBackOff", restarts: 3, instance: "same", statusImage: "docker.io/library/app:v2",
 				message: "back-off 1s restarting failed container=app pod=web-0_ns(uid-1)"},
-			{at: ms(2850), image: "app:v1", state: "CrashLoopBackOff", restarts: 1, instance: "same"},
-			{at: ms(3200), image: "app:v1", state: "Running", restarts: 2, instance: "new", statusImage: "docker.io/library/app:v1"},
-			{at: ms(3500), image: "app:v1", state: "Ready", restarts: 2, instance: "same"},
-			// v2 again, stopped at 3.8 s: its first back-off.
-			{at: ms(3500), image: "app:v2", state: "Ready", restarts: 2, instance: "same"},
-			{at: ms(4000), image: "app:v2", state: "CrashLoopBackOff", restarts: 2, instance: "same", message: "back-off 1s restarting"},
-			{at: ms(5300), image: "app:v2", state: "Ready", restarts: 3, instance: "new"},
-			// v1 again, stopped at 5.6 s: its second back-off, doubled.
-			{at: ms(5300), image: "app:v1", state: "Ready", restarts: 3, instance: "same"},
-			{at: ms(5700), image: "app:v1", state: "CrashLoopBackOff", restarts: 3, instance: "same", message: "back-off 2s restarting"},
-			{at: ms(7500), image: "app:v1", state: "CrashLoopBackOff", restarts: 3, instance: "same"},
-			{at: ms(7900), image: "app:v1", state: "Running", restarts: 4, instance: "new"},
+			{at: ms(4500), image: "app:v1", state: "CrashLoopBackOff", restarts: 3, instance: "same"},
+			{at: ms(4900), image: "app:v1", state: "Running", restarts: 4, instance: "new", statusImage: "docker.io/library/app:v1"},
+			{at: ms(5100), image: "app:v1", state: "Ready", restarts: 4, instance: "same"},
+			// v2, stopped at 5.5 s: the last exit (3.6 s) is past v2's back-off.
+			{at: ms(5200), image: "app:v2", state: "Ready", restarts: 4, instance: "same"},
+			{at: ms(6000), image: "app:v2", state: "Ready", restarts: 5, instance: "new"},
+			// v1, stopped at 6.4 s: its back-off doubled when it passed, to 2s.
+			{at: ms(6100), image: "app:v1", state: "Ready", restarts: 5, instance: "same"},
+			{at: ms(6500), image: "app:v1", state: "CrashLoopBackOff", restarts: 5, instance: "same", message: "back-off 2s restarting"},
+			{at: ms(8300), image: "app:v1", state: "CrashLoopBackOff", restarts: 5, instance: "same"},
+			{at: ms(8700), image: "app:v1", state: "Running", restarts: 6, instance: "new"},
 		}},
 		{"an image started long ago starts at once", []point{
 			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
@@ -221,9 +226,9 @@ func TestContainerAsTheRealKubeletAfterAnImagePatch(t *testing.T) {
 			{at: ms(950), image: NotFoundHost + "/app:v2", state: "Terminated", instance: "same"},
 			{at: ms(1200), image: NotFoundHost + "/app:v2", state: "ErrImagePull", instance: "same", statusImage: "docker.io/library/app:v1"},
 			{at: ms(2200), image: NotFoundHost + "/app:v2", state: "ImagePullBackOff", instance: "same", statusImage: "docker.io/library/app:v1"},
-			// Back to v1, started at 0.2 s: the back-off first, shown on the killed container.
-			{at: ms(2300), image: "app:v1", state: "CrashLoopBackOff", instance: "same", statusImage: "docker.io/library/app:v1"},
-			{at: ms(3600), image: "app:v1", state: "Running", restarts: 1, instance: "new"},
+			// Back to v1, whose only start followed no exit: it starts at once.
+			{at: ms(2300), image: "app:v1", state: "Terminated", instance: "same", statusImage: "docker.io/library/app:v1"},
+			{at: ms(2600), image: "app:v1", state: "Running", restarts: 1, instance: "new"},
 		}},
 	}
 	for _, tt := range tests {

@@ -13,17 +13,21 @@
 //     still runs: it does not mean the change is applied;
 //   - the old container is reported Running, Ready and with its containerID and image for
 //     Config.StopDelay after the patch, and the pod stays Ready; then it is stopped;
-//   - the crash back-off is keyed by pod UID, container name and image, and every start counts
-//     toward it: an image this container started within the back-off window (60 times
-//     Config.BackOff, the kubelet's ten minutes) waits a back-off before it is pulled and started,
-//     Config.BackOff the first time and doubling after, shown as waiting CrashLoopBackOff
-//     ("back-off 1s restarting failed container=NAME pod=NAME_NAMESPACE(UID)") with the stopped
-//     container as the status's containerID and lastState.terminated, and the restart count
-//     unchanged, although nothing crashed;
+//   - the crash back-off is kubelet v1.34.5's (kuberuntime doBackOff): an entry per pod,
+//     container name and image; before each start the kubelet looks at the newest exited
+//     instance, and within the entry's back-off of its exit the start waits, shown as waiting
+//     CrashLoopBackOff ("back-off 1s restarting failed container=NAME pod=NAME_NAMESPACE(UID)")
+//     with the stopped container as the status's containerID and lastState.terminated and the
+//     restart count unchanged, although nothing crashed; otherwise the start goes ahead and the
+//     entry begins at Config.BackOff or doubles (up to 30 times it), expiring 60 times it after
+//     its last update. A start with no exited instance before it counts for nothing, so an
+//     in-place patch decides on the status before its own kill: v1 -> v2 -> v1 -> v2 starts
+//     each at once, and going back to v1 right after waits;
 //   - a missing image kills the old container first: the status keeps its image and
 //     containerID, waiting ErrImagePull, then ImagePullBackOff; the restart count does not move;
-//   - a crashing image restarts at once after its first crash and backs off after the second,
-//     so the restart count is 2 above the one before the patch when CrashLoopBackOff shows.
+//   - a crashing image, by the same rule, restarts at once after its first crash when nothing
+//     had exited before its start (the restart count is then 2 above the one before the patch
+//     when CrashLoopBackOff shows) and backs off at once otherwise.
 //
 // A pod with restartPolicy Never is run as a kubelet runs it: its init containers in order pull
 // their image, run for the start delay and exit 0; then its containers pull and start. A

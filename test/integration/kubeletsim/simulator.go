@@ -46,10 +46,9 @@ type Config struct {
 	// pod sandbox, its network and IP, and its volumes mounted. An image update in place does
 	// not pay it [0].
 	SandboxDelay time.Duration
-	// BackOff is the wait before a crashed container restarts, and before ErrImagePull turns
-	// into ImagePullBackOff [1s]. It stands for the kubelet's initial 10 s crash back-off: the
-	// back-off before an in-place start of an image the container started recently starts at it
-	// and doubles, within a window of 60 times it (the kubelet's ten minutes).
+	// BackOff is the kubelet's initial crash back-off (10 s on a real node), also before
+	// ErrImagePull turns into ImagePullBackOff [1s]. Back-offs double up to 30 times it and are
+	// forgotten 60 times it after their last use, as the kubelet's 5 minutes and 10 minutes.
 	BackOff time.Duration
 	// StopDelay is how long a container whose image changed keeps running, and is reported
 	// Running (Ready if it was) with its old containerID and image, before it is stopped and the
