@@ -117,6 +117,7 @@ bench: tools build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 10m ./test/integration/tekton
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./test/integration/prepull
+	INPLACE_ROLLOUT_BENCH_OUT=$(CURDIR)/docs/benchmarks-realnode.md $(GO) test -run '^$$' -bench RealNode -benchtime 1x -timeout 180m ./test/integration/realnode/e2e
 	hack/check-leftovers.sh
 
 ## chaos: the chaos suite's long form: CHAOS_KILLS random SIGKILLs of 30-pod rollouts and rollbacks, 60% of the CLI, 20% of the Argo plugin process, 20% of the Tekton controller; kube-apiserver and etcd restarted, a concurrent labeller, a pod deleted and the StatefulSet scaled mid-rollout (make test runs it with 10 kills); CHAOS_SEED replays a run

@@ -45,6 +45,7 @@ func Render(w io.Writer, r *Report) error {
 	b.WriteString("control plane: etcd, kube-apiserver and kube-controller-manager built from source, and the simulated\n")
 	b.WriteString("kubelet of test/integration/kubeletsim. Run `make bench` again to measure anew; it rewrites this file\n")
 	b.WriteString("and its plots.\n\n")
+	b.WriteString("On the real node (a real kubelet and containerd), the in-place CLI against the StatefulSet RollingUpdate: [benchmarks-realnode.md](benchmarks-realnode.md).\n\n")
 
 	b.WriteString("## Summary\n\n")
 	writeSummary(&b, r, small, large)

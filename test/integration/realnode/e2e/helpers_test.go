@@ -23,7 +23,7 @@ import (
 func image(tag string) string { return env.AppImage(tag) }
 
 // digest is the manifest digest the registry holds for the app image with tag.
-func digest(t *testing.T, tag string) string {
+func digest(t testing.TB, tag string) string {
 	t.Helper()
 	d, ok := env.Images[image(tag)]
 	if !ok {
@@ -130,7 +130,7 @@ func onDigest(t *testing.T, ns, selector, digest string) {
 }
 
 // run runs the CLI and returns its result.
-func run(t *testing.T, args ...string) clitest.Result {
+func run(t testing.TB, args ...string) clitest.Result {
 	t.Helper()
 	start := time.Now()
 	r := clitest.Run(t, env, cli, args...)
@@ -155,7 +155,7 @@ func sandboxResolvConfs(t *testing.T) []string {
 	return files
 }
 
-func must(t *testing.T, err error, doing string, args ...any) {
+func must(t testing.TB, err error, doing string, args ...any) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", fmt.Sprintf(doing, args...), err)

@@ -1,0 +1,58 @@
+// Package benchstat is the arithmetic of the benchmarks that repeat runs: percentiles within a
+// run, and medians with their spread across runs.
+package benchstat
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Percentile is the nearest-rank p-th percentile (0 < p <= 100) of values: the smallest value
+// that at least p% of the values do not exceed. Zero when there are none.
+func Percentile(values []float64, p float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	sorted := slices.Sorted(slices.Values(values))
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[max(rank, 1)-1]
+}
+
+// Spread is a statistic's median across runs and its range.
+type Spread struct{ Median, Min, Max float64 }
+
+// Of is the median (the mean of the middle two for an even count), minimum and maximum
+// of values.
+func Of(values []float64) Spread {
+	if len(values) == 0 {
+		return Spread{}
+	}
+	s := slices.Sorted(slices.Values(values))
+	mid := len(s) / 2
+	median := s[mid]
+	if len(s)%2 == 0 {
+		median = (s[mid-1] + s[mid]) / 2
+	}
+	return Spread{median, s[0], s[len(s)-1]}
+}
+
+// Cell renders a spread with the given decimals: "median (min–max)", or the median alone when
+// the runs agree to those decimals.
+func (s Spread) Cell(decimals int) string {
+	f := func(v float64) string { return fmt.Sprintf("%.*f", decimals, v) }
+	if f(s.Min) == f(s.Max) {
+		return f(s.Median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", f(s.Median), f(s.Min), f(s.Max))
+}
+
+// Seconds converts durations to seconds.
+func Seconds(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Seconds()
+	}
+	return out
+}
