@@ -31,7 +31,7 @@ func TestDeploymentInPlace(t *testing.T) {
 	labels := map[string]string{"app": "api"}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels)},
 	}
 	_, err := env.Client.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{})
 	must(t, err, "creating Deployment %s/api", ns)
@@ -223,4 +223,3 @@ func analysisConfig(t *testing.T) string {
 	must(t, os.WriteFile(p, []byte(cfg), 0o600), "writing %s", p)
 	return p
 }
-
