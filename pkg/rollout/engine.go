@@ -154,10 +154,13 @@ func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inpla
 func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
 	// A rollout to these images that was rolled back is no reason to refuse: running again
 	// starts a new one, from what the pods run now.
-	// Asked anew, a rollout pinned to digests is done only while its tags still name them: a tag
-	// pushed again since starts a new one, to the new content. A driver calling again for the
-	// rollout it drives gets its end reported, without asking any registry.
-	if lock != nil && lock.HeldBy(spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded && (!spec.Rerun || e.stillPinned(ctx, spec, w, lock)) {
+	// Asked anew, a rollout is done only while every pod still has its images (someone may have
+	// moved them on since, or the workload recreated them from another template) and, pinned to
+	// digests, while its tags still name them: a tag pushed again since starts a new one, to the
+	// new content. A driver calling again for the rollout it drives gets its end reported,
+	// without asking any registry.
+	if lock != nil && lock.HeldBy(spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded &&
+		(!spec.Rerun || stillApplied(w.Pods(), lock.Images) && e.stillPinned(ctx, spec, w, lock)) {
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	}
 	if spec.PrePull && e.PullerImage == "" {

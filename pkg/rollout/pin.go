@@ -219,6 +219,21 @@ func (e *Engine) stillPinned(ctx context.Context, spec Spec, w workload.Workload
 	return true
 }
 
+// stillApplied reports whether every pod's spec still has images for the containers that name
+// them: what a rollout that succeeded left, unless someone changed it since.
+func stillApplied(pods []*corev1.Pod, images map[string]string) bool {
+	for _, p := range pods {
+		for _, list := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
+			for _, c := range list {
+				if img, ok := images[c.Name]; ok && c.Image != img {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // unpinned are the images of given that were not pinned to a digest: the tags pods may run as
 // different content.
 func (p pinning) unpinned(given map[string]string) map[string]string {

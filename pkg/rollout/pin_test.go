@@ -333,3 +333,58 @@ func TestContainerOnItsContentIsNotRespelled(t *testing.T) {
 		t.Errorf("lock images %v, want the sidecar as given and the app pinned", images)
 	}
 }
+
+func TestStillApplied(t *testing.T) {
+	pod := func(images ...string) *corev1.Pod {
+		p := &corev1.Pod{}
+		for i, img := range images {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: []string{"app", "sidecar"}[i], Image: img})
+		}
+		return p
+	}
+	target := map[string]string{"app": "app:v2"}
+	tests := []struct {
+		name string
+		pods []*corev1.Pod
+		want bool
+	}{
+		{"every pod on the target", []*corev1.Pod{pod("app:v2", "side:v1"), pod("app:v2", "side:v9")}, true},
+		{"a pod moved on", []*corev1.Pod{pod("app:v2"), pod("app:v3")}, false},
+		{"a pod back on its old image", []*corev1.Pod{pod("app:v1")}, false},
+		{"no pods", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := stillApplied(tt.pods, target); got != tt.want {
+				t.Errorf("stillApplied = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunAgainAfterPodsMovedOn: a rollout that succeeded is reported done when asked anew only
+// while its pods still have its images; once someone moved them on, the same spec starts a new
+// rollout, and a driver calling again for the rollout it drove still gets its end.
+func TestRunAgainAfterPodsMovedOn(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 2})
+	e := fc.engine()
+	spec := fc.spec(imageV2)
+	spec.Rerun = true
+	st := fc.mustDrive(e, spec, Status{}, nil)
+	if st.Phase != PhaseSucceeded {
+		t.Fatalf("rollout = %+v", st)
+	}
+	p := fc.pod(fc.pods()[0].Name)
+	p.Spec.Containers[0].Image = imageV3
+	fc.updatePod(p)
+
+	spec.Rerun = false
+	if same, _, err := e.Reconcile(context.Background(), spec, Status{}); err != nil || same.Phase != PhaseSucceeded || same.RolloutID != st.RolloutID {
+		t.Fatalf("called again = %+v, %v; want rollout %s reported Succeeded", same, err, st.RolloutID)
+	}
+	spec.Rerun = true
+	again, _, err := e.Reconcile(context.Background(), spec, Status{})
+	if err != nil || again.Phase != PhaseProgressing || again.RolloutID == st.RolloutID {
+		t.Fatalf("run again after a pod moved to %s = %+v, %v; want a new rollout", imageV3, again, err)
+	}
+}
