@@ -123,7 +123,8 @@ func TestConformanceInPlaceRestart(t *testing.T) {
 // before meets the back-off although nothing crashed. v1 -> v2 -> v1 -> v2 starts v1 and v2
 // without it (v2's first start followed no exit); the next v1 finds v1's entry: CrashLoopBackOff
 // "back-off 10s" with the restart count unchanged and lastState the container the patch
-// stopped, and v1 starts once the back-off has passed.
+// stopped, and v1 starts once the back-off has passed. The simulator's back-off is its BackOff
+// (1 s by default), the real one's 10 s scaled down.
 func TestConformanceBackOffOnReturn(t *testing.T) {
 	onBoth(t, func(t *testing.T, ns, node string) {
 		barePod(t, ns, node, "v1", nil)
@@ -140,8 +141,9 @@ func TestConformanceBackOffOnReturn(t *testing.T) {
 			return cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff"
 		})
 		cs := appStatus(backOff)
-		if !strings.HasPrefix(cs.State.Waiting.Message, "back-off 10s restarting failed container=app pod=app_"+ns) {
-			t.Errorf("back-off message %q, want back-off 10s restarting failed container=app pod=app_%s(...)", cs.State.Waiting.Message, ns)
+		want := fmt.Sprintf("back-off %s restarting failed container=app pod=app_%s(%s)", initialBackOff(node), ns, backOff.UID)
+		if cs.State.Waiting.Message != want {
+			t.Errorf("back-off message %q, want %q", cs.State.Waiting.Message, want)
 		}
 		if cs.RestartCount != left.RestartCount {
 			t.Errorf("restartCount %d during the back-off, want %d as before the patch", cs.RestartCount, left.RestartCount)
@@ -154,6 +156,15 @@ func TestConformanceBackOffOnReturn(t *testing.T) {
 			t.Errorf("restartCount %d once v1 runs, want %d", done.RestartCount, left.RestartCount+1)
 		}
 	})
+}
+
+// initialBackOff is the kubelet's first crash back-off on node: 10 s on the real node, the
+// simulator's BackOff, which stands for it scaled down, on a simulated one.
+func initialBackOff(node string) time.Duration {
+	if node == env.RealNode.Name {
+		return 10 * time.Second
+	}
+	return env.Sim.Config().BackOff
 }
 
 // runningWithoutBackOff waits until the app runs tag, and fails the test (not at once) if a
