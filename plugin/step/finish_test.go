@@ -388,3 +388,41 @@ func TestScanPromotesAfterFullPromotion(t *testing.T) {
 		})
 	}
 }
+
+// An aborted Rollout whose Abort call ended before its rollback wrote anything leaves its
+// rollout active; the scan rolls it back, and leaves a Rollout that was not aborted alone.
+func TestScanRollsBackAnAbortCutBeforeItsRollback(t *testing.T) {
+	for _, aborted := range []bool{true, false} {
+		t.Run(map[bool]string{true: "aborted", false: "not aborted"}[aborted], func(t *testing.T) {
+			client := newClient(t, 2)
+			playKubelet(t, client)
+			ro := argoRollout("65f9bfd99b")
+			req, err := decode(ro, stepContext(withField(goodConfig, `"upTo":1`), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := (&rollout.Engine{Client: client}).Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
+				t.Fatalf("rollout = %+v, %v; want Holding", st, err)
+			}
+			listed := scanRollout(ro.Name, []argov1alpha1.CanaryStep{pluginStep(Name, withField(goodConfig, `"upTo":1`))}, "")
+			listed.Status.Abort = aborted
+			clients := Clients{Engine: &rollout.Engine{Client: client}, Rollouts: argofake.NewSimpleClientset(listed)}
+			p := newPluginWith(t, clients, Options{})
+			want := map[bool]int{true: 1, false: 0}[aborted]
+			if got := p.scan(context.Background(), clients); got != want {
+				t.Fatalf("scan started %d rollbacks, want %d", got, want)
+			}
+			if !aborted {
+				if l := lockOf(t, client); l.Phase != workload.LockHolding {
+					t.Errorf("lock %s, want the rollout left Holding", l.Phase)
+				}
+				return
+			}
+			d := driverOf(t, p)
+			<-d.done
+			if d.err != nil || d.final.Phase != rollout.PhaseRolledBack {
+				t.Fatalf("rollback driver ended %+v, %v; want RolledBack", d.final, d.err)
+			}
+		})
+	}
+}

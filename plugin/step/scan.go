@@ -92,7 +92,7 @@ func ourConfigs(ro *argov1alpha1.Rollout) []configAt {
 }
 
 // scan finds the rollouts this plugin must finish for Rollouts that cannot ask: the rollbacks of
-// Rollouts whose Abort was cut short, the rollouts of Rollouts fully promoted while their target
+// Rollouts whose Abort was cut short (after its rollback started, or before), the rollouts of Rollouts fully promoted while their target
 // was still held for them (promote --full at an Argo pause between two steps, when no step is
 // Running for Argo to Terminate), and the rollouts of Rollouts that were deleted (see orphans).
 // It leaves a target alone while a driver of it is under way, except the rollout driver of a
@@ -138,6 +138,13 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 			case lock.Phase == workload.LockRollingBack:
 				if p.finishRollback(c.Engine, req) {
 					log.Info("finishing a rollback cut short", "rolloutID", lock.RolloutID, "reason", lock.Reason)
+					started++
+				}
+			case ro.Status.Abort && lock.Active():
+				// Argo calls Abort once: a process killed before that call's rollback wrote its
+				// first step leaves the lock as the rollout had it, and nothing asks again.
+				if p.finishRollback(c.Engine, req) {
+					log.Info("rolling back for an aborted Rollout whose Abort call was cut short", "rolloutID", lock.RolloutID, "phase", lock.Phase)
 					started++
 				}
 			case fullyPromoted(ro):
