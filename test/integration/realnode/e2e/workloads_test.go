@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -203,7 +203,7 @@ func TestPrePull(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("run --pre-pull: %s", r)
 	}
-	if !strings.Contains(r.Stderr, `msg="pulling the new images" nodes=`+env.RealNode.Name) {
+	if !regexp.MustCompile(`msg="pulling the new images" .*nodes=` + env.RealNode.Name + `\b`).MatchString(r.Stderr) {
 		t.Errorf("the run did not pull onto the real node first:\n%s", clitest.LastLines(r.Stderr, 20))
 	}
 	checkInPlace(t, before, identities(t, ns, "app=web"), 1)

@@ -35,10 +35,11 @@ func TestMain(m *testing.M) {
 
 var loopback = netip.MustParsePrefix("127.0.0.0/8")
 
-// startApp runs the app for tag on loopback until the end of the test.
-func startApp(t *testing.T, tag string) *images.LocalApp {
+// startApp runs the app for tag on loopback, with env added to its environment, until the end
+// of the test.
+func startApp(t *testing.T, tag string, env ...string) *images.LocalApp {
 	t.Helper()
-	a, err := programs.StartApp(context.Background(), tag)
+	a, err := programs.StartApp(context.Background(), tag, env...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func waitFor(t *testing.T, g *Generator, what string, ok func(Stats) bool) {
 // TestCountsAnswersByCodeAndBody sends traffic to a healthy and an erroring app and counts
 // what each answered.
 func TestCountsAnswersByCodeAndBody(t *testing.T) {
-	v1, errs := startApp(t, "v1"), startApp(t, "errors1")
+	v1, errs := startApp(t, "v1"), startApp(t, "errors1", "APP_ERROR_SHARE=1")
 	g := start(t, Config{
 		Subnet:  loopback,
 		Targets: func() []string { return []string{v1.Addr, errs.Addr} },
