@@ -45,7 +45,7 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 		cs.ContainerID = ""
 		return cs
 	}
-	pullBackOff := fmt.Sprintf(`Back-off pulling image "reg.example/app:v2": ErrImagePull: failed to pull and unpack image "reg.example/app:v2": failed to resolve reference "reg.example/app:v2": reg.example/app:v2: not found: manifest unknown`)
+	pullBackOff := `Back-off pulling image "reg.example/app:v2": ErrImagePull: failed to pull and unpack image "reg.example/app:v2": failed to resolve reference "reg.example/app:v2": reg.example/app:v2: not found: manifest unknown`
 	pullFailed := corev1.ContainerStatus{Name: "app", Image: "reg.example/app:v1", ImageID: beforeID, ContainerID: oldID, RestartCount: 3,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: pullBackOff}}}
 

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -436,7 +437,7 @@ func Cleanup(log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	unlock, err := lock(nil)
+	unlock, err := lock(context.Background())
 	if err != nil {
 		return err
 	}

@@ -346,7 +346,7 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// lock takes the machine-wide lock; a nil ctx waits without end.
+// lock takes the machine-wide lock, waiting for it until ctx is done.
 func lock(ctx context.Context) (func(), error) {
 	if err := os.MkdirAll(stateDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", stateDir(), err)
@@ -364,12 +364,8 @@ func lock(ctx context.Context) (func(), error) {
 			f.Close()
 			return nil, fmt.Errorf("locking the real node's lock: %w", err)
 		}
-		var done <-chan struct{}
-		if ctx != nil {
-			done = ctx.Done()
-		}
 		select {
-		case <-done:
+		case <-ctx.Done():
 			f.Close()
 			return nil, fmt.Errorf("waiting for the real node of another run on this machine to stop: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
