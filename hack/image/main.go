@@ -10,7 +10,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"errors"
 	"flag"
@@ -19,7 +18,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -27,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/inplace-rollout/inplace-rollout/internal/ocilayer"
 )
 
 // The image's fixed facts. The user is distroless' nonroot, so that a cluster's policy for
@@ -38,9 +38,6 @@ const (
 	user       = "65532:65532"
 	home       = "/home/nonroot"
 )
-
-// epoch is every file's time and the image's created time: a build time would change the digest.
-var epoch = time.Unix(0, 0).UTC()
 
 // options are the build's inputs: the binary and the puller per platform ("linux/amd64"), and
 // the CA bundle.
@@ -162,7 +159,7 @@ func image(goos, goarch string, binary, puller, caCerts []byte) (v1.Image, error
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image", Comment: "inplace-rollout and puller binaries, CA certificates, nonroot user"},
+		History: v1.History{Created: v1.Time{Time: ocilayer.Epoch}, CreatedBy: "hack/image", Comment: "inplace-rollout and puller binaries, CA certificates, nonroot user"},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adding the layer: %w", err)
@@ -173,7 +170,7 @@ func image(goos, goarch string, binary, puller, caCerts []byte) (v1.Image, error
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = goos, goarch
-	cfg.Created = v1.Time{Time: epoch}
+	cfg.Created = v1.Time{Time: ocilayer.Epoch}
 	cfg.Author = "github.com/inplace-rollout/inplace-rollout"
 	cfg.Config.User = user
 	cfg.Config.Entrypoint = []string{binaryPath}
@@ -198,54 +195,25 @@ func layerFrom(tarBytes []byte) (v1.Layer, error) {
 	return l, nil
 }
 
-// entry is one file or directory of the layer.
-type entry struct {
-	name string
-	mode int64
-	uid  int
-	data []byte
-	dir  bool
-}
-
 // layerTar writes the layer's files in a fixed order with fixed owners and times.
 func layerTar(binary, puller, caCerts []byte) ([]byte, error) {
-	entries := []entry{
-		{name: "etc/", mode: 0o755, dir: true},
-		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
-		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:" + home + ":/sbin/nologin\n")},
-		{name: "etc/ssl/", mode: 0o755, dir: true},
-		{name: "etc/ssl/certs/", mode: 0o755, dir: true},
-		{name: strings.TrimPrefix(certsPath, "/"), mode: 0o644, data: caCerts},
-		{name: "home/", mode: 0o755, dir: true},
-		{name: strings.TrimPrefix(home, "/") + "/", mode: 0o700, uid: 65532, dir: true},
-		{name: "tmp/", mode: 0o1777, dir: true},
-		{name: "usr/", mode: 0o755, dir: true},
-		{name: "usr/local/", mode: 0o755, dir: true},
-		{name: "usr/local/bin/", mode: 0o755, dir: true},
-		{name: strings.TrimPrefix(binaryPath, "/"), mode: 0o755, data: binary},
-		{name: strings.TrimPrefix(pullerPath, "/"), mode: 0o755, data: puller},
+	entries := []ocilayer.File{
+		{Name: "etc/", Mode: 0o755, Dir: true},
+		{Name: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{Name: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:" + home + ":/sbin/nologin\n")},
+		{Name: "etc/ssl/", Mode: 0o755, Dir: true},
+		{Name: "etc/ssl/certs/", Mode: 0o755, Dir: true},
+		{Name: strings.TrimPrefix(certsPath, "/"), Mode: 0o644, Data: caCerts},
+		{Name: "home/", Mode: 0o755, Dir: true},
+		{Name: strings.TrimPrefix(home, "/") + "/", Mode: 0o700, UID: 65532, Dir: true},
+		{Name: "tmp/", Mode: 0o1777, Dir: true},
+		{Name: "usr/", Mode: 0o755, Dir: true},
+		{Name: "usr/local/", Mode: 0o755, Dir: true},
+		{Name: "usr/local/bin/", Mode: 0o755, Dir: true},
+		{Name: strings.TrimPrefix(binaryPath, "/"), Mode: 0o755, Data: binary},
+		{Name: strings.TrimPrefix(pullerPath, "/"), Mode: 0o755, Data: puller},
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := &tar.Header{
-			Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.uid, ModTime: epoch,
-			Typeflag: tar.TypeReg, Size: int64(len(e.data)), Format: tar.FormatPAX,
-		}
-		if e.dir {
-			h.Typeflag, h.Size = tar.TypeDir, 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("writing %s to the layer: %w", e.name, err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, fmt.Errorf("writing %s to the layer: %w", e.name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("closing the layer: %w", err)
-	}
-	return buf.Bytes(), nil
+	return ocilayer.Tar(entries)
 }
 
 // write puts the index in a new OCI image layout at dir: its index.json names the one index.

@@ -14,6 +14,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/inplace-rollout/inplace-rollout/internal/ocilayer"
 )
 
 var (
@@ -132,12 +134,12 @@ func TestBuildConfig(t *testing.T) {
 			if !slices.Equal(cfg.Config.Entrypoint, []string{"/usr/local/bin/inplace-rollout"}) {
 				t.Errorf("entrypoint %q, want [/usr/local/bin/inplace-rollout]", cfg.Config.Entrypoint)
 			}
-			if !cfg.Created.Time.Equal(epoch) {
-				t.Errorf("created %s, want %s", cfg.Created.Time, epoch)
+			if !cfg.Created.Time.Equal(ocilayer.Epoch) {
+				t.Errorf("created %s, want %s", cfg.Created.Time, ocilayer.Epoch)
 			}
 			for _, h := range cfg.History {
-				if !h.Created.Time.Equal(epoch) {
-					t.Errorf("history created %s, want %s", h.Created.Time, epoch)
+				if !h.Created.Time.Equal(ocilayer.Epoch) {
+					t.Errorf("history created %s, want %s", h.Created.Time, ocilayer.Epoch)
 				}
 			}
 			if !slices.Contains(cfg.Config.Env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt") {
@@ -180,8 +182,8 @@ func TestBuildConfig(t *testing.T) {
 				}
 			}
 			for name, f := range files {
-				if !f.hdr.ModTime.Equal(epoch) {
-					t.Errorf("%s: time %s, want %s", name, f.hdr.ModTime, epoch)
+				if !f.hdr.ModTime.Equal(ocilayer.Epoch) {
+					t.Errorf("%s: time %s, want %s", name, f.hdr.ModTime, ocilayer.Epoch)
 				}
 			}
 		})

@@ -24,19 +24,7 @@ import (
 var programs *images.Programs
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	p, err := images.Compile(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	programs = p
-	code := m.Run()
-	if err := p.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	os.Exit(images.RunTests(m, &programs))
 }
 
 // start runs the app for tag on loopback and stops it at the end of the test, expecting exit 0

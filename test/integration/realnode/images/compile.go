@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -85,4 +87,22 @@ func (p *Programs) Close() error {
 		return fmt.Errorf("removing the image binaries: %w", err)
 	}
 	return nil
+}
+
+// RunTests compiles the programs into *into, runs a test package's tests and removes the
+// binaries after; a test package's TestMain calls it, as os.Exit(images.RunTests(m, &p)).
+func RunTests(m *testing.M, into **Programs) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	p, err := Compile(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*into = p
+	code := m.Run()
+	if err := p.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return code
 }

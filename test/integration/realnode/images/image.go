@@ -1,19 +1,19 @@
 package images
 
 import (
-	"archive/tar"
 	"bytes"
 	"fmt"
 	"io"
 	"runtime"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/inplace-rollout/inplace-rollout/internal/ocilayer"
 )
 
 // The images' fixed facts. The user is distroless' nonroot, as in the project's own image
@@ -34,9 +34,6 @@ const (
 	nonRootID = 65532
 	home      = "/home/nonroot"
 )
-
-// epoch is every file's time and every image's created time: a build time would change the digest.
-var epoch = time.Unix(0, 0).UTC()
 
 // AppImage is the app image for tag: the realapp binary with APP_TAG=tag in its config.
 func (p *Programs) AppImage(tag string) (v1.Image, error) {
@@ -89,7 +86,7 @@ func (p *Programs) build(path string, binary []byte, c config) (v1.Image, error)
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "test/integration/realnode/images", Comment: c.comment},
+		History: v1.History{Created: v1.Time{Time: ocilayer.Epoch}, CreatedBy: "test/integration/realnode/images", Comment: c.comment},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adding the layer: %w", err)
@@ -100,7 +97,7 @@ func (p *Programs) build(path string, binary []byte, c config) (v1.Image, error)
 	}
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
-	cfg.Created = v1.Time{Time: epoch}
+	cfg.Created = v1.Time{Time: ocilayer.Epoch}
 	cfg.Config.User = User
 	cfg.Config.Entrypoint = c.entrypoint
 	cfg.Config.WorkingDir = home
@@ -145,55 +142,26 @@ func (p *Programs) layer(path string, binary []byte) (v1.Layer, error) {
 	return l, nil
 }
 
-// entry is one file or directory of the layer.
-type entry struct {
-	name string
-	mode int64
-	uid  int
-	data []byte
-	dir  bool
-}
-
 // layerTar writes the layer's files in a fixed order with fixed owners and times: the binary
 // at path, owned by the non-root user, and the passwd, group, home and /tmp a non-root
 // program expects.
 func layerTar(path string, binary []byte) ([]byte, error) {
-	entries := []entry{
-		{name: "etc/", mode: 0o755, dir: true},
-		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
-		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:" + home + ":/sbin/nologin\n")},
-		{name: "home/", mode: 0o755, dir: true},
-		{name: strings.TrimPrefix(home, "/") + "/", mode: 0o700, uid: nonRootID, dir: true},
-		{name: "tmp/", mode: 0o1777, dir: true},
+	entries := []ocilayer.File{
+		{Name: "etc/", Mode: 0o755, Dir: true},
+		{Name: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{Name: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:" + home + ":/sbin/nologin\n")},
+		{Name: "home/", Mode: 0o755, Dir: true},
+		{Name: strings.TrimPrefix(home, "/") + "/", Mode: 0o700, UID: nonRootID, Dir: true},
+		{Name: "tmp/", Mode: 0o1777, Dir: true},
 	}
 	// The binary's parent directories, unless the entries above already have them.
 	rel := strings.TrimPrefix(path, "/")
 	for i := strings.Index(rel, "/"); i >= 0; i = next(rel, i) {
-		entries = append(entries, entry{name: rel[:i+1], mode: 0o755, dir: true})
+		entries = append(entries, ocilayer.File{Name: rel[:i+1], Mode: 0o755, Dir: true})
 	}
-	entries = append(entries, entry{name: rel, mode: 0o755, uid: nonRootID, data: binary})
+	entries = append(entries, ocilayer.File{Name: rel, Mode: 0o755, UID: nonRootID, Data: binary})
 
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := &tar.Header{
-			Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.uid, ModTime: epoch,
-			Typeflag: tar.TypeReg, Size: int64(len(e.data)), Format: tar.FormatPAX,
-		}
-		if e.dir {
-			h.Typeflag, h.Size = tar.TypeDir, 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("writing %s to the layer: %w", e.name, err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, fmt.Errorf("writing %s to the layer: %w", e.name, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("closing the layer: %w", err)
-	}
-	return buf.Bytes(), nil
+	return ocilayer.Tar(entries)
 }
 
 // next is the index of the slash after the one at i in s, or -1.

@@ -3,9 +3,7 @@ package images
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,12 +12,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/ocilayer"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/ociregistry"
 )
 
@@ -27,19 +25,7 @@ import (
 var programs *Programs
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	p, err := Compile(ctx)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	programs = p
-	code := m.Run()
-	if err := p.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	os.Exit(RunTests(m, &programs))
 }
 
 // digest builds an image and returns its manifest digest.
@@ -143,8 +129,8 @@ func pull(t *testing.T, ref string) (string, *v1.ConfigFile, map[string]file) {
 		if err != nil {
 			t.Fatalf("reading the layer of %s: %v", ref, err)
 		}
-		if !h.ModTime.Equal(epoch) {
-			t.Errorf("%s: %s has the time %s, want the epoch", ref, h.Name, h.ModTime)
+		if !h.ModTime.Equal(ocilayer.Epoch) {
+			t.Errorf("%s: %s has the time %s, want the ocilayer.Epoch", ref, h.Name, h.ModTime)
 		}
 		if h.Typeflag != tar.TypeReg {
 			continue
@@ -205,8 +191,8 @@ func TestPushThenPull(t *testing.T) {
 			if _, ok := cfg.Config.ExposedPorts["8080/tcp"]; ok != w.port {
 				t.Errorf("ExposedPorts %v, want 8080/tcp: %v", cfg.Config.ExposedPorts, w.port)
 			}
-			if cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH || !cfg.Created.Equal(epoch) {
-				t.Errorf("config for %s/%s created %s, want linux/%s at the epoch", cfg.OS, cfg.Architecture, cfg.Created, runtime.GOARCH)
+			if cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH || !cfg.Created.Equal(ocilayer.Epoch) {
+				t.Errorf("config for %s/%s created %s, want linux/%s at the ocilayer.Epoch", cfg.OS, cfg.Architecture, cfg.Created, runtime.GOARCH)
 			}
 			f, ok := files[w.entrypoint]
 			if !ok {
