@@ -126,7 +126,7 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 		case hasReadinessGate(pod) && !gateTrue(pod):
 			return Progress{OpenGate: true, ImageIDs: p.ImageIDs, Unhealthy: strings.Join(unhealthy, "; "),
 				Reason: fmt.Sprintf("containers ready; readiness gate %s True, waiting for the pod's Ready condition", ReadinessGate), RequeueAfter: pollInterval}
-		case podCanBeReady && !podReady(pod):
+		case podCanBeReady && !PodReady(pod):
 			return pending(pod, Progress{}, []string{"containers ready, the pod's Ready condition not True yet"}, false, st, opts, now)
 		}
 		p.Unhealthy = strings.Join(unhealthy, "; ")
@@ -157,10 +157,15 @@ func othersReady(pod *corev1.Pod, st *State) bool {
 	return true
 }
 
-// podReady reports whether the pod's Ready condition is True.
-func podReady(pod *corev1.Pod) bool {
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(pod *corev1.Pod) bool { return conditionTrue(pod, corev1.PodReady) }
+
+// gateTrue reports whether the pod's readiness gate condition is True.
+func gateTrue(pod *corev1.Pod) bool { return conditionTrue(pod, ReadinessGate) }
+
+func conditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
+		if c.Type == t {
 			return c.Status == corev1.ConditionTrue
 		}
 	}

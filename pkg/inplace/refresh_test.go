@@ -219,8 +219,8 @@ func TestReadinessGateOpensBeforeUpdated(t *testing.T) {
 		t.Fatalf("step with the containers done = %+v, want the gate written, still Updating", s)
 	}
 	pod = apply(t, pod, s)
-	if !gateTrue(pod) || podReady(pod) || mustState(t, pod).Stage != StageUpdating {
-		t.Fatalf("after the gate write: gate %v, Ready %v, stage %s", gateTrue(pod), podReady(pod), mustState(t, pod).Stage)
+	if !gateTrue(pod) || PodReady(pod) || mustState(t, pod).Stage != StageUpdating {
+		t.Fatalf("after the gate write: gate %v, Ready %v, stage %s", gateTrue(pod), PodReady(pod), mustState(t, pod).Stage)
 	}
 	// The kubelet has not set Ready yet: wait.
 	if s, _ = NextUpdate(pod, target, Options{}, t0.Add(2*time.Second)); s.Patch != nil || s.Done {

@@ -192,15 +192,6 @@ func revertPatched(pod *corev1.Pod, st *State) bool {
 	return true
 }
 
-func gateTrue(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == ReadinessGate {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // RevertImageError is a revert refused because the pod's state names an image the rollout did
 // not record as one its pods ran before: the state was edited by hand, or belongs elsewhere.
 type RevertImageError struct {

@@ -200,7 +200,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	var unready []string
 	onTarget := 0
 	for _, p := range pods {
-		if !podReady(p) {
+		if !inplace.PodReady(p) {
 			unready = append(unready, p.Name)
 		}
 		if w.Counted(p, spec.Images, nil) {

@@ -167,7 +167,7 @@ func observe(w workload.Workload, lock *workload.Lock, labels map[string]string)
 			c.soaking = append(c.soaking, podState{p, s})
 			c.batchDone = latest(c.batchDone, s.StageAt)
 			switch {
-			case podReady(p):
+			case inplace.PodReady(p):
 			case failingBefore(s):
 				// Failing as before its update: reported, and not the rollout's doing.
 				c.unhealthy = append(c.unhealthy, p.Name)
@@ -186,7 +186,7 @@ func observe(w workload.Workload, lock *workload.Lock, labels map[string]string)
 			// drained pod gets its readiness gate back).
 			c.inflight = append(c.inflight, p)
 			c.down = append(c.down, p.Name)
-		case w.Counted(p, lock.Images, labels) && podReady(p):
+		case w.Counted(p, lock.Images, labels) && inplace.PodReady(p):
 			c.updated = append(c.updated, p.Name)
 			c.batchDone = latest(c.batchDone, readySince(p))
 		case w.Counted(p, lock.Images, labels):
@@ -196,7 +196,7 @@ func observe(w workload.Workload, lock *workload.Lock, labels map[string]string)
 			c.down = append(c.down, p.Name)
 		default:
 			c.pending = append(c.pending, p)
-			if !podReady(p) && !unreadySince(p, lock.StartedAt) {
+			if !inplace.PodReady(p) && !unreadySince(p, lock.StartedAt) {
 				c.down = append(c.down, p.Name)
 			}
 		}
@@ -355,7 +355,7 @@ func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now ti
 		if room <= 0 {
 			break
 		}
-		if !podReady(p) && unreadySince(p, lock.StartedAt) {
+		if !inplace.PodReady(p) && unreadySince(p, lock.StartedAt) {
 			// Already down before the rollout started: updating it takes nothing more away.
 			d.work, room = append(d.work, p), room-1
 			continue

@@ -53,7 +53,7 @@ func (e *Engine) Report(ctx context.Context, ref workload.Ref) (Report, error) {
 // superseded) is not this rollout's: the pod shows no stage, and the reason says whose it is.
 func PodRow(p *corev1.Pod, lock *workload.Lock) PodReport {
 	r := PodReport{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Images: map[string]string{}}
-	r.Ready = podReady(p)
+	r.Ready = inplace.PodReady(p)
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range list {
 			r.Images[c.Name] = c.Image

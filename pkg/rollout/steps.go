@@ -59,12 +59,3 @@ func stepPods(pods []*corev1.Pod, step func(*corev1.Pod) (inplace.Result, error)
 	}
 	return requeue, wrote, nil, nil
 }
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
