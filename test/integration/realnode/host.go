@@ -71,26 +71,22 @@ func stateDir() string {
 
 func recordPath() string { return filepath.Join(stateDir(), "record.json") }
 
-// takeRecord reads the machine as it is before the node starts.
-func takeRecord(dir string) (*record, error) {
-	r := &record{Dir: dir, Sysctls: map[string]string{}, IPTables: map[string][]string{}, PIDs: map[string]int{}}
+// newRecord is the record of a node in dir, from the machine m as it was before the node
+// started, and the iptables chains there were then.
+func newRecord(dir string, m Machine) (*record, error) {
+	r := &record{Dir: dir, Sysctls: map[string]string{}, IPTables: map[string][]string{}, PIDs: map[string]int{},
+		Netns: m.Netns, NFTables: m.NFTables}
 	for _, s := range sysctls {
-		v, err := os.ReadFile(filepath.Join("/proc/sys", s))
-		if err != nil {
-			return nil, fmt.Errorf("reading sysctl %s: %w", s, err)
+		if m.Sysctls[s] == "" {
+			return nil, fmt.Errorf("recording the machine before the real node starts: sysctl %s could not be read from /proc/sys", s)
 		}
-		r.Sysctls[s] = strings.TrimSpace(string(v))
+		r.Sysctls[s] = m.Sysctls[s]
 	}
 	for _, p := range fixedPaths {
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		if !slices.Contains(m.Paths, p) {
 			r.Created = append(r.Created, p)
 		}
 	}
-	entries, _ := os.ReadDir("/run/netns")
-	for _, e := range entries {
-		r.Netns = append(r.Netns, e.Name())
-	}
-	r.NFTables = nfTables()
 	for _, t := range ipTables() {
 		r.IPTables[t] = chains(t)
 	}

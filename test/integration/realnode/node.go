@@ -118,7 +118,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return n, fmt.Errorf("undoing an earlier real node run: %w", err)
 	}
 	n.before = ReadMachine()
-	if n.rec, err = takeRecord(dir); err != nil {
+	if n.rec, err = newRecord(dir, n.before); err != nil {
 		return n, err
 	}
 	if err := n.rec.save(); err != nil {
