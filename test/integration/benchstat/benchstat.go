@@ -3,17 +3,20 @@
 package benchstat
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 )
 
-// Percentile is the nearest-rank p-th percentile (0 < p <= 100) of values: the smallest value
-// that at least p% of the values do not exceed. Zero when there are none.
-func Percentile(values []float64, p float64) float64 {
+// Percentile is the nearest-rank p-th percentile (0 < p <= 100) of values (seconds,
+// durations): the smallest value that at least p% of the values do not exceed. Zero when there
+// are none; values is not changed.
+func Percentile[T cmp.Ordered](values []T, p float64) T {
 	if len(values) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	sorted := slices.Sorted(slices.Values(values))
 	rank := int(math.Ceil(p / 100 * float64(len(sorted))))

@@ -1,6 +1,10 @@
 package benchstat
 
-import "testing"
+import (
+	"slices"
+	"testing"
+	"time"
+)
 
 func TestPercentile(t *testing.T) {
 	hundred := make([]float64, 100)
@@ -56,5 +60,37 @@ func TestSpreadOf(t *testing.T) {
 		if got := c.s.Cell(2); got != c.want {
 			t.Errorf("%+v.Cell(2) = %q, want %q", c.s, got, c.want)
 		}
+	}
+}
+
+// Durations are measured as such: the same nearest rank, and the input left as it was.
+func TestPercentileOfDurations(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		// Reversed, so that Percentile must sort.
+		hundred[i] = time.Duration(100-i) * time.Millisecond
+	}
+	for _, tt := range []struct {
+		name string
+		ds   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one", []time.Duration{7}, 99, 7},
+		{"median of 100", hundred, 50, 50 * time.Millisecond},
+		{"p99 of 100", hundred, 99, 99 * time.Millisecond},
+		{"p99 of 3", []time.Duration{3, 1, 2}, 99, 3},
+		{"median of 3", []time.Duration{3, 1, 2}, 50, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := slices.Clone(tt.ds)
+			if got := Percentile(tt.ds, tt.p); got != tt.want {
+				t.Errorf("Percentile(%v, %v) = %v, want %v", tt.ds, tt.p, got, tt.want)
+			}
+			if !slices.Equal(before, tt.ds) {
+				t.Errorf("Percentile changed its input to %v", tt.ds)
+			}
+		})
 	}
 }

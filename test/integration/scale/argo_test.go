@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 	"github.com/inplace-rollout/inplace-rollout/plugin/step"
 	"github.com/inplace-rollout/inplace-rollout/plugin/traffic"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/benchstat"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
@@ -115,7 +115,7 @@ func BenchmarkArgoStepRun(b *testing.B) {
 		if len(durations) < 10 {
 			b.Fatalf("only %d Run calls while the rollout was under way: too few to measure", len(durations))
 		}
-		p50, p99 := quantile(durations, 0.5), quantile(durations, 0.99)
+		p50, p99 := benchstat.Percentile(durations, 50), benchstat.Percentile(durations, 99)
 
 		// The rollout is done: what a Run with the step's last status costs, in this process
 		// and in a new one.
@@ -254,8 +254,8 @@ func BenchmarkArgoTrafficSetWeight(b *testing.B) {
 		}
 		healthy := since(before, counter.snapshot())
 
-		p50, p99 := quantile(all, 0.5), quantile(all, 0.99)
-		ip50, ip99 := quantile(idle, 0.5), quantile(idle, 0.99)
+		p50, p99 := benchstat.Percentile(all, 50), benchstat.Percentile(all, 99)
+		ip50, ip99 := benchstat.Percentile(idle, 50), benchstat.Percentile(idle, 99)
 		perReconcile := float64(callCount(healthy)) / healthyReconciles
 		b.ReportMetric(ms(p50), "p50-ms")
 		b.ReportMetric(ms(p99), "p99-ms")
@@ -467,17 +467,6 @@ func verbs(counts map[string]int) string {
 	return "[" + strings.Join(out, " ") + "]"
 }
 
-// quantile is the q-quantile of ds by nearest rank; ds is not changed.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func mustJSON(b *testing.B, v any) json.RawMessage {
@@ -513,37 +502,6 @@ func TestRequestKind(t *testing.T) {
 			}
 			if got := requestKind(r); got != tt.want {
 				t.Errorf("requestKind = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestQuantile(t *testing.T) {
-	hundred := make([]time.Duration, 100)
-	for i := range hundred {
-		// Reversed, so that quantile must sort.
-		hundred[i] = time.Duration(100-i) * time.Millisecond
-	}
-	for _, tt := range []struct {
-		name string
-		ds   []time.Duration
-		q    float64
-		want time.Duration
-	}{
-		{"empty", nil, 0.5, 0},
-		{"one", []time.Duration{7}, 0.99, 7},
-		{"median of 100", hundred, 0.5, 50 * time.Millisecond},
-		{"p99 of 100", hundred, 0.99, 99 * time.Millisecond},
-		{"p99 of 3", []time.Duration{3, 1, 2}, 0.99, 3},
-		{"median of 3", []time.Duration{3, 1, 2}, 0.5, 2},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			before := slices.Clone(tt.ds)
-			if got := quantile(tt.ds, tt.q); got != tt.want {
-				t.Errorf("quantile(%v, %v) = %v, want %v", tt.ds, tt.q, got, tt.want)
-			}
-			if !slices.Equal(before, tt.ds) {
-				t.Errorf("quantile changed its input to %v", tt.ds)
 			}
 		})
 	}
