@@ -50,14 +50,12 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 		return Step{}, err
 	}
 	next.Stage, next.StageAt, next.Reason = StageRollingBack, stageTime(now), ""
-	b := newPatch(pod).state(next)
+	b := newPatch(pod)
 	if hasReadinessGate(pod) && gateTrue(pod) {
 		// Drain before the restart, as for the update; the images follow after the grace period.
-		b.gate(corev1.ConditionFalse, "InPlaceRollingBack", now)
+		b.state(next).gate(corev1.ConditionFalse, "InPlaceRollingBack", now)
 	} else {
-		next.markPatched(pod, true)
-		b.state(next)
-		revertPatch(b, next)
+		b.patchImages(next, true)
 	}
 	s := b.step(StageRollingBack, "")
 	s.RequeueAfter = pollInterval
@@ -87,10 +85,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 		if err := CheckRevert(pod, st, opts.RevertImages); err != nil {
 			return Step{}, err
 		}
-		next := st.clone()
-		next.markPatched(pod, true)
-		b := newPatch(pod).state(next)
-		revertPatch(b, next)
+		b := newPatch(pod).patchImages(st.clone(), true)
 		s := b.step(StageRollingBack, "")
 		s.RequeueAfter = pollInterval
 		return s, nil
@@ -105,16 +100,6 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, ""), nil
 	default:
 		return wait(st, p.RequeueAfter, p.Reason), nil
-	}
-}
-
-// revertPatch puts the revert images and the labels' previous values in one write.
-func revertPatch(b *patchBuilder, st *State) {
-	for _, c := range st.Containers {
-		b.image(c.Name, c.Init, c.RevertImage)
-	}
-	for k, l := range st.Labels {
-		b.label(k, l.Before)
 	}
 }
 

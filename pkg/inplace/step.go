@@ -84,6 +84,30 @@ func (b *patchBuilder) state(st *State) *patchBuilder {
 	return b
 }
 
+// patchImages patches the containers to st's targets (AfterImage; RevertImage when reverting)
+// and the labels to their after (before) values, and writes st recording, for each container
+// the patch changes, the instance it replaces (markPatched): one write, so the state always
+// names the container a patch replaced.
+func (b *patchBuilder) patchImages(st *State, reverting bool) *patchBuilder {
+	st.markPatched(b.pod, reverting)
+	b.state(st)
+	for _, c := range st.Containers {
+		img := c.AfterImage
+		if reverting {
+			img = c.RevertImage
+		}
+		b.image(c.Name, c.Init, img)
+	}
+	for k, l := range st.Labels {
+		if reverting {
+			b.label(k, l.Before)
+		} else {
+			b.label(k, l.After)
+		}
+	}
+	return b
+}
+
 func (b *patchBuilder) clearState() *patchBuilder {
 	b.annotations = map[string]any{StateAnnotation: nil}
 	return b

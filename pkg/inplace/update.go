@@ -118,22 +118,17 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 // Draining, the images for Updating.
 func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string) Step {
 	st.Stage, st.StageAt, st.Reason = stage, stageTime(now), reason
-	b := newPatch(pod).state(st)
+	b := newPatch(pod)
 	var ev *Event
 	switch stage {
 	case StageDraining:
-		b.gate(corev1.ConditionFalse, "InPlaceUpdateDraining", now)
+		b.state(st).gate(corev1.ConditionFalse, "InPlaceUpdateDraining", now)
 		ev = &Event{corev1.EventTypeNormal, EventUpdating, "draining before in-place update: " + describeChanges(st, false)}
 	case StageUpdating:
-		st.markPatched(pod, false)
-		b.state(st)
-		for _, c := range st.Containers {
-			b.image(c.Name, c.Init, c.AfterImage)
-		}
-		for k, l := range st.Labels {
-			b.label(k, l.After)
-		}
+		b.patchImages(st, false)
 		ev = &Event{corev1.EventTypeNormal, EventUpdating, "updating in place: " + describeChanges(st, false)}
+	default:
+		b.state(st)
 	}
 	s := b.step(stage, reason)
 	s.Event = ev
