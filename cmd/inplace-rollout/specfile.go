@@ -25,18 +25,36 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 			f.file, doc.Namespace, ns, doc.Namespace)
 	}
 	s := doc.Spec
+	if err := f.overlay(cmd, cf, ns, &s); err != nil {
+		return rollout.Spec{}, err
+	}
+	// The file and the flags are the user's own, read with their own permissions: so are the
+	// credential files they name.
+	spec, err := rollout.FromV1alpha1(&s, rollout.Caller{Namespace: ns, Holder: "cli", CallerCredentials: true})
+	if err != nil {
+		return spec, badInput("-f %s: %v", f.file, cliError(err))
+	}
+	spec.AllowOwned, spec.Supersede, spec.TakeOver, spec.Rerun = f.allowOwned, f.supersede, f.takeOver, true
+	if err := spec.Validate(); err != nil {
+		return spec, badInput("%v", cliError(err))
+	}
+	return spec, nil
+}
+
+// overlay puts every flag the user gave on the command line in place of the file's field.
+func (f *rolloutFlags) overlay(cmd *cobra.Command, cf *clusterFlags, ns string, s *v1alpha1.InPlaceRolloutSpec) error {
 	changed := cmd.Flags().Changed
 	if changed("target") || changed("selector") {
 		ref, err := cf.ref(ns)
 		if err != nil {
-			return rollout.Spec{}, err
+			return err
 		}
 		s.Target = v1alpha1.Target{Kind: string(ref.Kind), Name: ref.Name, Selector: ref.Selector}
 	}
 	if len(f.images) > 0 {
 		given, err := parseImages(f.images)
 		if err != nil {
-			return rollout.Spec{}, err
+			return err
 		}
 		images := make(map[string]string, len(s.Images)+len(given))
 		for name, img := range s.Images {
@@ -50,7 +68,7 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 	if changed("batches") {
 		batches, err := rollout.ParseBatches(f.batches)
 		if err != nil {
-			return rollout.Spec{}, badInput("--batches: %v", err)
+			return badInput("--batches: %v", err)
 		}
 		s.Batches = batches
 	}
@@ -83,38 +101,33 @@ func (f *rolloutFlags) fileSpec(cmd *cobra.Command, cf *clusterFlags, ns string)
 	if changed("pre-pull") {
 		s.PrePull = f.prePull
 	}
+	return f.overlayAnalysis(changed, s)
+}
+
+// overlayAnalysis puts the analysis flags in place of the file's analysis.
+func (f *rolloutFlags) overlayAnalysis(changed func(string) bool, s *v1alpha1.InPlaceRolloutSpec) error {
 	if changed("analysis") && f.analysisFile == "" {
-		return rollout.Spec{}, badInput("--analysis: give a file")
+		return badInput("--analysis: give a file")
 	}
 	cfg, err := f.analysis()
 	if err != nil {
-		return rollout.Spec{}, err
+		return err
 	}
 	if cfg != nil {
 		s.Analysis = cfg
 	}
 	if f.prometheusURL != "" {
 		if s.Analysis == nil {
-			return rollout.Spec{}, badInput("--prometheus needs an analysis: spec.analysis in %s, --analysis FILE or --analysis-config", f.file)
+			return badInput("--prometheus needs an analysis: spec.analysis in %s, --analysis FILE or --analysis-config", f.file)
 		}
 		if err := analysis.CheckAddress(f.prometheusURL); err != nil {
-			return rollout.Spec{}, badInput("--prometheus: %v", err)
+			return badInput("--prometheus: %v", err)
 		}
 		cfg := *s.Analysis
 		cfg.Prometheus.Address = f.prometheusURL
 		s.Analysis = &cfg
 	}
-	// The file and the flags are the user's own, read with their own permissions: so are the
-	// credential files they name.
-	spec, err := rollout.FromV1alpha1(&s, rollout.Caller{Namespace: ns, Holder: "cli", CallerCredentials: true})
-	if err != nil {
-		return spec, badInput("-f %s: %v", f.file, cliError(err))
-	}
-	spec.AllowOwned, spec.Supersede, spec.TakeOver, spec.Rerun = f.allowOwned, f.supersede, f.takeOver, true
-	if err := spec.Validate(); err != nil {
-		return spec, badInput("%v", cliError(err))
-	}
-	return spec, nil
+	return nil
 }
 
 // parseImages parses --image CONTAINER=IMAGE flags.
