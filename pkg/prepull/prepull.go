@@ -162,19 +162,26 @@ func PodFor(ns, rolloutID, node string, images []string, from []*corev1.Pod, opt
 			SecurityContext: security.DeepCopy(),
 		})
 	}
+	pod.Spec.ImagePullSecrets, pod.Spec.Tolerations = pullSecretsAndTolerations(from)
+	return pod
+}
+
+// pullSecretsAndTolerations are the distinct image pull secrets and tolerations of the pods
+// from: a puller pulls with their credentials and lands where they run.
+func pullSecretsAndTolerations(from []*corev1.Pod) (secrets []corev1.LocalObjectReference, tolerations []corev1.Toleration) {
 	for _, p := range from {
 		for _, s := range p.Spec.ImagePullSecrets {
-			if !containsSecret(pod.Spec.ImagePullSecrets, s.Name) {
-				pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, s)
+			if !containsSecret(secrets, s.Name) {
+				secrets = append(secrets, s)
 			}
 		}
 		for _, tol := range p.Spec.Tolerations {
-			if !containsToleration(pod.Spec.Tolerations, tol) {
-				pod.Spec.Tolerations = append(pod.Spec.Tolerations, *tol.DeepCopy())
+			if !containsToleration(tolerations, tol) {
+				tolerations = append(tolerations, *tol.DeepCopy())
 			}
 		}
 	}
-	return pod
+	return secrets, tolerations
 }
 
 func distinct(images []string) []string {
