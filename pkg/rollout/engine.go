@@ -424,56 +424,112 @@ func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock
 }
 
 // supersede replaces the rollout in flight with one to the spec's images. Pods keep the last
-// stable image as their BeforeImage, so a rollback returns to what ran before the first one.
+// stable image as their BeforeImage, so a rollback returns to what ran before the first one. It
+// observes the workload (observeSupersede), decides (decideSupersede), asking the registry only
+// once the decision needs the digests, and writes the new lock.
 func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
+	c := observeSupersede(spec, w, lock)
+	d := decideSupersede(c, spec, lock, hash, e.now())
+	if d.needPins {
+		c.pinned = true
+		c.pin, c.pinErr = e.pinTargets(ctx, spec, w, false)
+		d = decideSupersede(c, spec, lock, hash, e.now())
+	}
+	if d.err != nil {
+		return Status{}, Result{}, d.err
+	}
+	if err := w.Retarget(ctx, d.next); err != nil {
+		return Status{}, Result{}, err
+	}
+	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)
+	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images))
+	st := Status{RolloutID: d.next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
+	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+}
+
+// supersedeCensus is what a rollout that supersedes another observes of the workload. It
+// decides nothing; the registry is asked for the digests only once decideSupersede needs them.
+type supersedeCensus struct {
+	ref workload.Ref
+	// imagesErr, keepErr and statesErr are what each check of the workload found, in the order
+	// they are reported. The pods are mid-rollout, so only the images are checked, not the
+	// controller's state.
+	imagesErr, keepErr, statesErr error
+	// before are the images a revert may go back to, the lock's with those of containers the
+	// earlier rollouts left alone, or beforeErr why they cannot be recorded; nil when the lock
+	// records none.
+	before    map[string][]string
+	beforeErr error
+	// pinned says the registry was asked: pin is what it said, or pinErr why the rollout is
+	// refused.
+	pinned bool
+	pin    pinning
+	pinErr error
+}
+
+// observeSupersede reads what a rollout that supersedes lock's is decided on from the workload
+// as loaded.
+func observeSupersede(spec Spec, w workload.Workload, lock *workload.Lock) *supersedeCensus {
+	c := &supersedeCensus{ref: w.Ref()}
+	c.imagesErr = workload.CheckImages(w, spec.Images, spec.IncludeInit)
+	c.keepErr = workload.CheckKeep(w, spec.Keep)
+	c.statesErr = checkStates(w)
+	if lock.BeforeImages != nil {
+		// Containers the earlier rollouts left alone get their before images recorded now.
+		c.before, c.beforeErr = beforeImages(w, spec.Images, lock.BeforeImages)
+	}
+	return c
+}
+
+// supersedeDecision is the refusal of a rollout that supersedes another (err), the lock it
+// writes (next), or, with needPins, that the registry must be asked first.
+type supersedeDecision struct {
+	needPins bool
+	err      error
+	next     *workload.Lock
+}
+
+// decideSupersede decides whether a rollout replaces lock's in flight, from what
+// observeSupersede saw, alone: it is refused unless asked to supersede, while the rollout in
+// flight is halted or ending, or when a check of the workload or the registry refuses.
+func decideSupersede(c *supersedeCensus, spec Spec, lock *workload.Lock, hash string, now time.Time) supersedeDecision {
+	refuse := func(err error) supersedeDecision { return supersedeDecision{err: err} }
 	if !spec.Supersede {
-		return Status{}, Result{}, &InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
-			w.Ref(), lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede}
+		return refuse(&InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
+			c.ref, lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede})
 	}
 	switch lock.Phase {
 	case workload.LockProgressing, workload.LockPaused, workload.LockHolding:
 	case workload.LockHalted:
-		return Status{}, Result{}, invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", w.Ref(), lock.RolloutID, lock.Reason)
+		return refuse(invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", c.ref, lock.RolloutID, lock.Reason))
 	default:
-		return Status{}, Result{}, invalid("%s: rollout %s is %s; wait for it to finish before starting another", w.Ref(), lock.RolloutID, lock.Phase)
+		return refuse(invalid("%s: rollout %s is %s; wait for it to finish before starting another", c.ref, lock.RolloutID, lock.Phase))
 	}
-	// The pods are mid-rollout, so only the images are checked, not the controller's state.
-	if err := workload.CheckImages(w, spec.Images, spec.IncludeInit); err != nil {
-		return Status{}, Result{}, asInvalid(err)
+	for _, err := range []error{asInvalid(c.imagesErr), asInvalid(c.keepErr), c.statesErr} {
+		if err != nil {
+			return refuse(err)
+		}
 	}
-	if err := workload.CheckKeep(w, spec.Keep); err != nil {
-		return Status{}, Result{}, asInvalid(err)
-	}
-	if err := checkStates(w); err != nil {
-		return Status{}, Result{}, err
-	}
-	pin, err := e.pinTargets(ctx, spec, w, false)
-	if err != nil {
-		return Status{}, Result{}, err
+	switch {
+	case !c.pinned:
+		return supersedeDecision{needPins: true}
+	case c.pinErr != nil:
+		return refuse(c.pinErr)
+	case c.beforeErr != nil:
+		return refuse(c.beforeErr)
 	}
 	next := *lock
-	// Containers the earlier rollouts left alone get their before images recorded now.
 	if lock.BeforeImages != nil {
-		before, err := beforeImages(w, spec.Images, lock.BeforeImages)
-		if err != nil {
-			return Status{}, Result{}, err
-		}
-		next.BeforeImages = before
+		next.BeforeImages = c.before
 	}
 	next.Superseded = lock.Rollouts()
-	next.RolloutID = rolloutID(hash, e.now())
+	next.RolloutID = rolloutID(hash, now)
 	next.SpecHash = hash
-	next.Images = pin.images
-	next.StartedAt = e.now().UTC().Truncate(time.Second)
+	next.Images = c.pin.images
+	next.StartedAt = now.UTC().Truncate(time.Second)
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.AcceptedPods, next.AcceptedAll, next.HeldAt, next.Analysis = 0, false, 0, nil
-	if err := w.Retarget(ctx, &next); err != nil {
-		return Status{}, Result{}, err
-	}
-	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, pin.unresolved)
-	e.logFor(w.Ref(), next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(next.Images))
-	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
-	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+	return supersedeDecision{next: &next}
 }
 
 // ended reports the end of the rollout lock records, which no longer holds the workload.

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +140,90 @@ func TestDecideStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDecideSupersede: whether a rollout replaces the one in flight, decided from what
+// observeSupersede saw. Rollout r1 (which superseded r0) is taking StatefulSet shop/web to
+// imageV3; the new one takes it to imageV2, the registry already asked and pinning nothing,
+// unless a case says otherwise.
+func TestDecideSupersede(t *testing.T) {
+	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}
+	spec := Spec{Target: ref, Images: map[string]string{testApp: imageV2}, MaxUnavailable: intstr.FromInt32(1), Timeout: time.Minute, Holder: testOwner, Supersede: true}
+	hash := spec.Hash()
+	now := t0
+	inFlight := func(phase string) *workload.Lock {
+		return &workload.Lock{Holder: testOwner, RolloutID: "r1", Superseded: []string{"r0"}, SpecHash: "old", Phase: phase, Reason: "someone else changed the template",
+			Images: map[string]string{testApp: imageV3}, PreviousImages: map[string]string{testApp: imageV1}, BeforeImages: map[string][]string{testApp: {imageV1}},
+			Touched: []workload.TouchedPod{{Name: "web-0", UID: "uid-web-0"}}, AcceptedPods: 1, HeldAt: 1, StartedAt: now.Add(-time.Hour)}
+	}
+	census := func() *supersedeCensus {
+		return &supersedeCensus{ref: ref, before: map[string][]string{testApp: {imageV1}, "setup": {"reg.example/setup:v1"}}, pinned: true,
+			pin: pinning{images: map[string]string{testApp: imageV2}, digests: map[string]string{}, unresolved: map[string]error{}, current: map[string]string{}}}
+	}
+	tests := []struct {
+		name string
+		c    func(*supersedeCensus)
+		spec func(*Spec)
+		lock *workload.Lock
+		// needPins: the registry is to be asked; says is in the refusal, fix its Fix; neither:
+		// the rollout replaces r1.
+		needPins bool
+		says     string
+		fix      Fix
+	}{
+		{name: "not asked to supersede", spec: func(s *Spec) { s.Supersede = false }, lock: inFlight(workload.LockProgressing),
+			says: `StatefulSet shop/web has rollout r1 in progress to other images ({"app":"reg.example/app:v3"})`, fix: FixSupersede},
+		{name: "a halted rollout is rolled back first", lock: inFlight(workload.LockHalted),
+			says: "StatefulSet shop/web: rollout r1 stopped because someone else changed the template (someone else changed the template); roll it back first"},
+		{name: "a rollout rolling back ends first", lock: inFlight(workload.LockRollingBack), says: "rollout r1 is RollingBack; wait for it to finish before starting another"},
+		{name: "a paused rollout is superseded", lock: inFlight(workload.LockPaused)},
+		{name: "a holding rollout is superseded", lock: inFlight(workload.LockHolding)},
+		{name: "a container the template lacks", c: func(c *supersedeCensus) { c.imagesErr = &workload.InvalidError{Msg: `no container named "db"`} },
+			lock: inFlight(workload.LockProgressing), says: `no container named "db"`},
+		{name: "an init container to keep that runs another image", c: func(c *supersedeCensus) { c.keepErr = &workload.InvalidError{Msg: `init container "setup" runs`} },
+			lock: inFlight(workload.LockProgressing), says: `init container "setup" runs`},
+		{name: "an unreadable state", c: func(c *supersedeCensus) { c.statesErr = &InvalidError{Msg: "not valid JSON", Fix: FixStateAnnotation} },
+			lock: inFlight(workload.LockProgressing), says: "not valid JSON", fix: FixStateAnnotation},
+		{name: "the registry is asked once the checks pass", c: func(c *supersedeCensus) { c.pinned = false }, lock: inFlight(workload.LockProgressing), needPins: true},
+		{name: "a refused rollout asks no registry", c: func(c *supersedeCensus) { c.pinned, c.keepErr = false, &workload.InvalidError{Msg: "keep"} },
+			lock: inFlight(workload.LockProgressing), says: "keep"},
+		{name: "the registry refuses", c: func(c *supersedeCensus) { c.pinErr = invalid("the registry has no such image") }, lock: inFlight(workload.LockProgressing), says: "no such image"},
+		{name: "too many before images", c: func(c *supersedeCensus) { c.beforeErr = invalid("runs more than 16 different images") },
+			lock: inFlight(workload.LockProgressing), says: "more than 16"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, s := census(), spec
+			if tt.c != nil {
+				tt.c(c)
+			}
+			if tt.spec != nil {
+				tt.spec(&s)
+			}
+			d := decideSupersede(c, s, tt.lock, hash, now)
+			if d.needPins != tt.needPins || (d.err == nil) != (tt.says == "") || (d.err != nil && !strings.Contains(d.err.Error(), tt.says)) {
+				t.Fatalf("decision %+v, want needPins %v, a refusal saying %q", d, tt.needPins, tt.says)
+			}
+			var inv *InvalidError
+			if d.err != nil && (!errors.As(d.err, &inv) || inv.Fix != tt.fix) {
+				t.Errorf("refusal %#v, want an InvalidError with fix %q", d.err, tt.fix)
+			}
+			if tt.needPins || tt.says != "" {
+				return
+			}
+			n := d.next
+			if n.RolloutID != rolloutID(hash, now) || n.SpecHash != hash || n.Phase != workload.LockProgressing || n.Reason != "" || !n.StartedAt.Equal(now) ||
+				!slices.Equal(n.Superseded, []string{"r0", "r1"}) || n.Images[testApp] != imageV2 || len(n.BeforeImages["setup"]) != 1 ||
+				n.AcceptedPods != 0 || n.HeldAt != 0 || len(n.Touched) != 1 || n.PreviousImages[testApp] != imageV1 {
+				t.Errorf("lock %+v, want rollout %s superseding r0 and r1, to %s, progressing from now, keeping the touched pods and the previous images", n, rolloutID(hash, now), imageV2)
+			}
+		})
+	}
+	t.Run("a lock that records no before images records none", func(t *testing.T) {
+		lock := inFlight(workload.LockProgressing)
+		lock.BeforeImages = nil
+		if d := decideSupersede(census(), spec, lock, hash, now); d.err != nil || d.next.BeforeImages != nil {
+			t.Errorf("decision %+v, want a lock with no before images", d)
+		}
+	})
 }
