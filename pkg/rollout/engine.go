@@ -150,174 +150,386 @@ func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inpla
 }
 
 // start checks that the rollout can begin and writes the lock with the freeze, or reports that
-// a rollout with this spec already succeeded.
+// a rollout with this spec already succeeded: it observes the workload (observeStart), decides
+// (decideStart), observing what the network tells only once the decision needs it, and takes
+// the step.
 func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
-	// A rollout to these images that was rolled back is no reason to refuse: running again
-	// starts a new one, from what the pods run now.
-	// Asked anew, a rollout is done only while every pod still has its images (someone may have
-	// moved them on since, or the workload recreated them from another template) and, pinned to
-	// digests, while its tags still name them: a tag pushed again since starts a new one, to the
-	// new content. A driver calling again for the rollout it drives gets its end reported,
-	// without asking any registry.
-	if lock != nil && lock.HeldBy(spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded &&
-		(!spec.Rerun || stillApplied(w.Pods(), lock.Images) && e.stillPinned(ctx, spec, w, lock)) {
+	c := observeStart(spec, w, lock, e.PullerImage != "")
+	d := decideStart(c, spec, lock, hash, e.now())
+	for d.action == startLook {
+		e.lookFurther(ctx, spec, w, lock, c, d.look)
+		d = decideStart(c, spec, lock, hash, e.now())
+	}
+	switch d.action {
+	case startSucceeded:
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
+	case startRefuse:
+		return Status{}, Result{}, d.err
+	case startWait:
+		return Status{Phase: PhaseProgressing, Message: d.message}, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: d.message}, nil
+	case startAlreadyThere:
+		n := len(c.pods)
+		return Status{Phase: PhaseSucceeded, Total: n, Updated: n, Message: d.message}, Result{Phase: PhaseSucceeded, Message: d.message}, nil
 	}
-	if spec.PrePull && e.PullerImage == "" {
-		return Status{}, Result{}, invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", w.Ref())
+	return e.begin(ctx, spec, w, lock, c, d.next)
+}
+
+// startCensus is what the start of a rollout observes of the workload and its pods. It decides
+// nothing. What only the network tells (whether a succeeded rollout's tags still name its
+// digests, whether the analysis can query Prometheus, the digests the registry pins the targets
+// to) is observed by lookFurther once decideStart asks for it, so that a start refused, or
+// waiting for the controller, asks nothing of Prometheus or a registry.
+type startCensus struct {
+	ref   workload.Ref
+	total int
+	pods  []*corev1.Pod
+	// canPrePull says the driver has the image holding the puller binary.
+	canPrePull bool
+	// applied says every pod still has the images of the rollout the lock records.
+	applied bool
+	// startErr, keepErr, ownedErr, statesErr and beforeErr are what each check of the workload
+	// found, in the order they are reported; before are the images a revert may go back to.
+	startErr, keepErr, ownedErr, statesErr, beforeErr error
+	before                                            map[string][]string
+	// unready name the pods not Ready; onTarget counts the pods on the spec's images as given,
+	// and templateOnTarget says the template has them (or there is none).
+	unready          []string
+	onTarget         int
+	templateOnTarget bool
+
+	// looked are the facts lookFurther observed, below.
+	looked map[startFact]bool
+	// stillPinned says the tags of the rollout that succeeded still name the digests it pinned.
+	stillPinned bool
+	// prometheusErr is why the analysis cannot query Prometheus.
+	prometheusErr error
+	// pin is what the registry said of the targets, or pinErr why the start is refused;
+	// onContent counts the pods on the target content, and templateOnPin says the template
+	// has the pinned images.
+	pin           pinning
+	pinErr        error
+	onContent     int
+	templateOnPin bool
+}
+
+// startFact is a fact of a start that only the network tells.
+type startFact int
+
+const (
+	factPinned startFact = iota + 1
+	factPrometheus
+	factPins
+)
+
+// observeStart reads what a start is decided on from the workload as loaded.
+func observeStart(spec Spec, w workload.Workload, lock *workload.Lock, canPrePull bool) *startCensus {
+	pods := w.Pods()
+	c := &startCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, canPrePull: canPrePull, looked: map[startFact]bool{}}
+	if lock != nil {
+		c.applied = stillApplied(pods, lock.Images)
 	}
-	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
-		var nr *workload.NotReadyError
-		if errors.As(err, &nr) {
-			return Status{Phase: PhaseProgressing, Message: nr.Msg}, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: nr.Msg}, nil
+	c.startErr = w.CheckStart(spec.Images, spec.IncludeInit)
+	c.keepErr = workload.CheckKeep(w, spec.Keep)
+	c.ownedErr = workload.CheckOwned(w, spec.AllowOwned)
+	c.statesErr = checkStates(w)
+	c.before, c.beforeErr = beforeImages(w, spec.Images, nil)
+	for _, p := range pods {
+		if !inplace.PodReady(p) {
+			c.unready = append(c.unready, p.Name)
 		}
-		return Status{}, Result{}, asInvalid(err)
+		if w.Counted(p, spec.Images, nil) {
+			c.onTarget++
+		}
 	}
-	if err := workload.CheckKeep(w, spec.Keep); err != nil {
-		return Status{}, Result{}, asInvalid(err)
-	}
-	if err := workload.CheckOwned(w, spec.AllowOwned); err != nil {
-		return Status{}, Result{}, asInvalid(err)
-	}
-	if err := checkStates(w); err != nil {
-		return Status{}, Result{}, err
-	}
-	before, err := beforeImages(w, spec.Images, nil)
-	if err != nil {
-		return Status{}, Result{}, err
-	}
-	if spec.Analysis != nil {
-		// Check that the analysis can query Prometheus before anything changes.
+	tmpl := w.Template()
+	c.templateOnTarget = tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images)
+	return c
+}
+
+// lookFurther observes what decideStart asked for: the registry for the digests, or
+// Prometheus.
+func (e *Engine) lookFurther(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *startCensus, what startFact) {
+	c.looked[what] = true
+	switch what {
+	case factPinned:
+		c.stillPinned = e.stillPinned(ctx, spec, w, lock)
+	case factPrometheus:
 		q, err := e.querier(ctx, spec)
 		if err == nil {
 			_, _, err = q.Query(ctx, "vector(1)")
 		}
-		if err != nil {
-			return Status{}, Result{}, invalid("analysis cannot query Prometheus, so the rollout did not start: %v", err)
+		c.prometheusErr = err
+	case factPins:
+		c.pin, c.pinErr = e.pinTargets(ctx, spec, w, true)
+		if c.pinErr != nil {
+			return
 		}
-	}
-	pods := w.Pods()
-	var unready []string
-	onTarget := 0
-	for _, p := range pods {
-		if !inplace.PodReady(p) {
-			unready = append(unready, p.Name)
-		}
-		if w.Counted(p, spec.Images, nil) {
-			onTarget++
-		}
-	}
-	if len(unready) > 0 && !spec.AllowUnready {
-		return Status{}, Result{}, &InvalidError{Msg: fmt.Sprintf("%s: %d pods are not Ready (%s); fix them first",
-			w.Ref(), len(unready), strings.Join(firstN(unready, 5), ", ")), Fix: FixAllowUnready}
-	}
-	if _, err := ResolveBatches(spec.Batches, w.Replicas()); err != nil {
-		return Status{}, Result{}, err
-	}
-	pin, err := e.pinTargets(ctx, spec, w, true)
-	if err != nil {
-		return Status{}, Result{}, err
-	}
-	if len(pin.digests) > 0 {
 		// Pods count as on the target by content: the pinned spelling, or the tag as the digest
 		// it names now.
-		onTarget = 0
-		for _, p := range pods {
-			if pin.onContent(w, p, spec.Images) {
-				onTarget++
+		for _, p := range c.pods {
+			if c.pin.onContent(w, p, spec.Images) {
+				c.onContent++
 			}
 		}
+		tmpl := w.Template()
+		c.templateOnPin = tmpl != nil && workload.TemplateHasImages(tmpl, c.pin.images)
 	}
-	if tmpl := w.Template(); onTarget == len(pods) && (tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images) || workload.TemplateHasImages(tmpl, pin.images)) {
-		msg := alreadyThere(w.Ref().String(), pods, spec.Images)
-		if checked := pin.checked(); len(checked) > 0 {
-			msg = fmt.Sprintf("%s already runs these images, as %s; nothing to do", w.Ref(), describePinned(checked, spec.Images))
+}
+
+// startAction is what the start of a rollout does.
+type startAction int
+
+const (
+	// startBegin writes the lock with the freeze: the rollout starts.
+	startBegin startAction = iota
+	// startLook observes a fact only the network tells, then decides again.
+	startLook
+	// startSucceeded reports the rollout with this spec that succeeded.
+	startSucceeded
+	startRefuse
+	// startWait waits for the workload's controller.
+	startWait
+	// startAlreadyThere reports that the pods run the images already: nothing to do.
+	startAlreadyThere
+)
+
+// startDecision is what decideStart chose, with what the step needs.
+type startDecision struct {
+	action startAction
+	look   startFact
+	// err is the refusal; message what a wait or a workload already there says.
+	err     error
+	message string
+	// next is the lock startBegin writes.
+	next *workload.Lock
+}
+
+// decideStart decides the start of a rollout from what observeStart (and lookFurther) saw,
+// alone, in this order: a rollout with this spec that succeeded is reported; then the checks
+// refuse, or wait for the controller, each in turn; a workload on the images already is
+// reported; else the rollout begins. A fact not observed yet that the decision needs is asked
+// for (startLook).
+func decideStart(c *startCensus, spec Spec, lock *workload.Lock, hash string, now time.Time) startDecision {
+	if lock != nil && lock.HeldBy(spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded {
+		// A rollout to these images that was rolled back is no reason to refuse: running again
+		// starts a new one, from what the pods run now. Asked anew, a rollout is done only while
+		// every pod still has its images (someone may have moved them on since, or the workload
+		// recreated them from another template) and, pinned to digests, while its tags still
+		// name them: a tag pushed again since starts a new one, to the new content. A driver
+		// calling again for the rollout it drives gets its end reported, without asking any
+		// registry.
+		switch {
+		case !spec.Rerun:
+			return startDecision{action: startSucceeded}
+		case c.applied && !c.looked[factPinned]:
+			return startDecision{action: startLook, look: factPinned}
+		case c.applied && c.stillPinned:
+			return startDecision{action: startSucceeded}
 		}
-		return Status{Phase: PhaseSucceeded, Total: len(pods), Updated: len(pods), Message: msg}, Result{Phase: PhaseSucceeded, Message: msg}, nil
+	}
+	if d, ok := refuseStart(c, spec); ok {
+		return d
+	}
+	if !c.looked[factPins] {
+		return startDecision{action: startLook, look: factPins}
+	}
+	if c.pinErr != nil {
+		return startDecision{action: startRefuse, err: c.pinErr}
+	}
+	onTarget := c.onTarget
+	if len(c.pin.digests) > 0 {
+		onTarget = c.onContent
+	}
+	if onTarget == len(c.pods) && (c.templateOnTarget || c.templateOnPin) {
+		msg := alreadyThere(c.ref.String(), c.pods, spec.Images)
+		if checked := c.pin.checked(); len(checked) > 0 {
+			msg = fmt.Sprintf("%s already runs these images, as %s; nothing to do", c.ref, describePinned(checked, spec.Images))
+		}
+		return startDecision{action: startAlreadyThere, message: msg}
 	}
 	next := &workload.Lock{
 		Holder:       spec.Holder,
 		HolderUID:    spec.HolderUID,
-		RolloutID:    rolloutID(hash, e.now()),
+		RolloutID:    rolloutID(hash, now),
 		SpecHash:     hash,
-		Images:       pin.images,
-		BeforeImages: before,
+		Images:       c.pin.images,
+		BeforeImages: c.before,
 		Phase:        workload.LockProgressing,
-		StartedAt:    e.now().UTC().Truncate(time.Second),
+		StartedAt:    now.UTC().Truncate(time.Second),
 	}
+	if lock != nil && next.RolloutID == lock.RolloutID {
+		// Started again within the second the last one did: the pods must tell them apart.
+		next.RolloutID = rolloutID(hash, lock.StartedAt.Add(time.Second))
+	}
+	return startDecision{action: startBegin, next: next}
+}
+
+// refuseStart is the refusal of a start, or its wait for the controller, in the order the checks
+// are reported; ok is false when every check passes. The check of Prometheus is asked for first
+// when the spec has an analysis.
+func refuseStart(c *startCensus, spec Spec) (d startDecision, ok bool) {
+	refuse := func(err error) (startDecision, bool) { return startDecision{action: startRefuse, err: err}, true }
+	if spec.PrePull && !c.canPrePull {
+		return refuse(invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", c.ref))
+	}
+	var nr *workload.NotReadyError
+	if errors.As(c.startErr, &nr) {
+		return startDecision{action: startWait, message: nr.Msg}, true
+	}
+	for _, err := range []error{c.startErr, c.keepErr, c.ownedErr} {
+		if err != nil {
+			return refuse(asInvalid(err))
+		}
+	}
+	for _, err := range []error{c.statesErr, c.beforeErr} {
+		if err != nil {
+			return refuse(err)
+		}
+	}
+	if spec.Analysis != nil && !c.looked[factPrometheus] {
+		// Check that the analysis can query Prometheus before anything changes.
+		return startDecision{action: startLook, look: factPrometheus}, true
+	}
+	if spec.Analysis != nil && c.prometheusErr != nil {
+		return refuse(invalid("analysis cannot query Prometheus, so the rollout did not start: %v", c.prometheusErr))
+	}
+	if len(c.unready) > 0 && !spec.AllowUnready {
+		return refuse(&InvalidError{Msg: fmt.Sprintf("%s: %d pods are not Ready (%s); fix them first",
+			c.ref, len(c.unready), strings.Join(firstN(c.unready, 5), ", ")), Fix: FixAllowUnready})
+	}
+	if _, err := ResolveBatches(spec.Batches, c.total); err != nil {
+		return refuse(err)
+	}
+	return startDecision{}, false
+}
+
+// begin writes the lock next with the freeze: the rollout starts.
+func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *startCensus, next *workload.Lock) (Status, Result, error) {
 	if lock != nil {
 		// Puller pods a rollout killed before its end left behind go with it.
 		if _, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil {
 			return Status{}, Result{}, err
 		}
 	}
-	if lock != nil && next.RolloutID == lock.RolloutID {
-		// Started again within the second the last one did: the pods must tell them apart.
-		next.RolloutID = rolloutID(hash, lock.StartedAt.Add(time.Second))
-	}
 	if err := w.Start(ctx, next); err != nil {
 		return Status{}, Result{}, err
 	}
-	if tags := observeTagDigests(pods, pin.unpinned(spec.Images)); len(tags.split()) > 0 {
-		e.warnTagDigests(ctx, w.Ref(), next.RolloutID, pods, tags, spec.Images)
+	if tags := observeTagDigests(c.pods, c.pin.unpinned(spec.Images)); len(tags.split()) > 0 {
+		e.warnTagDigests(ctx, w.Ref(), next.RolloutID, c.pods, tags, spec.Images)
 	}
-	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, pin.unresolved)
-	e.logFor(w.Ref(), next.RolloutID).Info("rollout started", "images", mustJSON(next.Images), "pods", len(pods))
+	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, c.pin.unresolved)
+	e.logFor(w.Ref(), next.RolloutID).Info("rollout started", "images", mustJSON(next.Images), "pods", len(c.pods))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
 	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
 }
 
 // supersede replaces the rollout in flight with one to the spec's images. Pods keep the last
-// stable image as their BeforeImage, so a rollback returns to what ran before the first one.
+// stable image as their BeforeImage, so a rollback returns to what ran before the first one. It
+// observes the workload (observeSupersede), decides (decideSupersede), asking the registry only
+// once the decision needs the digests, and writes the new lock.
 func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
+	c := observeSupersede(spec, w, lock)
+	d := decideSupersede(c, spec, lock, hash, e.now())
+	if d.needPins {
+		c.pinned = true
+		c.pin, c.pinErr = e.pinTargets(ctx, spec, w, false)
+		d = decideSupersede(c, spec, lock, hash, e.now())
+	}
+	if d.err != nil {
+		return Status{}, Result{}, d.err
+	}
+	if err := w.Retarget(ctx, d.next); err != nil {
+		return Status{}, Result{}, err
+	}
+	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)
+	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images))
+	st := Status{RolloutID: d.next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
+	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+}
+
+// supersedeCensus is what a rollout that supersedes another observes of the workload. It
+// decides nothing; the registry is asked for the digests only once decideSupersede needs them.
+type supersedeCensus struct {
+	ref workload.Ref
+	// imagesErr, keepErr and statesErr are what each check of the workload found, in the order
+	// they are reported. The pods are mid-rollout, so only the images are checked, not the
+	// controller's state.
+	imagesErr, keepErr, statesErr error
+	// before are the images a revert may go back to, the lock's with those of containers the
+	// earlier rollouts left alone, or beforeErr why they cannot be recorded; nil when the lock
+	// records none.
+	before    map[string][]string
+	beforeErr error
+	// pinned says the registry was asked: pin is what it said, or pinErr why the rollout is
+	// refused.
+	pinned bool
+	pin    pinning
+	pinErr error
+}
+
+// observeSupersede reads what a rollout that supersedes lock's is decided on from the workload
+// as loaded.
+func observeSupersede(spec Spec, w workload.Workload, lock *workload.Lock) *supersedeCensus {
+	c := &supersedeCensus{ref: w.Ref()}
+	c.imagesErr = workload.CheckImages(w, spec.Images, spec.IncludeInit)
+	c.keepErr = workload.CheckKeep(w, spec.Keep)
+	c.statesErr = checkStates(w)
+	if lock.BeforeImages != nil {
+		// Containers the earlier rollouts left alone get their before images recorded now.
+		c.before, c.beforeErr = beforeImages(w, spec.Images, lock.BeforeImages)
+	}
+	return c
+}
+
+// supersedeDecision is the refusal of a rollout that supersedes another (err), the lock it
+// writes (next), or, with needPins, that the registry must be asked first.
+type supersedeDecision struct {
+	needPins bool
+	err      error
+	next     *workload.Lock
+}
+
+// decideSupersede decides whether a rollout replaces lock's in flight, from what
+// observeSupersede saw, alone: it is refused unless asked to supersede, while the rollout in
+// flight is halted or ending, or when a check of the workload or the registry refuses.
+func decideSupersede(c *supersedeCensus, spec Spec, lock *workload.Lock, hash string, now time.Time) supersedeDecision {
+	refuse := func(err error) supersedeDecision { return supersedeDecision{err: err} }
 	if !spec.Supersede {
-		return Status{}, Result{}, &InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
-			w.Ref(), lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede}
+		return refuse(&InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
+			c.ref, lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede})
 	}
 	switch lock.Phase {
 	case workload.LockProgressing, workload.LockPaused, workload.LockHolding:
 	case workload.LockHalted:
-		return Status{}, Result{}, invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", w.Ref(), lock.RolloutID, lock.Reason)
+		return refuse(invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", c.ref, lock.RolloutID, lock.Reason))
 	default:
-		return Status{}, Result{}, invalid("%s: rollout %s is %s; wait for it to finish before starting another", w.Ref(), lock.RolloutID, lock.Phase)
+		return refuse(invalid("%s: rollout %s is %s; wait for it to finish before starting another", c.ref, lock.RolloutID, lock.Phase))
 	}
-	// The pods are mid-rollout, so only the images are checked, not the controller's state.
-	if err := workload.CheckImages(w, spec.Images, spec.IncludeInit); err != nil {
-		return Status{}, Result{}, asInvalid(err)
+	for _, err := range []error{asInvalid(c.imagesErr), asInvalid(c.keepErr), c.statesErr} {
+		if err != nil {
+			return refuse(err)
+		}
 	}
-	if err := workload.CheckKeep(w, spec.Keep); err != nil {
-		return Status{}, Result{}, asInvalid(err)
-	}
-	if err := checkStates(w); err != nil {
-		return Status{}, Result{}, err
-	}
-	pin, err := e.pinTargets(ctx, spec, w, false)
-	if err != nil {
-		return Status{}, Result{}, err
+	switch {
+	case !c.pinned:
+		return supersedeDecision{needPins: true}
+	case c.pinErr != nil:
+		return refuse(c.pinErr)
+	case c.beforeErr != nil:
+		return refuse(c.beforeErr)
 	}
 	next := *lock
-	// Containers the earlier rollouts left alone get their before images recorded now.
 	if lock.BeforeImages != nil {
-		before, err := beforeImages(w, spec.Images, lock.BeforeImages)
-		if err != nil {
-			return Status{}, Result{}, err
-		}
-		next.BeforeImages = before
+		next.BeforeImages = c.before
 	}
 	next.Superseded = lock.Rollouts()
-	next.RolloutID = rolloutID(hash, e.now())
+	next.RolloutID = rolloutID(hash, now)
 	next.SpecHash = hash
-	next.Images = pin.images
-	next.StartedAt = e.now().UTC().Truncate(time.Second)
+	next.Images = c.pin.images
+	next.StartedAt = now.UTC().Truncate(time.Second)
 	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
 	next.AcceptedPods, next.AcceptedAll, next.HeldAt, next.Analysis = 0, false, 0, nil
-	if err := w.Retarget(ctx, &next); err != nil {
-		return Status{}, Result{}, err
-	}
-	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, pin.unresolved)
-	e.logFor(w.Ref(), next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(next.Images))
-	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
-	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+	return supersedeDecision{next: &next}
 }
 
 // ended reports the end of the rollout lock records, which no longer holds the workload.

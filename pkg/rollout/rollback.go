@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/prepull"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -124,20 +126,79 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 }
 
 // rollBack reverts every pod the rollout (and the rollouts it superseded) touched, most recent
-// first, then restores the workload's previous images and strategy.
+// first, then restores the workload's previous images and strategy: it observes the pods
+// (observeRollback), decides the next step (decideRollback) and takes it.
 func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Reason: Reason(lock.ReasonCode)}
-	ours := lock.Rollouts()
-	var todo, failed []podState
-	var strays []*corev1.Pod
-	// stuck are pods a person must look at; skipped, pods left alone that the rollout did not touch.
-	var stuck, skipped []string
-	adoption := inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}
-	before := lockBeforeImages(lock)
-	pods, byName, err := e.rollbackPods(ctx, w, ours)
+	pods, byName, err := e.rollbackPods(ctx, w, lock.Rollouts())
 	if err != nil {
 		return st, Result{}, err
 	}
+	c, err := observeRollback(w, lock, pods, byName)
+	if err != nil {
+		return st, Result{}, err
+	}
+	d, err := decideRollback(c, spec, lock, e.now())
+	if err != nil {
+		return st, Result{}, err
+	}
+	st.RolledBack = d.rolledBack
+	switch d.action {
+	case rbAdopt:
+		return e.adoptStrays(ctx, spec, w, lock, c, d, st)
+	case rbRetry, rbRevert:
+		return e.revertPods(ctx, spec, w, lock, c, d, st)
+	case rbRemovePullers:
+		return e.removeRollbackPullers(ctx, c, d, st)
+	case rbNeedsPerson:
+		return needsPerson(d, st)
+	}
+	return e.restoreWorkload(ctx, spec, w, lock, d, st)
+}
+
+// rollbackCensus is what a rollback observes of the pods, each sorted by where it stands in the
+// rollback. It decides nothing.
+type rollbackCensus struct {
+	ref   workload.Ref
+	total int
+	// pods are the pods observed, whose pull credentials a revert asks the registry with.
+	pods []*corev1.Pod
+	// rolledBack counts the pods whose revert finished.
+	rolledBack int
+	// todo are the reverts to start or to take on, in update order; failed the reverts that
+	// failed, looked at again on every step.
+	todo, failed []podState
+	// strays are pods the controller created from the new template while the rollout held the
+	// workload.
+	strays []*corev1.Pod
+	// stuck say why each of the pods a person must look at is one: a state that cannot be read,
+	// or that names an image the rollout did not record.
+	stuck []string
+	// lost and touchedNote are what lostPods says of the pods the lock names.
+	lost        []string
+	touchedNote string
+	// skipped name the pods left alone: their state cannot be read, and the rollout did not
+	// touch them.
+	skipped []string
+	// pullers are the rollouts' puller pods not yet being deleted.
+	pullers []corev1.Pod
+	// adoption is what a stray is recorded as updated from: the previous images, and the
+	// imageIDs and labels the rollout's pods had before.
+	adoption inplace.Adoption
+	// foreign are the images someone else put in the template during the rollout, or nil.
+	foreign map[string]string
+	// revertImages are the images a revert may put back (see revertImages).
+	revertImages map[string][]string
+}
+
+// observeRollback sorts the pods rollbackPods found, and the namespace's pods (byName), by where
+// they stand in the rollback of lock.
+func observeRollback(w workload.Workload, lock *workload.Lock, pods []*corev1.Pod, byName map[string]*corev1.Pod) (*rollbackCensus, error) {
+	ours := lock.Rollouts()
+	before := lockBeforeImages(lock)
+	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.ForeignImages(w, lock),
+		revertImages: revertImages(w, lock, before),
+		adoption:     inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}}
 	// found are the pods that carry a state of the rollout, or go back with it as strays.
 	found := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
@@ -148,138 +209,267 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 		var unreadable *inplace.StateError
 		switch {
 		case errors.As(err, &unreadable) && untouched(w, lock, before, p):
-			skipped = append(skipped, p.Name)
+			c.skipped = append(c.skipped, p.Name)
 			continue
 		case errors.As(err, &unreadable):
 			found[p.UID] = true
-			stuck = append(stuck, fmt.Sprintf("%v; restore it or remove it and put the pod's images back by hand, then run rollback again", err))
+			c.stuck = append(c.stuck, fmt.Sprintf("%v; restore it or remove it and put the pod's images back by hand, then run rollback again", err))
 			continue
 		case err != nil:
-			return st, Result{}, err
+			return nil, err
 		}
 		if s == nil || !slices.Contains(ours, s.RolloutID) {
-			// One that does not run (unscheduled, pending) is left to the controller once the
-			// template is restored: a revert could never complete on it.
-			if w.Ref().Kind != workload.Pods && (s == nil || s.Stage.Terminal()) && p.Status.Phase == corev1.PodRunning &&
-				workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages) {
-				strays = append(strays, p)
+			if stray(w.Ref().Kind, lock, p, s) {
+				c.strays = append(c.strays, p)
 				found[p.UID] = true
 			}
 			continue
 		}
 		found[p.UID] = true
-		for _, c := range s.Containers {
-			if c.BeforeImage == lock.PreviousImages[c.Name] && c.BeforeImageID != "" {
-				adoption.ImageIDs[c.Name] = c.BeforeImageID
-			}
-		}
-		for k, l := range s.Labels {
-			adoption.Labels[k] = l.Before
-		}
-		switch {
-		case s.Stage == inplace.StageRolledBack:
-			st.RolledBack++
-		case s.Stage == inplace.StageFailed && revertFailed(s):
-			failed = append(failed, podState{p, s})
-		default:
-			// A state edited to name another image is not followed: the pod stays for a person.
-			if err := inplace.CheckRevert(p, s, revertImages(w, lock, before)); err != nil {
-				stuck = append(stuck, err.Error())
-				continue
-			}
-			todo = append(todo, podState{p, s})
+		c.add(lock, podState{p, s})
+	}
+	c.lost, c.touchedNote = lostPods(lock, before, byName, found)
+	c.pullers = pullersOf(byName, ours)
+	return c, nil
+}
+
+// add sorts a pod that carries a state of the rollout, and records what it ran before for the
+// adoption of strays.
+func (c *rollbackCensus) add(lock *workload.Lock, ps podState) {
+	for _, ct := range ps.state.Containers {
+		if ct.BeforeImage == lock.PreviousImages[ct.Name] && ct.BeforeImageID != "" {
+			c.adoption.ImageIDs[ct.Name] = ct.BeforeImageID
 		}
 	}
-	lost, notes := lostPods(lock, before, byName, found)
-	stuck = append(stuck, lost...)
-	if len(skipped) > 0 {
-		notes += fmt.Sprintf("; skipped %s: state annotation %s unreadable, and not touched by the rollout (it runs the previous images)",
-			strings.Join(firstN(skipped, 5), ", "), inplace.StateAnnotation)
+	for k, l := range ps.state.Labels {
+		c.adoption.Labels[k] = l.Before
 	}
-	if len(stuck) > 0 && len(todo) > 0 {
-		notes += fmt.Sprintf("; %d pods need a person: %s", len(stuck), strings.Join(firstN(stuck, 3), "; "))
-	}
-	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
-	u.Options.RevertImages = revertImages(w, lock, before)
-	u.TagMoved = e.tagMoved(ctx, w.Ref().Namespace, pods)
-	if len(strays) > 0 {
-		// Pods the controller created from the new template while the rollout held the
-		// workload: recorded as updated from the previous images, they go back with the rest.
-		requeue, _, failedPod, err := stepPods(strays, func(p *corev1.Pod) (inplace.Result, error) { return u.AdoptPod(ctx, p, adoption) })
-		if err != nil {
-			return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
+	switch {
+	case ps.state.Stage == inplace.StageRolledBack:
+		c.rolledBack++
+	case ps.state.Stage == inplace.StageFailed && revertFailed(ps.state):
+		c.failed = append(c.failed, ps)
+	default:
+		// A state edited to name another image is not followed: the pod stays for a person.
+		if err := inplace.CheckRevert(ps.pod, ps.state, c.revertImages); err != nil {
+			c.stuck = append(c.stuck, err.Error())
+			return
 		}
-		st.Message = fmt.Sprintf("rolling back: %d pods created from the new template meanwhile go back too", len(strays))
-		return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+		c.todo = append(c.todo, ps)
 	}
+}
+
+// stray reports whether a pod with no state of the rollout (s names another rollout, or is nil)
+// was created by the workload's controller from the new template while the rollout held it: it
+// runs the rollout's images and not the previous ones. One that does not run (unscheduled,
+// pending) is left to the controller once the template is restored: a revert could never
+// complete on it.
+func stray(kind workload.Kind, lock *workload.Lock, p *corev1.Pod, s *inplace.State) bool {
+	return kind != workload.Pods && (s == nil || s.Stage.Terminal()) && p.Status.Phase == corev1.PodRunning &&
+		workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages)
+}
+
+// pullersOf are the puller pods of the rollouts named among the namespace's pods, by name, but
+// those already being deleted.
+func pullersOf(byName map[string]*corev1.Pod, rolloutIDs []string) []corev1.Pod {
+	var out []corev1.Pod
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		p := byName[name]
+		if id, ok := p.Labels[prepull.LabelRollout]; ok && slices.Contains(rolloutIDs, id) && p.DeletionTimestamp == nil {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// rollbackAction is the next step of a rollback.
+type rollbackAction int
+
+const (
+	// rbRevert reverts the next pods, at most max-unavailable at once.
+	rbRevert rollbackAction = iota
+	// rbAdopt records the strays as updated, so that they go back with the rest.
+	rbAdopt
+	// rbRetry records as rolled back the failed reverts whose pods got back since.
+	rbRetry
+	rbRemovePullers
+	// rbNeedsPerson ends the rollback incomplete: only a person can put the pods it names back.
+	rbNeedsPerson
+	// rbRestore hands the workload back with its previous images and strategy.
+	rbRestore
+)
+
+// rollbackDecision is what decideRollback chose, with what the step needs.
+type rollbackDecision struct {
+	action rollbackAction
+	// work are the pods to adopt (rbAdopt), to record rolled back (rbRetry) or to revert
+	// (rbRevert), in that order.
+	work []*corev1.Pod
+	// rolledBack counts the pods rolled back, those of rbRetry among them; updating the pods
+	// reverted at once.
+	rolledBack, updating int
+	// message is the step's status message; for rbRestore, once the workload is restored.
+	message string
+}
+
+// decideRollback decides the next step of a rollback from what observeRollback saw, alone, in
+// this order: strays are adopted first, so that they go back with the rest; a failed revert
+// whose pod got back since is recorded rolled back; then the pods to revert go back, most
+// recently started first; once none is left, puller pods are removed, and the rollback ends
+// for a person when a pod is stuck, or with the workload restored.
+func decideRollback(c *rollbackCensus, spec RollbackSpec, lock *workload.Lock, now time.Time) (rollbackDecision, error) {
+	d := rollbackDecision{rolledBack: c.rolledBack}
+	if len(c.strays) > 0 {
+		d.action, d.work = rbAdopt, c.strays
+		d.message = fmt.Sprintf("rolling back: %d pods created from the new template meanwhile go back too", len(c.strays))
+		return d, nil
+	}
+	stuck := append(slices.Clone(c.stuck), c.lost...)
+	notes := rollbackNotes(c, stuck)
 	// A failed revert is looked at again: the pod may have got back since (a slow pull
 	// finished, a person fixed the cause), and then the rollback goes on.
-	for _, ps := range failed {
-		res, err := u.RevertPod(ctx, ps.pod)
-		if err != nil {
-			return st, Result{}, fmt.Errorf("pod %s/%s: %w", ps.pod.Namespace, ps.pod.Name, err)
-		}
-		if res.Stage == inplace.StageRolledBack {
-			st.RolledBack++
+	opts := inplace.Options{GracePeriod: spec.GracePeriod, ProgressDeadline: spec.Timeout, RevertImages: c.revertImages}
+	for _, ps := range c.failed {
+		if revertRecovered(ps.pod, opts, now) {
+			d.work = append(d.work, ps.pod)
 			continue
 		}
 		stuck = append(stuck, fmt.Sprintf("pod %s: %s", ps.pod.Name, ps.state.Reason))
 	}
-	// Most recently started first: the reverse of the order the batches went in. Pods come in
-	// update order, so reversing them first also reverses pods that started at the same instant.
-	slices.Reverse(todo)
-	sort.SliceStable(todo, func(i, j int) bool {
-		ri, rj := todo[i].state.Stage == inplace.StageRollingBack, todo[j].state.Stage == inplace.StageRollingBack
+	todo := revertOrder(c.todo)
+	if len(d.work) > 0 {
+		d.action, d.rolledBack = rbRetry, d.rolledBack+len(d.work)
+		d.message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", d.rolledBack, len(todo), lock.Reason, notes)
+		return d, nil
+	}
+	if len(todo) > 0 {
+		maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, c.total)
+		if err != nil {
+			return d, err
+		}
+		d.action, d.updating = rbRevert, min(len(todo), maxUnavailable)
+		for _, t := range todo[:d.updating] {
+			d.work = append(d.work, t.pod)
+		}
+		d.message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", d.rolledBack, len(todo), lock.Reason, notes)
+		return d, nil
+	}
+	switch {
+	case len(c.pullers) > 0:
+		// Puller pods never outlive the rollout, even one whose rollback a person must finish.
+		d.action, d.message = rbRemovePullers, "rolling back: removing the puller pods"
+	case len(stuck) > 0:
+		d.action, d.message = rbNeedsPerson, "rollback incomplete, a person must look: "+strings.Join(firstN(stuck, 5), "; ")+notes
+	default:
+		d.action, d.message = rbRestore, rolledBackMessage(c, spec, lock, d.rolledBack)+notes
+	}
+	return d, nil
+}
+
+// rollbackNotes are what a rollback's messages add: the pods touched beyond those the lock
+// names that were not found, the pods skipped and, while pods are still to revert, the pods
+// stuck already.
+func rollbackNotes(c *rollbackCensus, stuck []string) string {
+	notes := c.touchedNote
+	if len(c.skipped) > 0 {
+		notes += fmt.Sprintf("; skipped %s: state annotation %s unreadable, and not touched by the rollout (it runs the previous images)",
+			strings.Join(firstN(c.skipped, 5), ", "), inplace.StateAnnotation)
+	}
+	if len(stuck) > 0 && len(c.todo) > 0 {
+		notes += fmt.Sprintf("; %d pods need a person: %s", len(stuck), strings.Join(firstN(stuck, 3), "; "))
+	}
+	return notes
+}
+
+// revertRecovered reports whether the pod of a failed revert got back to its before images
+// since: the revert would now record it RolledBack.
+func revertRecovered(p *corev1.Pod, opts inplace.Options, now time.Time) bool {
+	step, err := inplace.NextRevert(p, opts, now, nil)
+	return err == nil && step.Patch != nil && step.Stage == inplace.StageRolledBack
+}
+
+// revertOrder is the order pods are reverted in: those already rolling back first, then the
+// most recently started first, the reverse of the order the batches went in. Pods come in
+// update order, so reversing them first also reverses pods that started at the same instant.
+func revertOrder(todo []podState) []podState {
+	out := slices.Clone(todo)
+	slices.Reverse(out)
+	sort.SliceStable(out, func(i, j int) bool {
+		ri, rj := out[i].state.Stage == inplace.StageRollingBack, out[j].state.Stage == inplace.StageRollingBack
 		if ri != rj {
 			return ri
 		}
-		return todo[i].state.StartedAt.After(todo[j].state.StartedAt)
+		return out[i].state.StartedAt.After(out[j].state.StartedAt)
 	})
-	if len(todo) == 0 {
-		// Puller pods never outlive the rollout, even one whose rollback a person must finish.
-		if removed, err := e.removePullers(ctx, w.Ref().Namespace, ours); err != nil || removed {
-			st.Message = "rolling back: removing the puller pods"
-			return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, err
-		}
-		if len(stuck) > 0 {
-			st.Phase, st.Message = PhaseFailed, "rollback incomplete, a person must look: "+strings.Join(firstN(stuck, 5), "; ")+notes
-			return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
-		}
-		foreign := workload.ForeignImages(w, lock)
-		done, err := w.Restore(ctx, lock, spec.RestoreTemplate)
-		if err != nil {
-			return st, Result{}, err
-		}
-		if !done {
-			st.Message = "restoring " + w.Ref().String()
-			return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, nil
-		}
-		st.Phase = PhaseRolledBack
-		st.Message = fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", st.RolledBack, w.Ref(), mustJSON(lock.PreviousImages), lock.Reason) + notes
-		if foreign != nil && !spec.RestoreTemplate {
-			st.Message = fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
-				st.RolledBack, mustJSON(lock.PreviousImages), mustJSON(foreign), w.Ref(), mustJSON(lock.PreviousImages), lock.Reason) + notes
-		}
-		e.rolledBack(w.Ref())
-		e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
-		return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
-	}
+	return out
+}
 
-	maxUnavailable, err := resolveMaxUnavailable(spec.MaxUnavailable, st.Total)
-	if err != nil {
-		return st, Result{}, err
+// rolledBackMessage is the message of a rollback that ends with the workload restored: a
+// template someone else changed during the rollout keeps their images unless the rollback
+// restores the template.
+func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *workload.Lock, rolledBack int) string {
+	if c.foreign != nil && !spec.RestoreTemplate {
+		return fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
+			rolledBack, mustJSON(lock.PreviousImages), mustJSON(c.foreign), c.ref, mustJSON(lock.PreviousImages), lock.Reason)
 	}
-	var work []*corev1.Pod
-	for _, t := range todo[:min(len(todo), maxUnavailable)] {
-		work = append(work, t.pod)
-	}
-	requeue, _, failedPod, err := stepPods(work, func(p *corev1.Pod) (inplace.Result, error) { return u.RevertPod(ctx, p) })
+	return fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", rolledBack, c.ref, mustJSON(lock.PreviousImages), lock.Reason)
+}
+
+// adoptStrays records the strays as updated from the previous images, so that they go back with
+// the rest.
+func (e *Engine) adoptStrays(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, Result, error) {
+	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
+	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) { return u.AdoptPod(ctx, p, c.adoption) })
 	if err != nil {
 		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
-	st.Updating = min(len(todo), maxUnavailable)
-	st.Message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", st.RolledBack, len(todo), lock.Reason, notes)
+	st.Message = d.message
 	return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+// revertPods takes the next revert step on each pod of the decision: a failed revert whose pod
+// got back is recorded rolled back, another pod goes on with its revert.
+func (e *Engine) revertPods(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, Result, error) {
+	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
+	u.Options.RevertImages = c.revertImages
+	u.TagMoved = e.tagMoved(ctx, c.ref.Namespace, c.pods)
+	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) { return u.RevertPod(ctx, p) })
+	if err != nil {
+		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
+	}
+	st.Updating, st.Message = d.updating, d.message
+	return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+// removeRollbackPullers deletes the puller pods the rollouts left.
+func (e *Engine) removeRollbackPullers(ctx context.Context, c *rollbackCensus, d rollbackDecision, st Status) (Status, Result, error) {
+	_, err := prepull.Delete(ctx, e.Client, c.pullers)
+	st.Message = d.message
+	return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, err
+}
+
+// needsPerson ends a rollback that only a person can finish. It writes nothing: the workload
+// stays held, and a rollback run again goes on from there.
+func needsPerson(d rollbackDecision, st Status) (Status, Result, error) {
+	st.Phase, st.Message = PhaseFailed, d.message
+	return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
+}
+
+// restoreWorkload takes the next step of handing the workload back with its previous images and
+// strategy.
+func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, d rollbackDecision, st Status) (Status, Result, error) {
+	done, err := w.Restore(ctx, lock, spec.RestoreTemplate)
+	if err != nil {
+		return st, Result{}, err
+	}
+	if !done {
+		st.Message = "restoring " + w.Ref().String()
+		return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	}
+	st.Phase, st.Message = PhaseRolledBack, d.message
+	e.rolledBack(w.Ref())
+	e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
+	return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
 }
 
 // revertFailed reports whether a Failed state is a failed revert (its revert images were set).
