@@ -136,7 +136,7 @@ func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now ti
 	}
 	decidePrePull(c, spec, now, &d)
 	if d.action == actStep {
-		decideStart(c, spec, lock, now, &d)
+		decideWork(c, spec, lock, now, &d)
 	}
 	return d, nil
 }
@@ -388,11 +388,11 @@ func decideStep(c *census, spec Spec, lock *workload.Lock, total int, d *decisio
 	return nil
 }
 
-// decideStart decides on the pods about to be stepped: one that can never be updated in place
+// decideWork decides on the pods about to be stepped: one that can never be updated in place
 // rolls the rollout back, before any write to it. So does a batch that made no progress within
 // the progress deadline, judged only when the step would write to no pod: each one to step
 // waits to start, or none may start.
-func decideStart(c *census, spec Spec, lock *workload.Lock, now time.Time, d *decision) {
+func decideWork(c *census, spec Spec, lock *workload.Lock, now time.Time, d *decision) {
 	for _, p := range d.work {
 		if r := c.refused[p.Name]; r != nil {
 			d.rollBack(causeIneligible, r.Error())
