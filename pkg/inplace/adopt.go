@@ -60,7 +60,7 @@ func NextAdopt(pod *corev1.Pod, a Adoption, now time.Time) (Step, error) {
 		}
 	}
 	reason := "created from the new template during the rollout"
-	next.Stage, next.StageAt, next.Reason = StageUpdated, stageTime(now), reason
+	next.moveTo(StageUpdated, now, reason, "")
 	s := newPatch(pod).state(next).step(StageUpdated, reason)
 	s.Done = true
 	return s, nil

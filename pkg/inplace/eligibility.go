@@ -32,8 +32,29 @@ func IsWait(err error) bool {
 // deleted or with a restartPolicy other than Always are refused; pods not yet scheduled or
 // Running, or whose container to change has not reported an imageID, wait.
 func CanUpdate(pod *corev1.Pod, plan Plan) error {
+	if err := podRefusal(pod); err != nil {
+		return err
+	}
 	who := pod.Namespace + "/" + pod.Name
-	refuse := func(reason string, wait bool) error { return &IneligibleError{Pod: who, Reason: reason, Wait: wait} }
+	for _, c := range plan.Changes {
+		cs := containerStatus(pod, c.Container, c.Init)
+		if cs == nil {
+			return &IneligibleError{Pod: who, Reason: fmt.Sprintf("container %q has no status yet", c.Container), Wait: true}
+		}
+		// A container that never ran because it is failing will never report an imageID; it
+		// can still be updated (to fix it), with no digest to return to.
+		if cs.ImageID == "" && failingReason(cs) == "" {
+			return &IneligibleError{Pod: who, Reason: fmt.Sprintf("container %q has not reported an imageID yet", c.Container), Wait: true, ImageIDPending: true}
+		}
+	}
+	return nil
+}
+
+// podRefusal is CanUpdate's refusal of the pod as a whole, whatever its plan, or nil.
+func podRefusal(pod *corev1.Pod) *IneligibleError {
+	refuse := func(reason string, wait bool) *IneligibleError {
+		return &IneligibleError{Pod: pod.Namespace + "/" + pod.Name, Reason: reason, Wait: wait}
+	}
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return refuse("it is being deleted", false)
@@ -43,17 +64,6 @@ func CanUpdate(pod *corev1.Pod, plan Plan) error {
 		return refuse("it is not scheduled to a node yet", true)
 	case pod.Status.Phase != corev1.PodRunning:
 		return refuse(fmt.Sprintf("it is %s, not Running", phaseOrUnknown(pod.Status.Phase)), true)
-	}
-	for _, c := range plan.Changes {
-		cs := containerStatus(pod, c.Container, c.Init)
-		if cs == nil {
-			return refuse(fmt.Sprintf("container %q has no status yet", c.Container), true)
-		}
-		// A container that never ran because it is failing will never report an imageID; it
-		// can still be updated (to fix it), with no digest to return to.
-		if cs.ImageID == "" && failingReason(cs) == "" {
-			return &IneligibleError{Pod: who, Reason: fmt.Sprintf("container %q has not reported an imageID yet", c.Container), Wait: true, ImageIDPending: true}
-		}
 	}
 	return nil
 }

@@ -8,26 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// failureReasons are the kubelet's waiting reasons that mean a container will not come up
-// without a change. ErrImagePull is not one: the kubelet retries a failed pull once before it
-// backs off, and a pull that fails again shows as ImagePullBackOff.
-var failureReasons = map[string]bool{
-	"ImagePullBackOff":           true,
-	"ErrImageNeverPull":          true,
-	"InvalidImageName":           true,
-	"CrashLoopBackOff":           true,
-	"CreateContainerConfigError": true,
-	"CreateContainerError":       true,
-	"RunContainerError":          true,
-}
-
 // pullReasons are failures that happen before a container of the new image exists.
 var pullReasons = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "ErrImageNeverPull": true, "InvalidImageName": true}
 
 // failingReason returns the container's waiting reason when it is a failure (or a first failed
 // pull), else "".
 func failingReason(cs *corev1.ContainerStatus) string {
-	if cs != nil && cs.State.Waiting != nil && (failureReasons[cs.State.Waiting.Reason] || cs.State.Waiting.Reason == "ErrImagePull") {
+	if cs != nil && cs.State.Waiting != nil && (waitingFailures[cs.State.Waiting.Reason] != "" || cs.State.Waiting.Reason == "ErrImagePull") {
 		return cs.State.Waiting.Reason
 	}
 	return ""
@@ -58,9 +45,10 @@ type Progress struct {
 	// Done: every container runs its target, Running and Ready (or back on its failing image
 	// for a revert of a container that was failing before), through the soak.
 	Done bool
-	// Failed: a container will not get there; Reason says which and why.
+	// Failed: a container will not get there; Reason says which and why, Code how.
 	Failed bool
 	Reason string
+	Code   FailureCode
 	// ImageIDs are the imageIDs the containers report, by name, once Done.
 	ImageIDs map[string]string
 	// Unhealthy, when Done, says which containers run their target but still fail as they
@@ -102,7 +90,7 @@ func Refresh(pod *corev1.Pod, st *State, opts Options, now time.Time) Progress {
 		v := judgeContainer(pod, c, reverting, opts.Soak, now)
 		switch {
 		case v.failed != "":
-			return Progress{Failed: true, Reason: v.failed}
+			return Progress{Failed: true, Reason: v.failed, Code: v.code}
 		case !v.done:
 			p.Done = false
 			soaking = soaking && v.after > 0
@@ -190,7 +178,8 @@ func pending(pod *corev1.Pod, p Progress, waits []string, soaking bool, st *Stat
 	p.Done, p.ImageIDs = false, nil
 	deadline := progressDeadline(pod, opts)
 	if left := st.StageAt.Add(deadline).Sub(now); !soaking && left <= 0 {
-		return Progress{Failed: true, Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", deadline, strings.Join(waits, "; "))}
+		return Progress{Failed: true, Code: FailureDeadlineExceeded,
+			Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", deadline, strings.Join(waits, "; "))}
 	} else if left > 0 && (p.RequeueAfter == 0 || left < p.RequeueAfter) {
 		p.RequeueAfter = left
 	}
@@ -205,7 +194,9 @@ func pending(pod *corev1.Pod, p Progress, waits []string, soaking bool, st *Stat
 type verdict struct {
 	done    bool
 	imageID string
+	// failed says why the container failed, code as a code.
 	failed  string
+	code    FailureCode
 	waiting string
 	after   time.Duration // soak left
 	// unhealthy: done, though the container fails on its target as it failed before the update.
@@ -223,7 +214,7 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	spec := containerSpec(pod, c.Name, c.Init)
 	cs := containerStatus(pod, c.Name, c.Init)
 	if spec == nil {
-		return verdict{failed: fmt.Sprintf("container %q is gone from the pod spec", c.Name)}
+		return verdict{failed: fmt.Sprintf("container %q is gone from the pod spec", c.Name), code: FailureContainerGone}
 	}
 	if spec.Image != target {
 		return verdict{waiting: fmt.Sprintf("container %q: spec image is %s, not yet %s", c.Name, spec.Image, target)}
@@ -236,55 +227,9 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	if cs == nil {
 		return verdict{waiting: fmt.Sprintf("container %q has no status", c.Name)}
 	}
-
-	var onTarget bool
-	if reverting {
-		// Back on the exact image it ran before: the recorded digest when there is one.
-		if c.BeforeImageID != "" && digestOf(c.BeforeImageID) != "" {
-			onTarget = digestOf(cs.ImageID) == digestOf(c.BeforeImageID)
-		} else {
-			onTarget = cs.ImageID != "" && SameImage(cs.Image, target)
-		}
-	} else {
-		// The runtime may report another name for the image (two tags, one digest), so a new
-		// imageID also counts.
-		onTarget = cs.ImageID != "" && (SameImage(cs.Image, target) || cs.ImageID != c.fromImageID())
-	}
-
-	reason := failingReason(cs)
-	if reason == "CrashLoopBackOff" && c.FailingBefore == "" && c.startBackOff(cs) {
-		// No container of the target has run: the kubelet waits out a crash back-off keyed by
-		// pod, container and image, to which every in-place start counts, before it starts
-		// the target at all. That is a wait, bounded by the progress deadline.
-		return verdict{waiting: fmt.Sprintf("container %q: the kubelet backs off before starting %s, no container of it has run yet: %s", c.Name, target, cs.State.Waiting.Message)}
-	}
-	if reason == "ErrImagePull" {
-		return verdict{waiting: fmt.Sprintf("container %q: %s: %s", c.Name, reason, cs.State.Waiting.Message)}
-	}
-	if reason != "" {
-		msg := fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)
-		if last := cs.LastTerminationState.Terminated; reason == "CrashLoopBackOff" && last != nil {
-			msg += fmt.Sprintf(" (last exit: %s, code %d)", last.Reason, last.ExitCode)
-		}
-		switch {
-		case reverting && c.FailingBefore != "" && onTarget:
-			// It was failing before the update and is back where it was: reverted.
-			return verdict{done: true, imageID: cs.ImageID, failingDone: true}
-		case reverting && c.FailingBefore == "" && !attributable(cs, c, target, onTarget):
-			// Right after the revert patch the status still shows the failure of the image
-			// being left until the kubelet acts on the change.
-			return verdict{waiting: fmt.Sprintf("container %q: still shows %s of the image it is leaving", c.Name, reason)}
-		case c.FailingBefore == "":
-			return verdict{failed: msg}
-		case !reverting && onTarget:
-			// It crashes on the new image as it crashed on the old one: the update did what it
-			// could, and the failure is reported as the pod's own, not blamed on the image.
-			return verdict{done: true, imageID: cs.ImageID, unhealthy: failingAsBefore(msg, c)}
-		case attributable(cs, c, target, onTarget):
-			return verdict{failed: fmt.Sprintf("%s (pre-existing: the container was already in %s before the update)", msg, c.FailingBefore)}
-		default:
-			return verdict{waiting: fmt.Sprintf("container %q: still %s, as before the update", c.Name, reason)}
-		}
+	onTarget := c.onTarget(cs, target, reverting)
+	if reason := failingReason(cs); reason != "" {
+		return c.judgeFailing(cs, reason, target, reverting, onTarget)
 	}
 	if c.FromContainerID != "" && cs.ContainerID == c.FromContainerID {
 		// The kubelet reports the replaced container, even Running and Ready, for a while
@@ -302,12 +247,64 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		return verdict{waiting: fmt.Sprintf("container %q: on %s, not Running and Ready yet", c.Name, target)}
 	}
 	if !reverting && c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+1 {
-		return verdict{failed: restartsClimbed(c, cs)}
+		return verdict{failed: restartsClimbed(c, cs), code: FailureRestartClimb}
 	}
 	if left := cs.State.Running.StartedAt.Add(soak).Sub(now); left > 0 {
 		return verdict{waiting: fmt.Sprintf("container %q: soaking, %s left", c.Name, left.Round(time.Second)), after: left}
 	}
 	return verdict{done: true, imageID: cs.ImageID}
+}
+
+// onTarget reports whether the container status describes the container's target image.
+func (c *ContainerState) onTarget(cs *corev1.ContainerStatus, target string, reverting bool) bool {
+	if reverting {
+		// Back on the exact image it ran before: the recorded digest when there is one.
+		if c.BeforeImageID != "" && digestOf(c.BeforeImageID) != "" {
+			return digestOf(cs.ImageID) == digestOf(c.BeforeImageID)
+		}
+		return cs.ImageID != "" && SameImage(cs.Image, target)
+	}
+	// The runtime may report another name for the image (two tags, one digest), so a new
+	// imageID also counts.
+	return cs.ImageID != "" && (SameImage(cs.Image, target) || cs.ImageID != c.fromImageID())
+}
+
+// judgeFailing judges a container the kubelet reports failing with reason (failingReason): a
+// wait, a failure, or done while failing as it did before the update.
+func (c *ContainerState) judgeFailing(cs *corev1.ContainerStatus, reason, target string, reverting, onTarget bool) verdict {
+	if reason == "CrashLoopBackOff" && c.FailingBefore == "" && c.startBackOff(cs) {
+		// No container of the target has run: the kubelet waits out a crash back-off keyed by
+		// pod, container and image, to which every in-place start counts, before it starts
+		// the target at all. That is a wait, bounded by the progress deadline.
+		return verdict{waiting: fmt.Sprintf("container %q: the kubelet backs off before starting %s, no container of it has run yet: %s", c.Name, target, cs.State.Waiting.Message)}
+	}
+	if reason == "ErrImagePull" {
+		return verdict{waiting: fmt.Sprintf("container %q: %s: %s", c.Name, reason, cs.State.Waiting.Message)}
+	}
+	msg := fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)
+	if last := cs.LastTerminationState.Terminated; reason == "CrashLoopBackOff" && last != nil {
+		msg += fmt.Sprintf(" (last exit: %s, code %d)", last.Reason, last.ExitCode)
+	}
+	code := waitingFailures[reason]
+	switch {
+	case reverting && c.FailingBefore != "" && onTarget:
+		// It was failing before the update and is back where it was: reverted.
+		return verdict{done: true, imageID: cs.ImageID, failingDone: true}
+	case reverting && c.FailingBefore == "" && !attributable(cs, c, target, onTarget):
+		// Right after the revert patch the status still shows the failure of the image
+		// being left until the kubelet acts on the change.
+		return verdict{waiting: fmt.Sprintf("container %q: still shows %s of the image it is leaving", c.Name, reason)}
+	case c.FailingBefore == "":
+		return verdict{failed: msg, code: code}
+	case !reverting && onTarget:
+		// It crashes on the new image as it crashed on the old one: the update did what it
+		// could, and the failure is reported as the pod's own, not blamed on the image.
+		return verdict{done: true, imageID: cs.ImageID, unhealthy: failingAsBefore(msg, c)}
+	case attributable(cs, c, target, onTarget):
+		return verdict{failed: fmt.Sprintf("%s (pre-existing: the container was already in %s before the update)", msg, c.FailingBefore), code: code}
+	default:
+		return verdict{waiting: fmt.Sprintf("container %q: still %s, as before the update", c.Name, reason)}
+	}
 }
 
 // failingAsBefore says that a container fails on its new image as it did before the update.

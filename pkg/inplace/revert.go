@@ -49,7 +49,7 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	if err := CheckRevert(pod, next, opts.RevertImages); err != nil {
 		return Step{}, err
 	}
-	next.Stage, next.StageAt, next.Reason = StageRollingBack, stageTime(now), ""
+	next.moveTo(StageRollingBack, now, "", "")
 	b := newPatch(pod)
 	if hasReadinessGate(pod) && gateTrue(pod) {
 		// Drain before the restart, as for the update; the images follow after the grace period.
@@ -93,7 +93,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 	p := Refresh(pod, st, opts, now)
 	switch {
 	case p.Failed:
-		return fail(pod, st, now, "rollback failed: "+p.Reason, true), nil
+		return fail(pod, st, now, p.Code, "rollback failed: "+p.Reason, true), nil
 	case p.OpenGate:
 		return openGate(pod, st, now, p.Reason), nil
 	case p.Done:

@@ -50,10 +50,13 @@ type State struct {
 	Containers []ContainerState `json:"containers"`
 	// Labels are pod labels set together with the images (a workload's revision label), with
 	// the values a revert puts back.
-	Labels  map[string]LabelChange `json:"labels,omitempty"`
-	Stage   Stage                  `json:"stage"`
-	Reason  string                 `json:"reason,omitempty"`
-	StageAt time.Time              `json:"stageAt"`
+	Labels map[string]LabelChange `json:"labels,omitempty"`
+	Stage  Stage                  `json:"stage"`
+	Reason string                 `json:"reason,omitempty"`
+	// Failure is the code of a Failed stage's Reason; states written before it was recorded
+	// have none (see FailureCode).
+	Failure FailureCode `json:"failure,omitempty"`
+	StageAt time.Time   `json:"stageAt"`
 }
 
 // stageTime is how the state records an instant. It keeps milliseconds: the grace period and
@@ -142,6 +145,10 @@ func (s *State) check(pod *corev1.Pod) error {
 		return fmt.Errorf("stage %q is none of %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Stage), 64),
 			StagePreparing, StageDraining, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack)
 	}
+	if s.Failure != "" && !s.Failure.Known() {
+		return fmt.Errorf("failure %q is none of %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Failure), 64), FailureImagePull, FailureCrashLoop,
+			FailureConfigError, FailureContainerError, FailureRestartClimb, FailureDeadlineExceeded, FailureContainerGone)
+	}
 	seen := make(map[string]bool, len(s.Containers))
 	for i, c := range s.Containers {
 		field := fmt.Sprintf("containers[%d]", i)
@@ -221,6 +228,12 @@ func (s *State) markPatched(pod *corev1.Pod, reverting bool) {
 			c.FromContainerID, c.FromRestarts = cs.ContainerID, cs.RestartCount
 		}
 	}
+}
+
+// moveTo moves the state to stage, entered now, with why. failure is the code of a Failed stage:
+// no other stage keeps one.
+func (s *State) moveTo(stage Stage, now time.Time, reason string, failure FailureCode) {
+	s.Stage, s.StageAt, s.Reason, s.Failure = stage, stageTime(now), reason, failure
 }
 
 func (s *State) clone() *State {

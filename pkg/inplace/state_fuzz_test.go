@@ -20,6 +20,7 @@ func FuzzReadState(f *testing.F) {
 		`{"rolloutID":"r","revision":"rev","startedAt":"2026-03-01T12:00:00Z","stage":"Updating","stageAt":"2026-03-01T12:00:01Z","containers":[` + app + `],"labels":{"controller-revision-hash":{"before":"a","after":"b"}}}`,
 		`{"rolloutID":"r","stage":"Updated","containers":[` + app + `]}`,
 		`{"rolloutID":"r","stage":"Failed","reason":"CrashLoopBackOff","containers":[` + app + `]}`,
+		`{"rolloutID":"r","stage":"Failed","reason":"CrashLoopBackOff: container \"app\": back-off","failure":"CrashLoop","containers":[` + app + `]}`,
 		`{"rolloutID":"r","stage":"RollingBack","containers":[{"name":"app","beforeImage":"reg/app:v1","afterImage":"reg/app:v2","revertImage":"reg/app@sha256:` + strings.Repeat("1", 64) + `"}]}`,
 		`{"rolloutID":"r","stage":"Preparing","containers":[{"name":"setup","init":true,"beforeImage":"reg/setup:v1","afterImage":"reg/setup:v2"}]}`,
 		`{"rolloutID":"r","stage":"Draining","containers":[` + app + `]}`,

@@ -22,11 +22,10 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 	if st != nil && st.RolloutID == target.RolloutID {
 		return continueUpdate(pod, st, opts, now), nil
 	}
-	superseding := st != nil && slices.Contains(target.Supersedes, st.RolloutID)
-	if st != nil && !st.Stage.Terminal() && !(superseding && !imagesPatched(pod, st)) {
+	superseding := supersedes(st, target)
+	if othersInFlight(pod, st, superseding) {
 		if !superseding {
-			return Step{}, &IneligibleError{Pod: pod.Namespace + "/" + pod.Name,
-				Reason: fmt.Sprintf("rollout %q is updating it (stage %s)", st.RolloutID, st.Stage)}
+			return Step{}, busy(pod, st)
 		}
 		// A superseded update whose images are already patched finishes first, so the pod is
 		// judged against one target at a time and restarts at most once more.
@@ -49,18 +48,104 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 			return clearState(pod, st, now), nil
 		}
 	}
-	if plan.NoOp() && !superseding {
-		// Only labels change: the pod runs the target (the controller created it so).
-		err = nil
-	} else {
-		err = CanUpdate(pod, plan)
-	}
+	refused := canStart(pod, plan, superseding)
 	var ie *IneligibleError
-	preparing := errors.As(err, &ie) && ie.ImageIDPending
-	if err != nil && !preparing {
+	preparing := errors.As(refused, &ie) && ie.ImageIDPending
+	if refused != nil && !preparing {
+		return Step{}, refused
+	}
+	next, err := startState(pod, st, plan, target, superseding, now)
+	if err != nil {
 		return Step{}, err
 	}
+	switch {
+	case preparing:
+		return enter(pod, next, StagePreparing, now, refused.Error()), nil
+	case hasReadinessGate(pod):
+		return enter(pod, next, StageDraining, now, ""), nil
+	default:
+		return enter(pod, next, StageUpdating, now, ""), nil
+	}
+}
 
+// Refusal is why NextUpdate would neither start nor continue an update of pod now, from the pod
+// and st, its state as ReadState read it: the *IneligibleError NextUpdate would return, with Wait
+// when its reason should pass (the pod is not scheduled or not Running yet, a container to
+// change has no status) and without when it will not (another rollout is updating the pod, it
+// is being deleted, its restartPolicy cannot restart a container). Nil when NextUpdate would
+// write, has nothing to do, or rejects the target itself (Diff's errors, NextUpdate's to
+// report). A caller learns, before it steps any pod, which pods cannot start.
+func Refusal(pod *corev1.Pod, st *State, target Target) *IneligibleError {
+	if st != nil && st.RolloutID == target.RolloutID {
+		return nil
+	}
+	superseding := supersedes(st, target)
+	if othersInFlight(pod, st, superseding) {
+		if superseding {
+			return nil
+		}
+		return busy(pod, st)
+	}
+	if startsAnyPlan(pod, target) {
+		return nil // no plan toward target is refused: the plan need not be worked out
+	}
+	plan, err := Diff(pod, target)
+	if err != nil || plan.NoOp() && labelsSet(pod, target.Labels) && (!superseding || !imagesChanged(pod, st)) {
+		return nil
+	}
+	var ie *IneligibleError
+	if errors.As(canStart(pod, plan, superseding), &ie) && !ie.ImageIDPending {
+		return ie
+	}
+	return nil
+}
+
+// supersedes reports whether st is the state of a rollout target supersedes.
+func supersedes(st *State, target Target) bool {
+	return st != nil && slices.Contains(target.Supersedes, st.RolloutID)
+}
+
+// othersInFlight reports whether another rollout's update is in flight on the pod (st is not
+// the target rollout's): one the target does not supersede, or a superseded one that already
+// patched the images and finishes first. A superseded one that never got to the images is
+// taken over.
+func othersInFlight(pod *corev1.Pod, st *State, superseding bool) bool {
+	return st != nil && !st.Stage.Terminal() && !(superseding && !imagesPatched(pod, st))
+}
+
+// busy refuses a pod another rollout is updating.
+func busy(pod *corev1.Pod, st *State) *IneligibleError {
+	return &IneligibleError{Pod: pod.Namespace + "/" + pod.Name, Reason: fmt.Sprintf("rollout %q is updating it (stage %s)", st.RolloutID, st.Stage)}
+}
+
+// canStart is CanUpdate for an update about to start: a pod that already runs the target needs
+// only its labels, which any pod can have.
+func canStart(pod *corev1.Pod, plan Plan, superseding bool) error {
+	if plan.NoOp() && !superseding {
+		return nil
+	}
+	return CanUpdate(pod, plan)
+}
+
+// startsAnyPlan reports whether CanUpdate lets the pod start whichever of the containers target
+// names change: it is not being deleted, restarts its containers, runs on a node, and every
+// container target names has a status (one with no imageID yet is prepared for, not refused).
+func startsAnyPlan(pod *corev1.Pod, target Target) bool {
+	if podRefusal(pod) != nil {
+		return false
+	}
+	for name := range target.Images {
+		if containerStatus(pod, name, containerSpec(pod, name, false) == nil) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startState is the state an update starts with: the containers plan changes, with what they
+// run now, and the labels target sets. Taking over a superseded update (st), it keeps what the
+// pod ran before that one.
+func startState(pod *corev1.Pod, st *State, plan Plan, target Target, superseding bool, now time.Time) (*State, error) {
 	next := &State{RolloutID: target.RolloutID, Revision: target.Revision, StartedAt: stageTime(now)}
 	for _, ch := range plan.Changes {
 		cs := containerStatus(pod, ch.Container, ch.Init)
@@ -90,34 +175,27 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 		}
 		next.Labels[k] = LabelChange{Before: before, After: v}
 	}
-	if superseding {
-		// Containers the earlier rollout changed and this one leaves alone keep their record,
-		// so a rollback still returns them to their last stable image.
-		for _, prev := range st.Containers {
-			if next.container(prev.Name) == nil {
-				next.Containers = append(next.Containers, prev)
-			}
-		}
-		if plan.NoOp() && !imagesPatchedTo(pod, next) {
-			return Step{}, fmt.Errorf("pod %s/%s: superseding rollout %q changes no image", pod.Namespace, pod.Name, st.RolloutID)
-		}
-		next.StartedAt = st.StartedAt
+	if !superseding {
+		return next, nil
 	}
-
-	switch {
-	case preparing:
-		return enter(pod, next, StagePreparing, now, err.Error()), nil
-	case hasReadinessGate(pod):
-		return enter(pod, next, StageDraining, now, ""), nil
-	default:
-		return enter(pod, next, StageUpdating, now, ""), nil
+	// Containers the earlier rollout changed and this one leaves alone keep their record,
+	// so a rollback still returns them to their last stable image.
+	for _, prev := range st.Containers {
+		if next.container(prev.Name) == nil {
+			next.Containers = append(next.Containers, prev)
+		}
 	}
+	if plan.NoOp() && !imagesPatchedTo(pod, next) {
+		return nil, fmt.Errorf("pod %s/%s: superseding rollout %q changes no image", pod.Namespace, pod.Name, st.RolloutID)
+	}
+	next.StartedAt = st.StartedAt
+	return next, nil
 }
 
 // enter writes st at the given stage with the stage's side effect: the readiness gate False for
 // Draining, the images for Updating.
 func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string) Step {
-	st.Stage, st.StageAt, st.Reason = stage, stageTime(now), reason
+	st.moveTo(stage, now, reason, "")
 	b := newPatch(pod)
 	var ev *Event
 	switch stage {
@@ -156,7 +234,8 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 		}
 		if len(missing) > 0 {
 			if now.Sub(st.StageAt) >= opts.ProgressDeadline {
-				return fail(pod, st, now, fmt.Sprintf("ProgressDeadlineExceeded: container %s reported no imageID within %s", strings.Join(missing, ", "), opts.ProgressDeadline), false)
+				return fail(pod, st, now, FailureDeadlineExceeded,
+					fmt.Sprintf("ProgressDeadlineExceeded: container %s reported no imageID within %s", strings.Join(missing, ", "), opts.ProgressDeadline), false)
 			}
 			return wait(st, pollInterval, fmt.Sprintf("waiting for container %s to report an imageID", strings.Join(missing, ", ")))
 		}
@@ -173,7 +252,7 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 		p := Refresh(pod, st, opts, now)
 		switch {
 		case p.Failed:
-			return fail(pod, st, now, p.Reason, false)
+			return fail(pod, st, now, p.Code, p.Reason, false)
 		case p.OpenGate:
 			return openGate(pod, st, now, p.Reason)
 		case p.Done:
@@ -200,7 +279,7 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 // with a readiness gate the gate goes True in the same write, and the kubelet then marks the pod
 // Ready.
 func finish(pod *corev1.Pod, st *State, stage Stage, now time.Time, ev *Event, reason string) Step {
-	st.Stage, st.StageAt, st.Reason = stage, stageTime(now), reason
+	st.moveTo(stage, now, reason, "")
 	b := newPatch(pod).state(st)
 	if hasReadinessGate(pod) {
 		b.gate(corev1.ConditionTrue, "InPlaceUpdateDone", now)
@@ -222,10 +301,11 @@ func openGate(pod *corev1.Pod, st *State, now time.Time, reason string) Step {
 	return s
 }
 
-// fail records the Failed stage with the reason. The pod keeps its images until reverted.
-func fail(pod *corev1.Pod, st *State, now time.Time, reason string, reverting bool) Step {
+// fail records the Failed stage with the reason and its code. The pod keeps its images until
+// reverted.
+func fail(pod *corev1.Pod, st *State, now time.Time, code FailureCode, reason string, reverting bool) Step {
 	next := st.clone()
-	next.Stage, next.StageAt, next.Reason = StageFailed, stageTime(now), reason
+	next.moveTo(StageFailed, now, reason, code)
 	s := newPatch(pod).state(next).step(StageFailed, reason)
 	s.Done = true
 	evReason := EventUpdateFailed

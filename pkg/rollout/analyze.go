@@ -10,89 +10,89 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-// analyze takes the next step of a completed batch's analysis: start it, take the measurement
-// that is due, or act on its verdict. The analysis state is written to the lock with each
-// measurement, so a restarted driver continues it.
-// batch is the 0-based batch analysed and pods the updated pod count it ends at.
-func (e *Engine) analyze(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, batch, pods int, st Status, updated, stable []string) (Status, Result, error) {
+// measure takes the analysis step that is due for batch d.batch: start its run, or take the
+// measurement that is due. The analysis state is written to the lock with each measurement, so
+// a restarted driver continues it. A measurement taken goes in c.measured, for decideProgress to
+// decide on; otherwise the step ends here (done).
+func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, Result, bool, error) {
+	pods := d.counts[d.batch]
 	run, err := decodeRun(lock)
 	if err != nil {
-		return st, Result{}, err
+		return st, Result{}, true, err
 	}
-	next := *lock
 	if run == nil || run.Pods != pods || run.Done() {
-		run = analysis.NewRun(spec.Analysis, batch+1, e.now())
+		run = analysis.NewRun(spec.Analysis, d.batch+1, e.now())
 		run.Pods = pods
-		next.Analysis = encodeRun(run)
-		if err := w.SetLock(ctx, &next); err != nil {
-			return st, Result{}, err
+		if err := w.SetLock(ctx, withRun(lock, run)); err != nil {
+			return st, Result{}, true, err
 		}
-		e.logFor(w.Ref(), lock.RolloutID).Info("analysis started", "batch", batch+1, "updatedPods", len(updated))
+		e.logFor(w.Ref(), lock.RolloutID).Info("analysis started", "batch", d.batch+1, "updatedPods", len(c.updated))
 		st.Analysis, st.Phase = run, PhaseAnalyzing
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing", st.Batch, st.Batches, st.Updated, st.Total)
-		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, nil
+		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, true, nil
 	}
 	q, err := e.querier(ctx, spec)
 	if err != nil {
-		return st, Result{}, err
+		return st, Result{}, true, err
 	}
 	analyzer := &analysis.Analyzer{Config: spec.Analysis, Querier: q}
-	scope := analysis.Scope{Namespace: w.Ref().Namespace, Pods: updated, StablePods: stable}
+	scope := analysis.Scope{Namespace: w.Ref().Namespace, Pods: c.updated, StablePods: podNames(c.pending)}
 	stepped, wait := analyzer.Step(ctx, run, scope, e.now())
 	st.Analysis, st.Phase = stepped, PhaseAnalyzing
 	if stepped == run {
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing, next measurement in %s", st.Batch, st.Batches, st.Updated, st.Total, wait.Round(time.Second))
-		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
+		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, true, nil
 	}
-	next.Analysis = encodeRun(stepped)
-	verdict := stepped.Verdict
-	if verdict == analysis.Inconclusive {
-		switch spec.OnInconclusive {
-		case InconclusiveFail:
-			verdict = analysis.Fail
-		case InconclusiveContinue:
-			verdict = analysis.Pass
-		}
+	c.measured, c.nextMeasure = stepped, wait
+	return st, Result{}, false, nil
+}
+
+// recordMeasurement records a measurement that reached no verdict yet; the next is due after
+// wait.
+func (e *Engine) recordMeasurement(ctx context.Context, w workload.Workload, lock *workload.Lock, run *analysis.Run, wait time.Duration, st Status) (Status, Result, error) {
+	if err := w.SetLock(ctx, withRun(lock, run)); err != nil {
+		return st, Result{}, err
 	}
-	reason := fmt.Sprintf("analysis of batch %d: %s: %s", batch+1, stepped.Verdict, stepped.Reason)
-	switch verdict {
-	case "":
-		if err := w.SetLock(ctx, &next); err != nil {
-			return st, Result{}, err
-		}
-		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(stepped))
-		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
-	case analysis.Pass:
-		st.Phase = PhaseProgressing
-		next.AcceptedPods, next.AcceptedAll, next.ProgressAt = pods, pods >= st.Total, e.now().UTC().Truncate(time.Millisecond)
-		if err := w.SetLock(ctx, &next); err != nil {
-			return st, Result{}, err
-		}
-		e.verdict(w.Ref(), string(stepped.Verdict))
-		e.logFor(w.Ref(), lock.RolloutID).Info("analysis passed", "batch", batch+1, "verdict", stepped.Verdict, "reason", stepped.Reason,
-			"queries", stepped.Queries, "took", e.now().Sub(stepped.StartedAt).Round(time.Millisecond).String())
-		st.Message = reason
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
-	case analysis.Inconclusive:
-		next.Phase, next.Reason, next.ReasonCode = workload.LockPaused, reason, string(ReasonAnalysisInconclusive)
-		if err := w.SetLock(ctx, &next); err != nil {
-			return st, Result{}, err
-		}
-		e.verdict(w.Ref(), string(stepped.Verdict))
-		e.logFor(w.Ref(), lock.RolloutID).Warn("paused", "batch", batch+1, "reason", stepped.Reason)
-		return e.pausedStatus(w, &next, st, stepped)
-	default: // Fail, Error
-		st.Message = reason
-		code := ReasonAnalysisFailed
-		if stepped.Verdict == analysis.Inconclusive {
-			code = ReasonAnalysisInconclusive // with onInconclusive: fail
-		}
-		st, res, err := e.beginRollback(ctx, w, &next, code, reason, st)
-		if err == nil {
-			e.verdict(w.Ref(), string(stepped.Verdict))
-		}
-		return st, res, err
+	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(run))
+	return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
+}
+
+// passBatch accepts the batch analysed: the rollout goes on past its pod count.
+func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, Result, error) {
+	pods := d.counts[d.batch]
+	st.Phase = PhaseProgressing
+	next := withRun(lock, d.run)
+	next.AcceptedPods, next.AcceptedAll, next.ProgressAt = pods, pods >= st.Total, e.now().UTC().Truncate(time.Millisecond)
+	if err := w.SetLock(ctx, next); err != nil {
+		return st, Result{}, err
 	}
+	e.verdict(w.Ref(), string(d.run.Verdict))
+	e.logFor(w.Ref(), lock.RolloutID).Info("analysis passed", "batch", d.batch+1, "verdict", d.run.Verdict, "reason", d.run.Reason,
+		"queries", d.run.Queries, "took", e.now().Sub(d.run.StartedAt).Round(time.Millisecond).String())
+	st.Message = verdictReason(d)
+	return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+}
+
+// pauseBatch pauses the rollout on an inconclusive analysis of the batch.
+func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, Result, error) {
+	next := withRun(lock, d.run)
+	next.Phase, next.Reason, next.ReasonCode = workload.LockPaused, verdictReason(d), string(ReasonAnalysisInconclusive)
+	if err := w.SetLock(ctx, next); err != nil {
+		return st, Result{}, err
+	}
+	e.verdict(w.Ref(), string(d.run.Verdict))
+	e.logFor(w.Ref(), lock.RolloutID).Warn("paused", "batch", d.batch+1, "reason", d.run.Reason)
+	return e.pausedStatus(w, next, st, d.run)
+}
+
+// withRun is a copy of lock with run recorded as its analysis; lock itself without a run.
+func withRun(lock *workload.Lock, run *analysis.Run) *workload.Lock {
+	if run == nil {
+		return lock
+	}
+	next := *lock
+	next.Analysis = encodeRun(run)
+	return &next
 }
 
 // paused reports a rollout paused by an inconclusive analysis. It stays paused until a driver

@@ -78,64 +78,61 @@ func upcoming(c *census, d decision) []*corev1.Pod {
 	return c.pending[:max(min(n, len(c.pending)), 0)]
 }
 
-// prePull takes the pre-pull part of a step: it rolls back on a failed pull, removes the pullers
-// that are done, creates the missing ones (one write each, and the step ends there), and keeps
-// in d.work only the pods whose node has their images. done says the step ended here.
-func (e *Engine) prePull(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d *decision, st Status) (Status, Result, bool, error) {
-	ns := w.Ref().Namespace
-	pullers, err := prepull.List(ctx, e.Client, ns, lock.RolloutID)
-	if err != nil {
-		return st, Result{}, true, err
+// decidePrePull decides the pre-pull part of a step that steps, soaks or analyses: roll back on
+// a failed pull, remove the pullers that are done or create the missing ones (actPull), and
+// step only the pods whose node has their images, waiting (actWaitPull) while none has.
+func decidePrePull(c *census, spec Spec, now time.Time, d *decision) {
+	if !spec.PrePull || d.action != actStep && d.action != actSoak && d.action != actAnalyze {
+		return
 	}
-	plan := decidePulls(pullers, upcoming(c, *d), e.now(), spec.progressDeadline())
+	plan := decidePulls(c.pullers, upcoming(c, *d), now, spec.progressDeadline())
 	switch {
 	case plan.failed != "":
-		return e.beginRollbackDone(ctx, w, lock, ReasonPrePullFailed, "pre-pull failed, before any pod of the batch restarted: "+plan.failed, st)
-	case len(plan.remove) > 0:
-		if _, err := prepull.Delete(ctx, e.Client, plan.remove); err != nil {
-			return st, Result{}, true, err
-		}
-		st.Message = fmt.Sprintf("batch %d/%d: removed %d puller pods whose nodes have the new images", st.Batch, st.Batches, len(plan.remove))
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, true, nil
-	case len(plan.create) > 0:
-		if e.PullerImage == "" {
-			return st, Result{}, true, invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", w.Ref())
-		}
-		_, _, err := prepull.Ensure(ctx, e.Client, ns, lock.RolloutID, pullImages(lock.Images), plan.create, pullers, prepull.Options{HelperImage: e.PullerImage})
-		if err != nil {
-			return st, Result{}, true, err
-		}
-		nodes := slices.Sorted(maps.Keys(plan.create))
-		e.logFor(w.Ref(), lock.RolloutID).Info("pulling the new images", "nodes", strings.Join(nodes, ","))
-		st.Message = fmt.Sprintf("batch %d/%d: pulling the new images onto %s", st.Batch, st.Batches, strings.Join(firstN(nodes, 5), ", "))
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, true, nil
-	}
-	if d.action != actStep {
-		return st, Result{}, false, nil
+		d.rollBack(causePrePullFailed, "pre-pull failed, before any pod of the batch restarted: "+plan.failed)
+		return
+	case len(plan.remove) > 0 || len(plan.create) > 0:
+		d.action, d.pulls = actPull, plan
+		return
+	case d.action != actStep:
+		return
 	}
 	var work []*corev1.Pod
-	var waiting []string
 	for _, p := range d.work {
 		// A pod on no node yet has no node to pull onto: its update waits, and its deadline
 		// counts, as without pre-pull.
 		if slices.Contains(c.inflight, p) || plan.pulled[p.Spec.NodeName] || p.Spec.NodeName == "" {
 			work = append(work, p)
 		} else {
-			waiting = append(waiting, p.Name)
+			d.unpulled = append(d.unpulled, p.Name)
 		}
 	}
 	d.work = work
-	if len(work) == 0 && len(waiting) > 0 {
-		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; waiting for the new images on the nodes of %s", st.Batch, st.Batches, st.Updated, st.Total, strings.Join(firstN(waiting, 3), ", "))
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: idleRequeue, Message: st.Message}, true, nil
+	if len(work) == 0 && len(d.unpulled) > 0 {
+		d.action = actWaitPull
 	}
-	return st, Result{}, false, nil
 }
 
-// beginRollbackDone is beginRollback as the end of a step.
-func (e *Engine) beginRollbackDone(ctx context.Context, w workload.Workload, lock *workload.Lock, code Reason, reason string, st Status) (Status, Result, bool, error) {
-	st, res, err := e.beginRollback(ctx, w, lock, code, reason, st)
-	return st, res, true, err
+// pull takes the pre-pull work decided: it removes the pullers that are done, or creates the
+// missing ones (one write each), and the step ends there.
+func (e *Engine) pull(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, plan pullPlan, st Status) (Status, Result, error) {
+	ns := w.Ref().Namespace
+	if len(plan.remove) > 0 {
+		if _, err := prepull.Delete(ctx, e.Client, plan.remove); err != nil {
+			return st, Result{}, err
+		}
+		st.Message = fmt.Sprintf("batch %d/%d: removed %d puller pods whose nodes have the new images", st.Batch, st.Batches, len(plan.remove))
+		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	}
+	if e.PullerImage == "" {
+		return st, Result{}, invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", w.Ref())
+	}
+	if _, _, err := prepull.Ensure(ctx, e.Client, ns, lock.RolloutID, pullImages(lock.Images), plan.create, c.pullers, prepull.Options{HelperImage: e.PullerImage}); err != nil {
+		return st, Result{}, err
+	}
+	nodes := slices.Sorted(maps.Keys(plan.create))
+	e.logFor(w.Ref(), lock.RolloutID).Info("pulling the new images", "nodes", strings.Join(nodes, ","))
+	st.Message = fmt.Sprintf("batch %d/%d: pulling the new images onto %s", st.Batch, st.Batches, strings.Join(firstN(nodes, 5), ", "))
+	return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
 }
 
 // pullImages are the images a puller pulls: the rollout's, in container order.

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,59 +10,76 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/prepull"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-// progress advances the batches: it observes the pods (observe), decides the next step
-// (decideProgress) and takes it: roll back, soak, analyse, hold, finalize, or step the pods of
-// the current batch while no more than max-unavailable pods are down. A template someone else
-// changed halts the rollout instead (see halt).
+// progress advances the batches: it observes the workload (observe), decides the next step
+// (decideProgress) and takes it (act): halt, wait, roll back, soak, pull, analyse, hold,
+// finalize, or step the pods of the current batch while no more than max-unavailable pods are
+// down. The analysis measures first when a measurement is due; what it measured is decided on
+// with the rest.
 func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
-	total := w.Replicas()
-	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: total}
-	if foreign := workload.ForeignImages(w, lock); foreign != nil {
-		return e.halt(ctx, w, lock, foreign, st)
-	}
-	if lock.Phase == workload.LockHalted {
-		// The template has the rollout's images again: someone put them back, and the rollout
-		// goes on, its deadline counted from now.
-		return e.moveOn(ctx, w, lock, st, "the template has the rollout's images again; resuming")
-	}
-	labels, ok, err := w.RevisionLabels(lock.Images)
+	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: w.Replicas()}
+	c, err := e.observe(ctx, spec, w, lock)
 	if err != nil {
 		return st, Result{}, err
 	}
-	if !ok {
-		// The controller (or the API server) is behind; the rollout waits for it rather than
-		// judge the pods against a revision that does not exist yet.
-		st.Message = "waiting for the workload controller to record the new revision"
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
-	}
-	target := inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
-	c, err := observe(w, lock, labels)
+	now := e.now()
+	d, err := decideProgress(c, spec, lock, st.Total, now)
 	if err != nil {
 		return st, Result{}, err
 	}
-	d, err := decideProgress(c, spec, lock, total, e.now())
-	if err != nil {
-		return st, Result{}, err
+	if d.counts != nil {
+		st.Updated, st.Unhealthy = len(c.updated), len(c.unhealthy)
+		st.Batch, st.Batches = d.batch+1, len(d.counts)
 	}
-	st.Updated, st.Unhealthy = len(c.updated), len(c.unhealthy)
-	st.Batch, st.Batches = d.batch+1, len(d.counts)
-	if spec.PrePull && (d.action == actStep || d.action == actSoak || d.action == actAnalyze) {
-		if st, res, done, err := e.prePull(ctx, spec, w, lock, c, &d, st); done {
+	if d.action == actAnalyze {
+		var res Result
+		var done bool
+		if st, res, done, err = e.measure(ctx, spec, w, lock, c, d, st); done {
 			return st, res, err
 		}
+		if d, err = decideProgress(c, spec, lock, st.Total, now); err != nil {
+			return st, Result{}, err
+		}
 	}
+	return e.act(ctx, spec, w, lock, c, d, st)
+}
+
+// act takes the step decided, with the one write it calls for, if any. Every rollback a
+// progressing rollout starts, whatever its cause, starts here.
+func (e *Engine) act(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, Result, error) {
 	switch d.action {
+	case actHalt:
+		return e.halt(ctx, w, lock, c.foreign, st)
+	case actResume:
+		// Someone put the rollout's images back: it goes on, its deadline counted from now.
+		return e.moveOn(ctx, w, lock, st, "the template has the rollout's images again; resuming")
+	case actWaitRevision:
+		return waiting(st, busyRequeue, "waiting for the workload controller to record the new revision")
 	case actRollBack:
-		return e.beginRollback(ctx, w, lock, d.code, d.reason, st)
+		st, res, err := e.beginRollback(ctx, w, withRun(lock, d.run), d.code(), d.reason, st)
+		if err == nil && d.run != nil {
+			e.verdict(w.Ref(), string(d.run.Verdict))
+		}
+		return st, res, err
 	case actSoak:
-		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; soaking, %s left", st.Batch, st.Batches, st.Updated, st.Total, d.soakLeft.Round(time.Second))
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: min(d.soakLeft, idleRequeue), Message: st.Message}, nil
-	case actAnalyze:
-		return e.analyze(ctx, spec, w, lock, d.batch, d.counts[d.batch], st, c.updated, podNames(c.pending))
+		return waiting(st, min(d.soakLeft, idleRequeue), fmt.Sprintf("batch %d/%d: %d/%d pods updated; soaking, %s left",
+			st.Batch, st.Batches, st.Updated, st.Total, d.soakLeft.Round(time.Second)))
+	case actPull:
+		return e.pull(ctx, w, lock, c, d.pulls, st)
+	case actWaitPull:
+		return waiting(st, idleRequeue, fmt.Sprintf("batch %d/%d: %d/%d pods updated; waiting for the new images on the nodes of %s",
+			st.Batch, st.Batches, st.Updated, st.Total, strings.Join(firstN(d.unpulled, 3), ", ")))
+	case actRecord:
+		return e.recordMeasurement(ctx, w, lock, d.run, c.nextMeasure, st)
+	case actPass:
+		return e.passBatch(ctx, w, lock, d, st)
+	case actPause:
+		return e.pauseBatch(ctx, w, lock, d, st)
 	case actHold:
 		return e.hold(ctx, w, lock, c, d.upTo, st)
 	case actMoveOn:
@@ -71,41 +87,47 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	case actFinalize:
 		return e.finalize(ctx, w, lock, c, st)
 	}
+	return e.stepBatch(ctx, spec, w, lock, c, d, st)
+}
 
+// waiting reports a step that writes nothing and looks again after requeue.
+func waiting(st Status, requeue time.Duration, msg string) (Status, Result, error) {
+	st.Message = msg
+	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
+}
+
+// stepBatch steps the pods decided, once the lock names them, and reports the batch.
+func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, Result, error) {
 	if next, ok := recordTouched(w, lock, d.work); ok {
 		// The lock names a pod before its first write, so that a rollback can find it whatever
 		// becomes of its state; the pods are stepped on the next call.
 		if err := w.SetLock(ctx, next); err != nil {
 			return st, Result{}, err
 		}
-		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, total)
 		// The next call steps them: it reads the lock afresh, so it need not wait.
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: minRequeue, Message: st.Message}, nil
+		return waiting(st, minRequeue, fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, st.Total))
 	}
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	var updatedNow atomic.Int32
-	requeue, wrote, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {
-		res, err := u.UpdatePod(ctx, p, target)
+	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {
+		res, err := u.UpdatePod(ctx, p, c.target)
 		if err == nil && countUpdated(res) {
 			updatedNow.Add(1)
 		}
-		var ie *inplace.IneligibleError
-		if errors.As(err, &ie) && ie.Wait {
+		if inplace.IsWait(err) {
 			return res, nil
 		}
 		return res, err
 	})
 	e.podsUpdated(w.Ref(), c, d, int(updatedNow.Load()))
 	if err != nil {
-		return e.stepFailed(ctx, w, lock, failedPod, err, st)
+		// A pod refused now that was not when observed (it changed meanwhile) is observed, and
+		// decided on, by the next step.
+		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
-	if wrote == 0 && batchStalled(c, lock, spec, e.now()) {
-		return e.beginRollback(ctx, w, lock, ReasonDeadlineExceeded, fmt.Sprintf("ProgressDeadlineExceeded: batch %d/%d made no progress within %s: %s",
-			st.Batch, st.Batches, spec.progressDeadline(), whyWaiting(c.arriving, c.pending, c.down, c.missing, d.maxUnavailable, target)), st)
-	}
-	started := len(d.work) - len(c.inflight)
-	st.Updating = len(c.inflight) + started
-	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, total, st.Updating)
+	// The pods in flight, and the pods started now.
+	st.Updating = len(d.work)
+	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, st.Total, st.Updating)
 	if len(c.unhealthy) > 0 {
 		st.Message += "; " + unhealthyNote(c.unhealthy)
 	}
@@ -121,275 +143,157 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
 }
 
-// census is what progress observes of the workload's pods, each sorted by where it stands in
-// the rollout. It decides nothing.
+// census is what progress observes of the workload, each pod sorted by where it stands in the
+// rollout. It decides nothing.
 type census struct {
+	// foreign are the images someone else put in the template; halted says the lock records
+	// such a halt and the template has the rollout's images again; revisionPending says the
+	// workload controller has not recorded the revision of the rollout's images yet. Any of
+	// them leaves the rest of the census empty: the pods are not looked at then.
+	foreign         map[string]string
+	halted          bool
+	revisionPending bool
+	// target is what the pods are updated to.
+	target inplace.Target
 	// inflight pods are mid-update (this rollout's, or a superseded one's); pending ones wait
 	// for theirs; arriving ones were created from the new template and are not Ready yet.
 	inflight, pending, arriving []*corev1.Pod
-	// failed describes the pods whose update failed; updated, unhealthy, down and deleting
-	// name pods.
-	failed, updated, unhealthy, down, deleting []string
+	// failed are the pods whose update failed; updated, unhealthy, down and deleting name pods.
+	failed                             []podFailure
+	updated, unhealthy, down, deleting []string
 	// ours are the states this rollout wrote; soaking the pods it updated, watched through a
 	// batch's soak and after it.
 	ours    []*inplace.State
 	soaking []podState
 	// batchDone is when the last pod counted as updated became so.
 	batchDone time.Time
-	// deadlineOnly says every failed pod failed its progress deadline.
-	deadlineOnly bool
 	// missing counts the pods the workload should have but does not (deleted, not recreated).
 	missing int
+	// refused are the pods, in flight or pending, that can never be updated in place, by name,
+	// with why; waiting name the pending pods that cannot start yet: a step writes nothing to
+	// them (inplace.Refusal).
+	refused map[string]*inplace.IneligibleError
+	waiting map[string]bool
+	// pullers are the rollout's puller pods, when the spec pre-pulls.
+	pullers []corev1.Pod
+	// measured is the analysis run the analysis step measured just now, and nextMeasure when
+	// its next measurement is due; nil until it measured.
+	measured    *analysis.Run
+	nextMeasure time.Duration
 }
 
-// observe sorts the workload's pods by where they stand in the rollout of lock.
-func observe(w workload.Workload, lock *workload.Lock, labels map[string]string) (*census, error) {
-	c := &census{deadlineOnly: true}
+// podFailure is a pod whose update failed: how (code) and why (reason, in words).
+type podFailure struct {
+	pod    string
+	code   inplace.FailureCode
+	reason string
+}
+
+// observe is what progress learns of the workload before it decides: whether someone changed
+// its template, whether its controller recorded the new revision, its pods sorted by where they
+// stand in the rollout of lock and which of them cannot start, and, with pre-pull, the
+// rollout's puller pods.
+func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (*census, error) {
+	c := &census{}
+	if c.foreign = workload.ForeignImages(w, lock); c.foreign != nil {
+		return c, nil
+	}
+	if lock.Phase == workload.LockHalted {
+		c.halted = true
+		return c, nil
+	}
+	labels, ok, err := w.RevisionLabels(lock.Images)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		c.revisionPending = true
+		return c, nil
+	}
+	c.target = inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
+	c.refused, c.waiting = map[string]*inplace.IneligibleError{}, map[string]bool{}
 	pods := w.Pods()
 	c.missing = max(w.Replicas()-len(pods), 0)
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil {
-			c.deleting = append(c.deleting, p.Name) // the controller recreates it; the new pod is judged then
-			c.down = append(c.down, p.Name)
-			continue
-		}
-		s, err := inplace.ReadState(p)
-		if err != nil {
+		if err := c.observePod(w, lock, p); err != nil {
 			return nil, err
 		}
-		ours := s != nil && s.RolloutID == lock.RolloutID
-		if ours {
-			c.ours = append(c.ours, s)
-		}
-		switch {
-		case ours && s.Stage == inplace.StageUpdated:
-			c.updated = append(c.updated, p.Name)
-			c.soaking = append(c.soaking, podState{p, s})
-			c.batchDone = latest(c.batchDone, s.StageAt)
-			switch {
-			case inplace.PodReady(p):
-			case failingBefore(s):
-				// Failing as before its update: reported, and not the rollout's doing.
-				c.unhealthy = append(c.unhealthy, p.Name)
-			default:
-				c.down = append(c.down, p.Name)
-			}
-		case ours && s.Stage == inplace.StageFailed:
-			c.failed = append(c.failed, fmt.Sprintf("pod %s: %s", p.Name, s.Reason))
-			c.deadlineOnly = c.deadlineOnly && strings.HasPrefix(s.Reason, "ProgressDeadlineExceeded")
-		case ours:
-			c.inflight = append(c.inflight, p)
-			c.down = append(c.down, p.Name)
-		case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID):
-			// A superseded update still on this pod: one already patched finishes before the
-			// new one starts; one that never got to the images is taken over or cleared (a
-			// drained pod gets its readiness gate back).
-			c.inflight = append(c.inflight, p)
-			c.down = append(c.down, p.Name)
-		case w.Counted(p, lock.Images, labels) && inplace.PodReady(p):
-			c.updated = append(c.updated, p.Name)
-			c.batchDone = latest(c.batchDone, readySince(p))
-		case w.Counted(p, lock.Images, labels):
-			// Created from the new template (a pod deleted or added meanwhile): it counts once
-			// it is Ready, and until then it is down.
-			c.arriving = append(c.arriving, p)
-			c.down = append(c.down, p.Name)
-		default:
-			c.pending = append(c.pending, p)
-			if !inplace.PodReady(p) && !unreadySince(p, lock.StartedAt) {
-				c.down = append(c.down, p.Name)
-			}
+	}
+	if spec.PrePull {
+		if c.pullers, err = prepull.List(ctx, e.Client, w.Ref().Namespace, lock.RolloutID); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
 }
 
-// action is the next step of a progressing rollout.
-type action int
-
-const (
-	// actStep steps the pods in flight and starts pods of the current batch.
-	actStep action = iota
-	actRollBack
-	actSoak
-	actAnalyze
-	actHold
-	// actMoveOn leaves the hold point: the rollout may go further now.
-	actMoveOn
-	actFinalize
-)
-
-// decision is what decideProgress chose, with what the step needs.
-type decision struct {
-	action action
-	// counts are the batches' cumulative pod counts, the hold point among them; batch is the
-	// 0-based index of the batch in progress (actAnalyze: the batch analysed).
-	counts []int
-	batch  int
-	// code and reason say why to roll back.
-	code   Reason
-	reason string
-	// soakLeft is how long the batch still soaks.
-	soakLeft time.Duration
-	// upTo is the hold point as a pod count.
-	upTo int
-	// work are the pods to step (actStep); budget how many more pods could have gone down
-	// under maxUnavailable.
-	work                   []*corev1.Pod
-	budget, maxUnavailable int
+// observePod sorts one pod by where it stands in the rollout of lock.
+func (c *census) observePod(w workload.Workload, lock *workload.Lock, p *corev1.Pod) error {
+	if p.DeletionTimestamp != nil {
+		c.deleting = append(c.deleting, p.Name) // the controller recreates it; the new pod is judged then
+		c.down = append(c.down, p.Name)
+		return nil
+	}
+	s, err := inplace.ReadState(p)
+	if err != nil {
+		return err
+	}
+	ours := s != nil && s.RolloutID == lock.RolloutID
+	if ours {
+		c.ours = append(c.ours, s)
+	}
+	switch {
+	case ours && s.Stage == inplace.StageUpdated:
+		c.updated = append(c.updated, p.Name)
+		c.soaking = append(c.soaking, podState{p, s})
+		c.batchDone = latest(c.batchDone, s.StageAt)
+		switch {
+		case inplace.PodReady(p):
+		case failingBefore(s):
+			// Failing as before its update: reported, and not the rollout's doing.
+			c.unhealthy = append(c.unhealthy, p.Name)
+		default:
+			c.down = append(c.down, p.Name)
+		}
+	case ours && s.Stage == inplace.StageFailed:
+		c.failed = append(c.failed, podFailure{pod: p.Name, code: s.FailureCode(), reason: s.Reason})
+	case ours:
+		c.inflight = append(c.inflight, p)
+		c.down = append(c.down, p.Name)
+	case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID):
+		// A superseded update still on this pod: one already patched finishes before the
+		// new one starts; one that never got to the images is taken over or cleared (a
+		// drained pod gets its readiness gate back).
+		c.inflight = append(c.inflight, p)
+		c.down = append(c.down, p.Name)
+		c.refusal(p, s)
+	case w.Counted(p, lock.Images, c.target.Labels) && inplace.PodReady(p):
+		c.updated = append(c.updated, p.Name)
+		c.batchDone = latest(c.batchDone, readySince(p))
+	case w.Counted(p, lock.Images, c.target.Labels):
+		// Created from the new template (a pod deleted or added meanwhile): it counts once
+		// it is Ready, and until then it is down.
+		c.arriving = append(c.arriving, p)
+		c.down = append(c.down, p.Name)
+	default:
+		c.pending = append(c.pending, p)
+		if !inplace.PodReady(p) && !unreadySince(p, lock.StartedAt) {
+			c.down = append(c.down, p.Name)
+		}
+		c.refusal(p, s)
+	}
+	return nil
 }
 
-// decideProgress decides the next step of a progressing rollout from what observe saw, alone:
-// why a rollout rolls back on its pods, soaks, analyses, holds, finalizes or steps is decided
-// here, in this order.
-func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now time.Time) (decision, error) {
-	var d decision
-	counts, err := batchCounts(spec.Batches, total)
-	if err != nil {
-		return d, err
+// refusal records whether the pod, with state s, cannot be updated in place: for good, or yet.
+func (c *census) refusal(p *corev1.Pod, s *inplace.State) {
+	switch r := inplace.Refusal(p, s, c.target); {
+	case r == nil:
+	case r.Wait:
+		c.waiting[p.Name] = true
+	default:
+		c.refused[p.Name] = r
 	}
-	upTo, err := resolveUpTo(spec.UpTo, total)
-	if err != nil {
-		return d, err
-	}
-	counts = withHoldPoint(counts, upTo)
-	d.counts, d.upTo = counts, upTo
-	updated := len(c.updated)
-	d.batch = len(counts) - 1
-	for i, n := range counts {
-		if updated < n {
-			d.batch = i
-			break
-		}
-	}
-	if len(c.failed) > 0 {
-		d.action, d.code, d.reason = actRollBack, ReasonPodFailed, strings.Join(firstN(c.failed, 3), "; ")
-		if c.deadlineOnly {
-			d.code = ReasonDeadlineExceeded
-		}
-		return d, nil
-	}
-	if i := slices.Index(counts, updated); i >= 0 && spec.Soak > 0 && len(c.inflight) == 0 && !c.batchDone.IsZero() {
-		// The batch is complete since its last pod counted as updated: the last of the pods
-		// this rollout updated, or of those the controller created from the new template (a
-		// scale-up can complete a batch); its soak runs in full from then.
-		if left := c.batchDone.Add(spec.Soak).Sub(now); left > 0 {
-			d.batch = i
-			for _, ps := range c.soaking {
-				if why := inplace.CheckUpdated(ps.pod, ps.state); why != "" {
-					d.action, d.code = actRollBack, ReasonPodFailed
-					d.reason = fmt.Sprintf("pod %s failed during the soak of batch %d: %s", ps.pod.Name, i+1, why)
-					return d, nil
-				}
-			}
-			d.action, d.soakLeft = actSoak, left
-			return d, nil
-		}
-	}
-	for _, ps := range c.soaking {
-		// Past its soak, a pod this rollout updated that crashes or keeps restarting on the new
-		// images still fails the rollout: counting it as merely down would stall the next batch
-		// until the progress deadline.
-		if why := inplace.CheckUpdated(ps.pod, ps.state); why != "" {
-			d.action, d.code = actRollBack, ReasonPodFailed
-			d.reason = fmt.Sprintf("pod %s failed after its update: %s", ps.pod.Name, why)
-			return d, nil
-		}
-	}
-	// Progress of the analysis is the pod count accepted. Until the batch of every pod passed,
-	// a count at or above the pods there are now (the workload was scaled down) still leaves
-	// the last batch to analyse.
-	acceptedPods := lock.AcceptedPods
-	if !lock.AcceptedAll {
-		acceptedPods = min(acceptedPods, total-1)
-	}
-	if spec.Analysis != nil {
-		// A complete batch is analysed before any pod of the next one starts: the first batch
-		// that ends above the count accepted.
-		a := len(counts)
-		for i, n := range counts {
-			if n > acceptedPods {
-				a = i
-				break
-			}
-		}
-		if a < len(counts) && updated >= counts[a] && len(c.inflight) == 0 {
-			d.action, d.batch = actAnalyze, a
-			return d, nil
-		}
-		d.batch = min(d.batch, a)
-	}
-	accepted := func(n int) bool { return spec.Analysis == nil || acceptedPods >= n }
-	if upTo < total && updated >= upTo && len(c.inflight) == 0 && accepted(upTo) {
-		d.action, d.batch = actHold, slices.Index(counts, upTo)
-		return d, nil
-	}
-	if lock.Phase == workload.LockHolding {
-		d.action = actMoveOn
-		return d, nil
-	}
-	if updated >= total && len(c.inflight) == 0 && len(c.pending) == 0 && len(c.arriving) == 0 && accepted(total) {
-		d.action = actFinalize
-		return d, nil
-	}
-
-	d.maxUnavailable, err = resolveMaxUnavailable(spec.MaxUnavailable, total)
-	if err != nil {
-		return d, err
-	}
-	end := counts[d.batch]
-	if d.batch == len(counts)-1 {
-		// The last batch is every pod, however many there are now: after a scale-down the
-		// controller may keep an extra one for a while, and it must not be left behind.
-		end = max(end, updated+len(c.inflight)+len(c.arriving)+len(c.pending))
-	}
-	if upTo < total {
-		// No pod starts past the hold point, even one lowered below what is updated or in
-		// flight: those finish, and the rollout holds there.
-		end = min(end, max(upTo, updated+len(c.inflight)+len(c.arriving)))
-	}
-	d.budget = d.maxUnavailable - len(c.down) - c.missing
-	room := end - updated - len(c.inflight) - len(c.arriving)
-	d.work = slices.Clone(c.inflight)
-	for _, p := range c.pending {
-		if room <= 0 {
-			break
-		}
-		if !inplace.PodReady(p) && unreadySince(p, lock.StartedAt) {
-			// Already down before the rollout started: updating it takes nothing more away.
-			d.work, room = append(d.work, p), room-1
-			continue
-		}
-		if d.budget <= 0 {
-			break // in order: a later pod does not overtake one that waits
-		}
-		d.work, room, d.budget = append(d.work, p), room-1, d.budget-1
-	}
-	return d, nil
-}
-
-// batchStalled reports whether the batch made no progress within the progress deadline: no pod
-// is in flight (those have their own deadline), and the batch's next pods could not start
-// (unscheduled, not Running, no imageID, others down) or, created from the new template, did
-// not become Ready, for as long. Decided after a step that wrote nothing.
-func batchStalled(c *census, lock *workload.Lock, spec Spec, now time.Time) bool {
-	waiting := append(slices.Clone(c.arriving), c.pending...)
-	if len(c.inflight) > 0 || len(waiting) == 0 {
-		return false
-	}
-	since := latest(latest(lastProgress(lock, c.ours, spec.Soak), c.batchDone.Add(spec.Soak)), lastChange(waiting))
-	return now.Sub(since) >= spec.progressDeadline()
-}
-
-// withHoldPoint adds the hold point to the batches' counts, so that it ends a batch: the pods up
-// to it soak and are analysed before the rollout holds there.
-func withHoldPoint(counts []int, upTo int) []int {
-	if slices.Contains(counts, upTo) {
-		return counts
-	}
-	out := slices.Clone(counts)
-	i, _ := slices.BinarySearch(out, upTo)
-	return slices.Insert(out, i, upTo)
 }
 
 // hold records that the rollout reached its hold point, once, and reports it. The workload
@@ -579,16 +483,6 @@ func podNames(pods []*corev1.Pod) []string {
 		names[i] = p.Name
 	}
 	return names
-}
-
-// stepFailed handles an error from a pod step: bad input on the pod (it cannot be updated in
-// place) fails the rollout; API trouble is retried.
-func (e *Engine) stepFailed(ctx context.Context, w workload.Workload, lock *workload.Lock, p *corev1.Pod, err error, st Status) (Status, Result, error) {
-	var ie *inplace.IneligibleError
-	if errors.As(err, &ie) && !ie.Wait {
-		return e.beginRollback(ctx, w, lock, ReasonPodFailed, err.Error(), st)
-	}
-	return st, Result{}, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err)
 }
 
 // notReadyWhy is what the pod's containers wait on, or its phase.

@@ -79,7 +79,7 @@ func TestDecideProgress(t *testing.T) {
 	}
 	// census of u updated pods and p pending ones, nothing in flight.
 	at := func(u, p int) *census {
-		return &census{updated: names("u", u), pending: pending(p), deadlineOnly: true, batchDone: now.Add(-time.Minute)}
+		return &census{updated: names("u", u), pending: pending(p), batchDone: now.Add(-time.Minute)}
 	}
 	with := func(c *census, f func(*census)) *census { f(c); return c }
 	crashing := podState{
@@ -88,7 +88,9 @@ func TestDecideProgress(t *testing.T) {
 		state: &inplace.State{Stage: inplace.StageUpdated, Containers: []inplace.ContainerState{{Name: "app", RestartsBefore: 0}}},
 	}
 	batches := []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("50%"), intstr.FromString("100%")}
-	spec := Spec{Batches: batches, MaxUnavailable: intstr.FromInt32(2), Timeout: time.Minute}
+	// The progress deadline is one no batch reaches unless a case says so: every batch of the
+	// census last made progress a minute ago.
+	spec := Spec{Batches: batches, MaxUnavailable: intstr.FromInt32(2), Timeout: 10 * time.Minute}
 	analysed := spec
 	analysed.Analysis = &analysis.Config{}
 	upTo := func(s Spec, v intstr.IntOrString) Spec { s.UpTo = &v; return s }
@@ -112,9 +114,13 @@ func TestDecideProgress(t *testing.T) {
 	}{
 		// Rollback causes decided here: the rest (analysis verdicts, a pod that cannot be
 		// updated in place, a batch that cannot start) are decided with what their step learns.
-		{name: "a pod failed its update", c: with(at(2, 8), func(c *census) { c.failed, c.deadlineOnly = []string{"pod p0: CrashLoopBackOff"}, false }),
+		{name: "a pod failed its update", c: with(at(2, 8), func(c *census) {
+			c.failed = []podFailure{{"p0", inplace.FailureCrashLoop, "CrashLoopBackOff"}}
+		}),
 			spec: spec, lock: progressing, want: actRollBack, code: ReasonPodFailed, batch: 2, detail: "CrashLoopBackOff"},
-		{name: "every failed pod missed its progress deadline", c: with(at(2, 8), func(c *census) { c.failed = []string{"pod p0: ProgressDeadlineExceeded: ..."} }),
+		{name: "every failed pod missed its progress deadline", c: with(at(2, 8), func(c *census) {
+			c.failed = []podFailure{{"p0", inplace.FailureDeadlineExceeded, "ProgressDeadlineExceeded: ..."}}
+		}),
 			spec: spec, lock: progressing, want: actRollBack, code: ReasonDeadlineExceeded, batch: 2, detail: "ProgressDeadlineExceeded"},
 		{name: "a pod crashed during its batch's soak", c: with(at(1, 9), func(c *census) { c.soaking = []podState{crashing} }),
 			spec: soaked, lock: progressing, want: actRollBack, code: ReasonPodFailed, batch: 1, detail: "during the soak of batch 1"},
@@ -180,8 +186,8 @@ func TestDecideProgress(t *testing.T) {
 			if d.action != tt.want || d.batch+1 != tt.batch {
 				t.Fatalf("action %d at batch %d, want %d at batch %d (counts %v)", d.action, d.batch+1, tt.want, tt.batch, d.counts)
 			}
-			if d.code != tt.code || !strings.Contains(d.reason, tt.detail) {
-				t.Errorf("reason %s %q, want %s with %q", d.code, d.reason, tt.code, tt.detail)
+			if d.code() != tt.code || !strings.Contains(d.reason, tt.detail) {
+				t.Errorf("reason %s %q, want %s with %q", d.code(), d.reason, tt.code, tt.detail)
 			}
 			if tt.want == actStep && len(d.work) != tt.work {
 				t.Errorf("%d pods to step, want %d", len(d.work), tt.work)
@@ -239,7 +245,7 @@ func TestResolveUpTo(t *testing.T) {
 func BenchmarkDecideProgress(b *testing.B) {
 	const total = 5000
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	c := &census{deadlineOnly: true, batchDone: now.Add(-time.Hour)}
+	c := &census{batchDone: now.Add(-time.Hour)}
 	for i := range total {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i)},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}

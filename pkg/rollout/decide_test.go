@@ -1,0 +1,288 @@
+package rollout
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// decideCensus is the census of a ten-pod workload with u pods updated and p pending, each on
+// node-1, updating to imageV2; nothing in flight, and the batch's last pod updated at done.
+func decideCensus(u, p int, done time.Time) *census {
+	c := &census{batchDone: done, refused: map[string]*inplace.IneligibleError{}, waiting: map[string]bool{},
+		target: inplace.Target{RolloutID: "r1", Images: map[string]string{testApp: imageV2}}}
+	for i := range u {
+		c.updated = append(c.updated, fmt.Sprintf("u%d", i))
+	}
+	for i := range p {
+		c.pending = append(c.pending, runningPod(fmt.Sprintf("p%d", i), imageV1))
+	}
+	return c
+}
+
+// TestRollbackCausesDecided: every cause of a rollback, each a row of this one table with the
+// reason it reports, decided from the census alone; and, beside them, what does not roll back.
+// Ten pods, batches 1, 50%, 100% (1, 5, 10), max-unavailable 2, a 10m progress deadline.
+func TestRollbackCausesDecided(t *testing.T) {
+	now := t0
+	lock := &workload.Lock{Phase: workload.LockProgressing, StartedAt: now.Add(-30 * time.Minute)}
+	spec := Spec{Batches: []intstr.IntOrString{one, intstr.FromString("50%"), all}, MaxUnavailable: intstr.FromInt32(2), Timeout: 10 * time.Minute}
+	recent, stalled := now.Add(-time.Minute), now.Add(-11*time.Minute)
+	crashing := func(c *census) {
+		p := runningPod("u0", imageV2)
+		p.Status.ContainerStatuses[0].RestartCount = 3
+		p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off"}}
+		c.soaking = []podState{{p, &inplace.State{Stage: inplace.StageUpdated, Containers: []inplace.ContainerState{{Name: testApp}}}}}
+	}
+	unscheduled := func(names ...string) func(*census) {
+		return func(c *census) {
+			for _, p := range c.pending {
+				if slices.Contains(names, p.Name) {
+					p.Spec.NodeName = ""
+					c.waiting[p.Name] = true
+				}
+			}
+		}
+	}
+	never := func(name string) func(*census) {
+		return func(c *census) {
+			c.refused[name] = &inplace.IneligibleError{Pod: testNS + "/" + name, Reason: "its restartPolicy is Never; only Always restarts a container on an image change"}
+		}
+	}
+	measured := func(v analysis.Verdict) func(*census) {
+		return func(c *census) {
+			c.measured = &analysis.Run{Batch: 1, Pods: 1, Verdict: v, Reason: "error ratio 0.2 above 0.05"}
+		}
+	}
+	analysed := func(s *Spec) { s.Analysis = &analysis.Config{} }
+	tests := []struct {
+		cause  rollbackCause // "" when the rollout does not roll back
+		name   string
+		census func(*census)
+		done   time.Time // the batch's last pod updated; recent unless set
+		spec   func(*Spec)
+		want   action // when not rolling back
+		detail string // in the reason
+	}{
+		{cause: causePodFailed, name: "a pod failed its update",
+			census: func(c *census) {
+				c.failed = []podFailure{{"p0", inplace.FailureCrashLoop, "CrashLoopBackOff: container \"app\": back-off"}}
+			},
+			detail: "pod p0: CrashLoopBackOff: container \"app\": back-off"},
+		{cause: causePodFailed, name: "pods failed, not all on their deadline", census: func(c *census) {
+			c.failed = []podFailure{{"p0", inplace.FailureDeadlineExceeded, "ProgressDeadlineExceeded: no progress"}, {"p1", inplace.FailureImagePull, "ImagePullBackOff"}}
+		}, detail: "pod p0: ProgressDeadlineExceeded: no progress; pod p1: ImagePullBackOff"},
+		{cause: causePodDeadline, name: "every failed pod missed its progress deadline", census: func(c *census) {
+			c.failed = []podFailure{{"p0", inplace.FailureDeadlineExceeded, "ProgressDeadlineExceeded: no progress within 10m0s"}}
+		}, detail: "pod p0: ProgressDeadlineExceeded"},
+		{cause: causeBatchStalled, name: "no pod of the batch could start within the deadline", census: unscheduled("p0", "p1"), done: stalled,
+			detail: "ProgressDeadlineExceeded: batch 2/3 made no progress within 10m0s: pod shop/p0 cannot be updated in place: it is not scheduled to a node yet (and 8 more pods waiting)"},
+		{cause: causeBatchStalled, name: "pods down left no room within the deadline", census: func(c *census) { c.down = []string{"x0", "x1"} }, done: stalled,
+			detail: "2 pods down (x0, x1) and max-unavailable is 2, so no more pod may start (and 9 pods wait)"},
+		{name: "a pod that can start does not stall the batch", census: unscheduled("p0"), done: stalled, want: actStep},
+		{name: "no pod can start, within the deadline", census: unscheduled("p0", "p1"), want: actStep},
+		{cause: causeIneligible, name: "a pod to start can never be updated in place", census: never("p1"),
+			detail: "pod shop/p1 cannot be updated in place: its restartPolicy is Never"},
+		{name: "a pod that can never be updated waits its turn", census: never("p5"), want: actStep},
+		{cause: causeFailedInSoak, name: "a pod failed during its batch's soak", census: crashing, spec: func(s *Spec) { s.Soak = 5 * time.Minute },
+			detail: "pod u0 failed during the soak of batch 1: CrashLoopBackOff"},
+		{cause: causeFailedAfterUpdate, name: "a pod failed after its batch's soak", census: crashing, spec: func(s *Spec) { s.Soak = time.Second },
+			detail: "pod u0 failed after its update: CrashLoopBackOff"},
+		{cause: causeAnalysisFailed, name: "the analysis failed", census: measured(analysis.Fail), spec: analysed,
+			detail: "analysis of batch 1: Fail: error ratio 0.2 above 0.05"},
+		{cause: causeAnalysisFailed, name: "the analysis could not measure", census: measured(analysis.Error), spec: analysed, detail: "analysis of batch 1: Error"},
+		{cause: causeAnalysisInconclusive, name: "the analysis was inconclusive, and that fails", census: measured(analysis.Inconclusive),
+			spec: func(s *Spec) { analysed(s); s.OnInconclusive = InconclusiveFail }, detail: "analysis of batch 1: Inconclusive"},
+		{name: "the analysis was inconclusive, and that pauses", census: measured(analysis.Inconclusive), spec: analysed, want: actPause},
+		{cause: causePrePullFailed, name: "the new images could not be pulled", census: func(c *census) {
+			c.pullers = []corev1.Pod{puller("node-1", corev1.PodPending, "ErrImagePull")}
+		}, spec: func(s *Spec) { s.PrePull = true }, detail: "pre-pull failed, before any pod of the batch restarted: pulling reg.example/app:v2 on node node-1: ErrImagePull"},
+		{name: "someone else changed the template: the rollout halts", census: func(c *census) { *c = census{foreign: map[string]string{testApp: "reg.example/app:v3"}} },
+			want: actHalt},
+	}
+	seen := map[rollbackCause]bool{}
+	for _, tt := range tests {
+		seen[tt.cause] = true
+		t.Run(tt.name, func(t *testing.T) {
+			done := tt.done
+			if done.IsZero() {
+				done = recent
+			}
+			c := decideCensus(1, 9, done)
+			tt.census(c)
+			s := spec
+			if tt.spec != nil {
+				tt.spec(&s)
+			}
+			d, err := decideProgress(c, s, lock, 10, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.cause == "" {
+				if d.action != tt.want {
+					t.Fatalf("action %d (%s %q), want %d", d.action, d.cause, d.reason, tt.want)
+				}
+				return
+			}
+			if d.action != actRollBack || d.cause != tt.cause || d.code() != rollbackCauses[tt.cause] || !strings.Contains(d.reason, tt.detail) {
+				t.Fatalf("action %d, cause %s, code %s, reason %q; want a rollback for %s (%s) saying %q", d.action, d.cause, d.code(), d.reason, tt.cause, rollbackCauses[tt.cause], tt.detail)
+			}
+		})
+	}
+	for _, cause := range slices.Sorted(maps.Keys(rollbackCauses)) {
+		if !seen[cause] {
+			t.Errorf("no row decides a rollback for %s", cause)
+		}
+	}
+}
+
+// TestDecideVerdict: what an analysis verdict calls for, with each OnInconclusive.
+func TestDecideVerdict(t *testing.T) {
+	tests := []struct {
+		verdict        analysis.Verdict
+		onInconclusive string
+		want           verdictOutcome
+		cause          rollbackCause
+	}{
+		{"", "", verdictPending, ""},
+		{analysis.Pass, "", verdictPass, ""},
+		{analysis.Pass, InconclusiveFail, verdictPass, ""},
+		{analysis.Fail, "", verdictFail, causeAnalysisFailed},
+		{analysis.Fail, InconclusiveContinue, verdictFail, causeAnalysisFailed},
+		{analysis.Error, "", verdictFail, causeAnalysisFailed},
+		{analysis.Inconclusive, "", verdictPause, ""},
+		{analysis.Inconclusive, InconclusivePause, verdictPause, ""},
+		{analysis.Inconclusive, InconclusiveFail, verdictFail, causeAnalysisInconclusive},
+		{analysis.Inconclusive, InconclusiveContinue, verdictPass, ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s, on inconclusive %q", tt.verdict, tt.onInconclusive), func(t *testing.T) {
+			got := decideVerdict(&analysis.Run{Verdict: tt.verdict}, tt.onInconclusive)
+			if got.outcome != tt.want || got.cause != tt.cause {
+				t.Errorf("decideVerdict = %+v, want outcome %d, cause %q", got, tt.want, tt.cause)
+			}
+		})
+	}
+}
+
+// TestDecideWaitsAndWrites: the steps that are neither a rollback nor a pod step, decided from
+// the census alone: what comes before the pods, the pre-pull's own writes and waits, and what a
+// measurement of the analysis calls for.
+func TestDecideWaitsAndWrites(t *testing.T) {
+	now := t0
+	lock := &workload.Lock{Phase: workload.LockProgressing, StartedAt: now.Add(-30 * time.Minute)}
+	spec := Spec{Batches: []intstr.IntOrString{one, intstr.FromString("50%"), all}, MaxUnavailable: intstr.FromInt32(2), Timeout: 10 * time.Minute}
+	prePull := func(s *Spec) { s.PrePull = true }
+	analysed := func(s *Spec) { s.Analysis = &analysis.Config{} }
+	tests := []struct {
+		name   string
+		census func(*census)
+		spec   func(*Spec)
+		want   action
+		// work are the pods left to step, unpulled those waiting for their node's pull.
+		work, unpulled int
+	}{
+		{name: "a halted rollout whose template has its images again resumes", census: func(c *census) { *c = census{halted: true} }, want: actResume},
+		{name: "a revision not recorded yet is waited for", census: func(c *census) { *c = census{revisionPending: true} }, want: actWaitRevision},
+		{name: "a node without a puller gets one", spec: prePull, want: actPull},
+		{name: "a puller done with no pod waiting is removed", census: func(c *census) {
+			c.pullers = []corev1.Pod{puller("node-1", corev1.PodPending, ""), puller("node-2", corev1.PodSucceeded, "")}
+		}, spec: prePull, want: actPull},
+		{name: "pods wait for their node's pull", census: func(c *census) { c.pullers = []corev1.Pod{puller("node-1", corev1.PodPending, "")} },
+			spec: prePull, want: actWaitPull, unpulled: 2},
+		{name: "pods whose node pulled start", census: func(c *census) { c.pullers = []corev1.Pod{puller("node-1", corev1.PodSucceeded, "")} },
+			spec: prePull, want: actStep, work: 2},
+		{name: "a complete batch is measured", census: func(c *census) { c.pending = c.pending[1:] }, spec: analysed, want: actAnalyze},
+		{name: "a measurement with no verdict is recorded", census: func(c *census) { c.measured = &analysis.Run{Batch: 1, Pods: 1} },
+			spec: analysed, want: actRecord},
+		{name: "a passing measurement accepts the batch", census: func(c *census) { c.measured = &analysis.Run{Batch: 1, Pods: 1, Verdict: analysis.Pass} },
+			spec: analysed, want: actPass},
+		{name: "an inconclusive one that continues accepts it too", census: func(c *census) {
+			c.measured = &analysis.Run{Batch: 1, Pods: 1, Verdict: analysis.Inconclusive}
+		}, spec: func(s *Spec) { analysed(s); s.OnInconclusive = InconclusiveContinue }, want: actPass},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := decideCensus(1, 9, now.Add(-time.Minute))
+			if tt.census != nil {
+				tt.census(c)
+			}
+			s := spec
+			if tt.spec != nil {
+				tt.spec(&s)
+			}
+			d, err := decideProgress(c, s, lock, 10, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.action != tt.want || len(d.work) != tt.work && tt.want == actStep || len(d.unpulled) != tt.unpulled {
+				t.Fatalf("action %d, %d pods to step, %d unpulled (%s %q); want %d, %d, %d", d.action, len(d.work), len(d.unpulled), d.cause, d.reason, tt.want, tt.work, tt.unpulled)
+			}
+			if d.run != c.measured {
+				t.Errorf("the decision acts on run %+v, want the one measured", d.run)
+			}
+		})
+	}
+}
+
+// TestObservedFailures: observe reads how a pod's update failed from the code its state
+// records; a state written before states recorded one is read from its reason, as then: a
+// rollback is DeadlineExceeded only when every failed pod missed its deadline.
+func TestObservedFailures(t *testing.T) {
+	lock := &workload.Lock{RolloutID: "r1", Phase: workload.LockProgressing}
+	failed := func(name, raw string) *corev1.Pod {
+		p := runningPod(name, imageV2)
+		p.Annotations = map[string]string{inplace.StateAnnotation: `{"rolloutID":"r1","stage":"Failed",` + raw +
+			`,"containers":[{"name":"app","beforeImage":"reg.example/app:v1","afterImage":"reg.example/app:v2"}]}`}
+		return p
+	}
+	tests := []struct {
+		name string
+		pods []*corev1.Pod
+		want []inplace.FailureCode
+		code Reason
+	}{
+		{"a recorded code", []*corev1.Pod{failed("p0", `"reason":"ProgressDeadlineExceeded: no progress","failure":"DeadlineExceeded"`)},
+			[]inplace.FailureCode{inplace.FailureDeadlineExceeded}, ReasonDeadlineExceeded},
+		{"the code, not the words", []*corev1.Pod{failed("p0", `"reason":"ProgressDeadlineExceeded: edited","failure":"CrashLoop"`)},
+			[]inplace.FailureCode{inplace.FailureCrashLoop}, ReasonPodFailed},
+		{"a state from before codes, past its deadline", []*corev1.Pod{failed("p0", `"reason":"ProgressDeadlineExceeded: no progress within 10m0s"`)},
+			[]inplace.FailureCode{inplace.FailureDeadlineExceeded}, ReasonDeadlineExceeded},
+		{"states from before codes, one crashing", []*corev1.Pod{
+			failed("p0", `"reason":"ProgressDeadlineExceeded: no progress within 10m0s"`),
+			failed("p1", `"reason":"CrashLoopBackOff: container \"app\": back-off"`),
+		}, []inplace.FailureCode{inplace.FailureDeadlineExceeded, inplace.FailureCrashLoop}, ReasonPodFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &census{}
+			for _, p := range tt.pods {
+				// A state of the rollout is sorted without asking the workload anything.
+				if err := c.observePod(nil, lock, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []inplace.FailureCode
+			for _, f := range c.failed {
+				got = append(got, f.code)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("failure codes %v, want %v", got, tt.want)
+			}
+			var d decision
+			if !decideFailure(c, &d) || d.code() != tt.code {
+				t.Errorf("rollback %s (%s), want %s", d.code(), d.reason, tt.code)
+			}
+		})
+	}
+}
