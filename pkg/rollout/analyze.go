@@ -14,26 +14,26 @@ import (
 // measurement that is due. The analysis state is written to the lock with each measurement, so
 // a restarted driver continues it. A measurement taken goes in c.measured, for decideProgress to
 // decide on; otherwise the step ends here (done).
-func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, Result, bool, error) {
+func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, time.Duration, bool, error) {
 	pods := d.counts[d.batch]
 	run, err := decodeRun(lock)
 	if err != nil {
-		return st, Result{}, true, err
+		return st, 0, true, err
 	}
 	if run == nil || run.Pods != pods || run.Done() {
 		run = analysis.NewRun(spec.Analysis, d.batch+1, e.now())
 		run.Pods = pods
 		if err := w.SetLock(ctx, withRun(lock, run)); err != nil {
-			return st, Result{}, true, err
+			return st, 0, true, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Info("analysis started", "batch", d.batch+1, "updatedPods", len(c.updated))
 		st.Analysis, st.Phase = run, PhaseAnalyzing
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing", st.Batch, st.Batches, st.Updated, st.Total)
-		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: max(run.NextAt.Sub(e.now()), busyRequeue), Message: st.Message}, true, nil
+		return st, max(run.NextAt.Sub(e.now()), busyRequeue), true, nil
 	}
 	q, err := e.querier(ctx, spec)
 	if err != nil {
-		return st, Result{}, true, err
+		return st, 0, true, err
 	}
 	analyzer := &analysis.Analyzer{Config: spec.Analysis, Querier: q}
 	scope := analysis.Scope{Namespace: w.Ref().Namespace, Pods: c.updated, StablePods: podNames(c.pending)}
@@ -41,44 +41,44 @@ func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lo
 	st.Analysis, st.Phase = stepped, PhaseAnalyzing
 	if stepped == run {
 		st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing, next measurement in %s", st.Batch, st.Batches, st.Updated, st.Total, wait.Round(time.Second))
-		return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, true, nil
+		return st, wait, true, nil
 	}
 	c.measured, c.nextMeasure = stepped, wait
-	return st, Result{}, false, nil
+	return st, 0, false, nil
 }
 
 // recordMeasurement records a measurement that reached no verdict yet; the next is due after
 // wait.
-func (e *Engine) recordMeasurement(ctx context.Context, w workload.Workload, lock *workload.Lock, run *analysis.Run, wait time.Duration, st Status) (Status, Result, error) {
+func (e *Engine) recordMeasurement(ctx context.Context, w workload.Workload, lock *workload.Lock, run *analysis.Run, wait time.Duration, st Status) (Status, time.Duration, error) {
 	if err := w.SetLock(ctx, withRun(lock, run)); err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(run))
-	return st, Result{Phase: PhaseAnalyzing, RequeueAfter: wait, Message: st.Message}, nil
+	return st, wait, nil
 }
 
 // passBatch accepts the batch analysed: the rollout goes on past its pod count.
-func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, Result, error) {
+func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, time.Duration, error) {
 	pods := d.counts[d.batch]
 	st.Phase = PhaseProgressing
 	next := withRun(lock, d.run)
 	next.AcceptedPods, next.AcceptedAll, next.ProgressAt = pods, pods >= st.Total, e.now().UTC().Truncate(time.Millisecond)
 	if err := w.SetLock(ctx, next); err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
 	e.logFor(w.Ref(), lock.RolloutID).Info("analysis passed", "batch", d.batch+1, "verdict", d.run.Verdict, "reason", d.run.Reason,
 		"queries", d.run.Queries, "took", e.now().Sub(d.run.StartedAt).Round(time.Millisecond).String())
 	st.Message = verdictReason(d)
-	return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	return st, busyRequeue, nil
 }
 
 // pauseBatch pauses the rollout on an inconclusive analysis of the batch.
-func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, Result, error) {
+func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, time.Duration, error) {
 	next := withRun(lock, d.run)
 	next.Phase, next.Reason, next.ReasonCode = workload.LockPaused, verdictReason(d), string(ReasonAnalysisInconclusive)
 	if err := w.SetLock(ctx, next); err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
 	e.logFor(w.Ref(), lock.RolloutID).Warn("paused", "batch", d.batch+1, "reason", d.run.Reason)
@@ -97,11 +97,11 @@ func withRun(lock *workload.Lock, run *analysis.Run) *workload.Lock {
 
 // paused reports a rollout paused by an inconclusive analysis. It stays paused until a driver
 // accepts the batch (Accept) or rolls it back.
-func (e *Engine) paused(w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+func (e *Engine) paused(w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Total: w.Replicas()}
 	run, err := decodeRun(lock)
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	return e.pausedStatus(w, lock, st, run)
 }
@@ -176,10 +176,10 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 	return st, nil
 }
 
-func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Status, run *analysis.Run) (Status, Result, error) {
+func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Status, run *analysis.Run) (Status, time.Duration, error) {
 	st.Phase, st.Analysis, st.Reason = PhasePaused, run, ReasonAnalysisInconclusive
 	st.Message = "paused: " + lock.Reason
-	return st, Result{Phase: PhasePaused, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 func decodeRun(lock *workload.Lock) (*analysis.Run, error) {

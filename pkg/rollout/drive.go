@@ -57,7 +57,7 @@ func (e *APIUnavailableError) Unwrap() error { return e.Err }
 // a cancelled ctx stops Drive before the next step, with the last status and an error that
 // wraps ctx.Err(). The rollout is then left as it is, and Drive with the same spec goes on.
 func (e *Engine) Drive(ctx context.Context, spec Spec, onStatus func(Status)) (Status, error) {
-	return e.drive(ctx, spec.Target, func(ctx context.Context, prev Status) (Status, Result, error) {
+	return e.drive(ctx, spec.Target, func(ctx context.Context, prev Status) (Status, time.Duration, error) {
 		return e.Reconcile(ctx, spec, prev)
 	}, onStatus)
 }
@@ -65,7 +65,7 @@ func (e *Engine) Drive(ctx context.Context, spec Spec, onStatus func(Status)) (S
 // DriveAbort rolls back as Drive rolls out: it takes Abort's steps until the rollback ended
 // (or needs a person), with the same retries, error budget and cancellation.
 func (e *Engine) DriveAbort(ctx context.Context, r RollbackSpec, onStatus func(Status)) (Status, error) {
-	return e.drive(ctx, r.Target, func(ctx context.Context, prev Status) (Status, Result, error) {
+	return e.drive(ctx, r.Target, func(ctx context.Context, prev Status) (Status, time.Duration, error) {
 		return e.Abort(ctx, r, prev)
 	}, onStatus)
 }
@@ -99,14 +99,14 @@ func (e *Engine) AcceptAndDrive(ctx context.Context, spec Spec, p Pause, onStatu
 }
 
 // drive is the loop of Drive and DriveAbort: step until the phase settles.
-func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(context.Context, Status) (Status, Result, error), onStatus func(Status)) (Status, error) {
+func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(context.Context, Status) (Status, time.Duration, error), onStatus func(Status)) (Status, error) {
 	r := e.retrier(target)
 	var st Status
 	for {
 		if err := ctx.Err(); err != nil {
 			return st, fmt.Errorf("%s: stopped between two steps: %w", target, err)
 		}
-		next, res, err := step(context.WithoutCancel(ctx), st)
+		next, requeue, err := step(context.WithoutCancel(ctx), st)
 		var wait time.Duration
 		if err == nil {
 			r.succeeded()
@@ -114,10 +114,10 @@ func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(conte
 			if onStatus != nil {
 				onStatus(st)
 			}
-			if res.Phase.Settled() {
+			if st.Phase.Settled() {
 				return st, nil
 			}
-			wait = max(res.RequeueAfter, minRequeue)
+			wait = max(requeue, minRequeue)
 		} else {
 			r.rolloutID = st.RolloutID
 			if wait, err = r.failed(err, st.Phase == PhaseRollingBack || next.Phase == PhaseRollingBack); err != nil {

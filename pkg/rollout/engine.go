@@ -68,28 +68,29 @@ const (
 )
 
 // Reconcile observes the workload and its pods, takes one bounded step (one workload write, or
-// one write for each of at most max-unavailable pods) and returns the new status. Errors of
+// one write for each of at most max-unavailable pods) and returns the new status and, while the
+// phase is not settled, when to call again (the phase and message are the status's). Errors of
 // type *InvalidError are bad input, with nothing written; *PermanentError an API error no retry
 // fixes; *BlockedError something only a person can fix; *SupersededError says that prev's
 // rollout was replaced. Other errors are worth a retry. Drive calls it until the rollout
 // settles. A rollout that ended is reported as ended when prev names it, and started anew when
 // prev is empty (a new run after a rollback).
-func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status, Result, error) {
+func (e *Engine) Reconcile(ctx context.Context, spec Spec, prev Status) (Status, time.Duration, error) {
 	st, res, err := e.reconcile(ctx, spec, prev)
 	return st, res, classify(err, st)
 }
 
-func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status, Result, error) {
+func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status, time.Duration, error) {
 	if err := spec.Validate(); err != nil {
-		return prev, Result{}, err
+		return prev, 0, err
 	}
 	w, err := workload.Load(ctx, e.Client, spec.Target)
 	if err != nil {
-		return prev, Result{}, asInvalid(err)
+		return prev, 0, asInvalid(err)
 	}
 	lock := w.Lock()
 	if prev.RolloutID != "" && lock != nil && lock.RolloutID != prev.RolloutID && slices.Contains(lock.Superseded, prev.RolloutID) {
-		return prev, Result{}, &SupersededError{RolloutID: prev.RolloutID, By: lock.RolloutID}
+		return prev, 0, &SupersededError{RolloutID: prev.RolloutID, By: lock.RolloutID}
 	}
 	hash := spec.Hash()
 	switch {
@@ -100,7 +101,7 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	case lock == nil || !lock.Active():
 		return e.start(ctx, spec, w, lock, hash)
 	case !lock.HeldBy(spec.Holder, spec.HolderUID) && !spec.TakeOver:
-		return prev, Result{}, holderRefusal(w, lock, spec.Holder, "change it")
+		return prev, 0, holderRefusal(w, lock, spec.Holder, "change it")
 	case !lock.HeldBy(spec.Holder, spec.HolderUID):
 		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
 	case lock.SpecHash != hash:
@@ -153,7 +154,7 @@ func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inpla
 // a rollout with this spec already succeeded: it observes the workload (observeStart), decides
 // (decideStart), observing what the network tells only once the decision needs it, and takes
 // the step.
-func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
+func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, time.Duration, error) {
 	c := observeStart(spec, w, lock, e.PullerImage != "")
 	d := decideStart(c, spec, lock, hash, e.now())
 	for d.action == startLook {
@@ -164,12 +165,12 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 	case startSucceeded:
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
 	case startRefuse:
-		return Status{}, Result{}, d.err
+		return Status{}, 0, d.err
 	case startWait:
-		return Status{Phase: PhaseProgressing, Message: d.message}, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: d.message}, nil
+		return Status{Phase: PhaseProgressing, Message: d.message}, busyRequeue, nil
 	case startAlreadyThere:
 		n := len(c.pods)
-		return Status{Phase: PhaseSucceeded, Total: n, Updated: n, Message: d.message}, Result{Phase: PhaseSucceeded, Message: d.message}, nil
+		return Status{Phase: PhaseSucceeded, Total: n, Updated: n, Message: d.message}, 0, nil
 	}
 	return e.begin(ctx, spec, w, lock, c, d.next)
 }
@@ -404,15 +405,15 @@ func refuseStart(c *startCensus, spec Spec) (d startDecision, ok bool) {
 }
 
 // begin writes the lock next with the freeze: the rollout starts.
-func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *startCensus, next *workload.Lock) (Status, Result, error) {
+func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *startCensus, next *workload.Lock) (Status, time.Duration, error) {
 	if lock != nil {
 		// Puller pods a rollout killed before its end left behind go with it.
 		if _, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil {
-			return Status{}, Result{}, err
+			return Status{}, 0, err
 		}
 	}
 	if err := w.Start(ctx, next); err != nil {
-		return Status{}, Result{}, err
+		return Status{}, 0, err
 	}
 	if tags := observeTagDigests(c.pods, c.pin.unpinned(spec.Images)); len(tags.split()) > 0 {
 		e.warnTagDigests(ctx, w.Ref(), next.RolloutID, c.pods, tags, spec.Images)
@@ -420,14 +421,14 @@ func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock
 	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, c.pin.unresolved)
 	e.logFor(w.Ref(), next.RolloutID).Info("rollout started", "images", mustJSON(next.Images), "pods", len(c.pods))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
-	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // supersede replaces the rollout in flight with one to the spec's images. Pods keep the last
 // stable image as their BeforeImage, so a rollback returns to what ran before the first one. It
 // observes the workload (observeSupersede), decides (decideSupersede), asking the registry only
 // once the decision needs the digests, and writes the new lock.
-func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, Result, error) {
+func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, time.Duration, error) {
 	c := observeSupersede(spec, w, lock)
 	d := decideSupersede(c, spec, lock, hash, e.now())
 	if d.needPins {
@@ -436,15 +437,15 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 		d = decideSupersede(c, spec, lock, hash, e.now())
 	}
 	if d.err != nil {
-		return Status{}, Result{}, d.err
+		return Status{}, 0, d.err
 	}
 	if err := w.Retarget(ctx, d.next); err != nil {
-		return Status{}, Result{}, err
+		return Status{}, 0, err
 	}
 	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)
 	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images))
 	st := Status{RolloutID: d.next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
-	return st, Result{Phase: PhaseProgressing, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // supersedeCensus is what a rollout that supersedes another observes of the workload. It
@@ -533,7 +534,7 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *workload.Lock, hash st
 }
 
 // ended reports the end of the rollout lock records, which no longer holds the workload.
-func (e *Engine) ended(w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+func (e *Engine) ended(w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
 	id := lock.RolloutID
 	switch lock.Phase {
 	case workload.LockSucceeded:
@@ -549,7 +550,7 @@ func (e *Engine) ended(w workload.Workload, lock *workload.Lock) (Status, Result
 }
 
 // finished reports a rollout that already ended, with its pods counted from their states.
-func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase, msg string) (Status, Result, error) {
+func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase, msg string) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: phase, Total: w.Replicas(), Message: msg}
 	if phase == PhaseRolledBack {
 		st.Reason = Reason(lock.ReasonCode)
@@ -566,7 +567,7 @@ func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase,
 			st.RolledBack++
 		}
 	}
-	return st, Result{Phase: phase, Message: msg}, nil
+	return st, 0, nil
 }
 
 // firstN keeps the first n of s and says how many more there were, so messages stay small.

@@ -25,13 +25,13 @@ func holderRefusal(w workload.Workload, lock *workload.Lock, holder, doing strin
 // takeOver makes holder (UID uid) the holder of lock, in one write, and changes nothing else:
 // the next step goes on as the new holder's. Only an explicit request does it (Spec.TakeOver,
 // RollbackSpec.TakeOver), for a lock whose holder no longer exists.
-func (e *Engine) takeOver(ctx context.Context, w workload.Workload, lock *workload.Lock, holder string, uid types.UID) (Status, Result, error) {
+func (e *Engine) takeOver(ctx context.Context, w workload.Workload, lock *workload.Lock, holder string, uid types.UID) (Status, time.Duration, error) {
 	next := *lock
 	next.Holder, next.HolderUID = holder, uid
 	if err := w.SetLock(ctx, &next); err != nil {
-		return Status{}, Result{}, fmt.Errorf("taking over rollout %s from %s: %w", lock.RolloutID, lock.Holder, err)
+		return Status{}, 0, fmt.Errorf("taking over rollout %s from %s: %w", lock.RolloutID, lock.Holder, err)
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Warn("took the rollout over", "from", lock.Holder, "fromUID", lock.HolderUID, "holder", holder, "phase", lock.Phase)
 	st := Status{RolloutID: lock.RolloutID, Total: w.Replicas(), Message: fmt.Sprintf("took rollout %s over from %s", lock.RolloutID, lock.Holder)}
-	return st, Result{RequeueAfter: busyRequeue, Message: st.Message}, nil
+	return st, busyRequeue, nil
 }

@@ -114,25 +114,25 @@ func decidePrePull(c *census, spec Spec, now time.Time, d *decision) {
 
 // pull takes the pre-pull work decided: it removes the pullers that are done, or creates the
 // missing ones (one write each), and the step ends there.
-func (e *Engine) pull(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, plan pullPlan, st Status) (Status, Result, error) {
+func (e *Engine) pull(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, plan pullPlan, st Status) (Status, time.Duration, error) {
 	ns := w.Ref().Namespace
 	if len(plan.remove) > 0 {
 		if _, err := prepull.Delete(ctx, e.Client, plan.remove); err != nil {
-			return st, Result{}, err
+			return st, 0, err
 		}
 		st.Message = fmt.Sprintf("batch %d/%d: removed %d puller pods whose nodes have the new images", st.Batch, st.Batches, len(plan.remove))
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+		return st, busyRequeue, nil
 	}
 	if e.PullerImage == "" {
-		return st, Result{}, invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", w.Ref())
+		return st, 0, invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", w.Ref())
 	}
 	if _, _, err := prepull.Ensure(ctx, e.Client, ns, lock.RolloutID, pullImages(lock.Images), plan.create, c.pullers, prepull.Options{HelperImage: e.PullerImage}); err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	nodes := slices.Sorted(maps.Keys(plan.create))
 	e.logFor(w.Ref(), lock.RolloutID).Info("pulling the new images", "nodes", strings.Join(nodes, ","))
 	st.Message = fmt.Sprintf("batch %d/%d: pulling the new images onto %s", st.Batch, st.Batches, strings.Join(firstN(nodes, 5), ", "))
-	return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	return st, busyRequeue, nil
 }
 
 // pullImages are the images a puller pulls: the rollout's, in container order.

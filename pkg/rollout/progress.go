@@ -21,29 +21,29 @@ import (
 // finalize, or step the pods of the current batch while no more than max-unavailable pods are
 // down. The analysis measures first when a measurement is due; what it measured is decided on
 // with the rest.
-func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: w.Replicas()}
 	c, err := e.observe(ctx, spec, w, lock)
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	now := e.now()
 	d, err := decideProgress(c, spec, lock, st.Total, now)
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	if d.counts != nil {
 		st.Updated, st.Unhealthy = len(c.updated), len(c.unhealthy)
 		st.Batch, st.Batches = d.batch+1, len(d.counts)
 	}
 	if d.action == actAnalyze {
-		var res Result
+		var requeue time.Duration
 		var done bool
-		if st, res, done, err = e.measure(ctx, spec, w, lock, c, d, st); done {
-			return st, res, err
+		if st, requeue, done, err = e.measure(ctx, spec, w, lock, c, d, st); done {
+			return st, requeue, err
 		}
 		if d, err = decideProgress(c, spec, lock, st.Total, now); err != nil {
-			return st, Result{}, err
+			return st, 0, err
 		}
 	}
 	return e.act(ctx, spec, w, lock, c, d, st)
@@ -51,7 +51,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 
 // act takes the step decided, with the one write it calls for, if any. Every rollback a
 // progressing rollout starts, whatever its cause, starts here.
-func (e *Engine) act(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, Result, error) {
+func (e *Engine) act(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, time.Duration, error) {
 	switch d.action {
 	case actHalt:
 		return e.halt(ctx, w, lock, c.foreign, st)
@@ -91,18 +91,18 @@ func (e *Engine) act(ctx context.Context, spec Spec, w workload.Workload, lock *
 }
 
 // waiting reports a step that writes nothing and looks again after requeue.
-func waiting(st Status, requeue time.Duration, msg string) (Status, Result, error) {
+func waiting(st Status, requeue time.Duration, msg string) (Status, time.Duration, error) {
 	st.Message = msg
-	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
+	return st, requeue, nil
 }
 
 // stepBatch steps the pods decided, once the lock names them, and reports the batch.
-func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, Result, error) {
+func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, time.Duration, error) {
 	if next, ok := recordTouched(w, lock, d.work); ok {
 		// The lock names a pod before its first write, so that a rollback can find it whatever
 		// becomes of its state; the pods are stepped on the next call.
 		if err := w.SetLock(ctx, next); err != nil {
-			return st, Result{}, err
+			return st, 0, err
 		}
 		// The next call steps them: it reads the lock afresh, so it need not wait.
 		return waiting(st, minRequeue, fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, st.Total))
@@ -123,7 +123,7 @@ func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, 
 	if err != nil {
 		// A pod refused now that was not when observed (it changed meanwhile) is observed, and
 		// decided on, by the next step.
-		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
+		return st, 0, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
 	// The pods in flight, and the pods started now.
 	st.Updating = len(d.work)
@@ -140,7 +140,7 @@ func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, 
 	case len(c.pending) > 0 && d.budget <= 0:
 		st.Message += fmt.Sprintf("; waiting for %s to be Ready (max-unavailable %d)", strings.Join(firstN(c.down, 3), ", "), d.maxUnavailable)
 	}
-	return st, Result{Phase: PhaseProgressing, RequeueAfter: requeue, Message: st.Message}, nil
+	return st, requeue, nil
 }
 
 // census is what progress observes of the workload, each pod sorted by where it stands in the
@@ -298,12 +298,12 @@ func (c *census) refusal(p *corev1.Pod, s *inplace.State) {
 
 // hold records that the rollout reached its hold point, once, and reports it. The workload
 // stays held.
-func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, upTo int, st Status) (Status, Result, error) {
+func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, upTo int, st Status) (Status, time.Duration, error) {
 	if lock.Phase != workload.LockHolding || lock.HeldAt != upTo {
 		next := *lock
 		next.Phase, next.HeldAt = workload.LockHolding, upTo
 		if err := w.SetLock(ctx, &next); err != nil {
-			return st, Result{}, err
+			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Info("holding", "updated", st.Updated, "upTo", upTo)
 	}
@@ -312,57 +312,57 @@ func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *workload.L
 	if len(c.unhealthy) > 0 {
 		st.Message += "; " + unhealthyNote(c.unhealthy)
 	}
-	return st, Result{Phase: PhaseHolding, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // moveOn puts a halted or holding rollout back to progressing, its deadline counted from now.
-func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload.Lock, st Status, msg string) (Status, Result, error) {
+func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload.Lock, st Status, msg string) (Status, time.Duration, error) {
 	next := *lock
 	next.Phase, next.Reason, next.ReasonCode, next.HeldAt = workload.LockProgressing, "", "", 0
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
 	if err := w.SetLock(ctx, &next); err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("progressing again", "why", msg)
 	st.Message = msg
-	return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+	return st, busyRequeue, nil
 }
 
 // finalize hands the workload back with the new images once every pod runs them.
-func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, st Status) (Status, Result, error) {
+func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, st Status) (Status, time.Duration, error) {
 	// Puller pods never outlive the rollout.
 	if removed, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil || removed {
 		st.Message = "removing the puller pods"
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, err
+		return st, busyRequeue, err
 	}
 	done, err := w.Finalize(ctx, lock)
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	if !done {
 		st.Message = "finalizing " + w.Ref().String()
-		return st, Result{Phase: PhaseProgressing, RequeueAfter: busyRequeue, Message: st.Message}, nil
+		return st, busyRequeue, nil
 	}
 	st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new images", st.Updated, st.Total, w.Ref())
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("rollout succeeded", "updated", st.Updated, "unhealthy", st.Unhealthy)
-	return st, Result{Phase: PhaseSucceeded, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // halt stops the rollout on a template someone else changed: nothing is rolled back and their
 // template stays, and a person decides. The lock records it (phase Halted, reason
 // TemplateChanged), so every driver, and `status`, sees the same until the template has the
 // rollout's images again (progress then resumes) or the rollout is rolled back.
-func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *workload.Lock, foreign map[string]string, st Status) (Status, Result, error) {
+func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *workload.Lock, foreign map[string]string, st Status) (Status, time.Duration, error) {
 	reason := fmt.Sprintf("someone else changed the template of %s during rollout %s: it has %s now, the rollout wants %s",
 		w.Ref(), lock.RolloutID, mustJSON(foreign), mustJSON(lock.Images))
 	if lock.Phase != workload.LockHalted {
 		next := *lock
 		next.Phase, next.Reason, next.ReasonCode = workload.LockHalted, reason, string(ReasonTemplateChanged)
 		if err := w.SetLock(ctx, &next); err != nil {
-			return st, Result{}, err
+			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
 	}
@@ -374,7 +374,7 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *workload.L
 	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages
 	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide",
 		reason, st.Updated, st.Total, w.Ref())
-	return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // failingBefore reports whether a container the state changed was already failing before the

@@ -67,44 +67,44 @@ func (s Spec) rollback() RollbackSpec {
 // Abort takes one bounded step of a rollback, like Reconcile does of a rollout: it marks the
 // rollout in flight (or the last finished one) as rolling back, reverts the next pods, or
 // restores the workload. Its errors are typed as Reconcile's are.
-func (e *Engine) Abort(ctx context.Context, r RollbackSpec, prev Status) (Status, Result, error) {
+func (e *Engine) Abort(ctx context.Context, r RollbackSpec, prev Status) (Status, time.Duration, error) {
 	st, res, err := e.abort(ctx, r, prev)
 	return st, res, classify(err, st)
 }
 
-func (e *Engine) abort(ctx context.Context, r RollbackSpec, prev Status) (Status, Result, error) {
+func (e *Engine) abort(ctx context.Context, r RollbackSpec, prev Status) (Status, time.Duration, error) {
 	if err := r.Validate(); err != nil {
-		return prev, Result{}, err
+		return prev, 0, err
 	}
 	w, err := workload.Load(ctx, e.Client, r.Target)
 	if err != nil {
-		return prev, Result{}, asInvalid(err)
+		return prev, 0, asInvalid(err)
 	}
 	return e.reconcileRollback(ctx, r, w, w.Lock())
 }
 
 // beginRollback writes lock (with any other change it carries) marked rolling back, and why.
-func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, code Reason, reason string, st Status) (Status, Result, error) {
+func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, code Reason, reason string, st Status) (Status, time.Duration, error) {
 	next := *lock
 	next.Phase, next.Reason, next.ReasonCode = workload.LockRollingBack, reason, string(code)
 	if err := w.SetLock(ctx, &next); err != nil {
 		// The rollout failed and its rollback could not begin: as incomplete as a rollback gets.
 		st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
-		return st, Result{}, err
+		return st, 0, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Warn("rolling back", "reason", code, "message", reason)
 	st.Phase, st.Reason, st.Message = PhaseRollingBack, code, "rolling back: "+reason
-	return st, Result{Phase: PhaseRollingBack, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // reconcileRollback handles an explicit rollback request: of the rollout in flight, or of the
 // last finished one.
-func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
 	switch {
 	case lock == nil:
-		return Status{}, Result{}, invalid("%s has no in-place rollout recorded; nothing to roll back", w.Ref())
+		return Status{}, 0, invalid("%s has no in-place rollout recorded; nothing to roll back", w.Ref())
 	case !lock.HeldBy(spec.Holder, spec.HolderUID) && !spec.TakeOver:
-		return Status{}, Result{}, holderRefusal(w, lock, spec.Holder, "roll it back")
+		return Status{}, 0, holderRefusal(w, lock, spec.Holder, "roll it back")
 	case !lock.HeldBy(spec.Holder, spec.HolderUID) && lock.Phase != workload.LockRolledBack:
 		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
 	case lock.Phase == workload.LockRolledBack:
@@ -118,29 +118,29 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	next := *lock
 	next.Phase, next.Reason, next.ReasonCode = workload.LockRollingBack, "rollback requested", string(ReasonRollbackRequested)
 	if err := w.Start(ctx, &next); err != nil {
-		return Status{}, Result{}, err
+		return Status{}, 0, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolling back a finished rollout")
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Message: "rolling back"}
-	return st, Result{Phase: PhaseRollingBack, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // rollBack reverts every pod the rollout (and the rollouts it superseded) touched, most recent
 // first, then restores the workload's previous images and strategy: it observes the pods
 // (observeRollback), decides the next step (decideRollback) and takes it.
-func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, Result, error) {
+func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Reason: Reason(lock.ReasonCode)}
 	pods, byName, err := e.rollbackPods(ctx, w, lock.Rollouts())
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	c, err := observeRollback(w, lock, pods, byName)
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	d, err := decideRollback(c, spec, lock, e.now())
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	st.RolledBack = d.rolledBack
 	switch d.action {
@@ -417,59 +417,59 @@ func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *workload.Lock
 
 // adoptStrays records the strays as updated from the previous images, so that they go back with
 // the rest.
-func (e *Engine) adoptStrays(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, Result, error) {
+func (e *Engine) adoptStrays(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) { return u.AdoptPod(ctx, p, c.adoption) })
 	if err != nil {
-		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
+		return st, 0, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
 	st.Message = d.message
-	return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+	return st, requeue, nil
 }
 
 // revertPods takes the next revert step on each pod of the decision: a failed revert whose pod
 // got back is recorded rolled back, another pod goes on with its revert.
-func (e *Engine) revertPods(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, Result, error) {
+func (e *Engine) revertPods(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	u.Options.RevertImages = c.revertImages
 	u.TagMoved = e.tagMoved(ctx, c.ref.Namespace, c.pods)
 	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) { return u.RevertPod(ctx, p) })
 	if err != nil {
-		return st, Result{}, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
+		return st, 0, fmt.Errorf("pod %s/%s: %w", failedPod.Namespace, failedPod.Name, err)
 	}
 	st.Updating, st.Message = d.updating, d.message
-	return st, Result{Phase: PhaseRollingBack, RequeueAfter: requeue, Message: st.Message}, nil
+	return st, requeue, nil
 }
 
 // removeRollbackPullers deletes the puller pods the rollouts left.
-func (e *Engine) removeRollbackPullers(ctx context.Context, c *rollbackCensus, d rollbackDecision, st Status) (Status, Result, error) {
+func (e *Engine) removeRollbackPullers(ctx context.Context, c *rollbackCensus, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	_, err := prepull.Delete(ctx, e.Client, c.pullers)
 	st.Message = d.message
-	return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, err
+	return st, busyRequeue, err
 }
 
 // needsPerson ends a rollback that only a person can finish. It writes nothing: the workload
 // stays held, and a rollback run again goes on from there.
-func needsPerson(d rollbackDecision, st Status) (Status, Result, error) {
+func needsPerson(d rollbackDecision, st Status) (Status, time.Duration, error) {
 	st.Phase, st.Message = PhaseFailed, d.message
-	return st, Result{Phase: PhaseFailed, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // restoreWorkload takes the next step of handing the workload back with its previous images and
 // strategy.
-func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, d rollbackDecision, st Status) (Status, Result, error) {
+func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	done, err := w.Restore(ctx, lock, spec.RestoreTemplate)
 	if err != nil {
-		return st, Result{}, err
+		return st, 0, err
 	}
 	if !done {
 		st.Message = "restoring " + w.Ref().String()
-		return st, Result{Phase: PhaseRollingBack, RequeueAfter: busyRequeue, Message: st.Message}, nil
+		return st, busyRequeue, nil
 	}
 	st.Phase, st.Message = PhaseRolledBack, d.message
 	e.rolledBack(w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
-	return st, Result{Phase: PhaseRolledBack, Message: st.Message}, nil
+	return st, 0, nil
 }
 
 // revertFailed reports whether a Failed state is a failed revert (its revert images were set).

@@ -1,10 +1,6 @@
 package rollout
 
-import (
-	"time"
-
-	"github.com/inplace-rollout/inplace-rollout/analysis"
-)
+import "github.com/inplace-rollout/inplace-rollout/analysis"
 
 // Phase is where a rollout is.
 type Phase string
@@ -101,12 +97,4 @@ type Status struct {
 	PreviousImages map[string]string `json:"previousImages,omitempty"`
 	// Analysis is the current or last batch analysis, with its last few measurements.
 	Analysis *analysis.Run `json:"analysis,omitempty"`
-}
-
-// Result tells the caller what to do next.
-type Result struct {
-	Phase Phase
-	// RequeueAfter is when to call Reconcile again, while the phase is not terminal.
-	RequeueAfter time.Duration
-	Message      string
 }

@@ -263,7 +263,7 @@ func (c *Controller) stepOrphan(ctx context.Context, target workload.Ref, o orph
 	// The run's own pace went with its spec: one pod at a time, within the default deadline.
 	rb := rollout.RollbackSpec{Target: target, Holder: o.seen.Holder, HolderUID: o.seen.UID,
 		MaxUnavailable: intstr.FromInt32(1), Timeout: v1alpha1.DefaultTimeout}
-	st, res, err := e.Abort(context.WithoutCancel(ctx), rb, o.prev)
+	st, requeue, err := e.Abort(context.WithoutCancel(ctx), rb, o.prev)
 	switch {
 	case err != nil && rollout.Retryable(err):
 		c.orphans.set(target, o)
@@ -291,5 +291,5 @@ func (c *Controller) stepOrphan(ctx context.Context, target workload.Ref, o orph
 		return 0, nil
 	}
 	c.orphans.set(target, o)
-	return max(res.RequeueAfter, minRequeue), nil
+	return max(requeue, minRequeue), nil
 }

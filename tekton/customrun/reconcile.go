@@ -229,11 +229,11 @@ func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, sp
 			return minRequeue, nil
 		}
 	}
-	st, res, err := r.Engine.Reconcile(context.WithoutCancel(ctx), spec, prev.status())
+	st, requeue, err := r.Engine.Reconcile(context.WithoutCancel(ctx), spec, prev.status())
 	if err != nil {
 		return r.engineError(run, st, err)
 	}
-	return r.settle(run, spec, st, res.RequeueAfter), nil
+	return r.settle(run, spec, st, requeue), nil
 }
 
 // settle sets the run's condition from the rollout's status, and says when to look again.
@@ -314,7 +314,7 @@ func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, s
 	prev := progressFrom(s)
 	rb := rollout.RollbackSpec{Target: spec.Target, Holder: spec.Holder, HolderUID: spec.HolderUID, MaxUnavailable: spec.MaxUnavailable,
 		GracePeriod: spec.GracePeriod, Timeout: spec.Timeout}
-	st, res, err := r.Engine.Abort(context.WithoutCancel(ctx), rb, prev.status())
+	st, requeue, err := r.Engine.Abort(context.WithoutCancel(ctx), rb, prev.status())
 	var invalid *rollout.InvalidError
 	switch {
 	case errors.As(err, &invalid):
@@ -343,7 +343,7 @@ func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, s
 		return 0, nil
 	}
 	s.MarkCustomRunRunning(string(rollout.PhaseRollingBack), "%s; %s", why.why, runningMessage(st))
-	return max(res.RequeueAfter, minRequeue), nil
+	return max(requeue, minRequeue), nil
 }
 
 // engineError records what a typed engine error means for the run: bad input, an API error no

@@ -91,16 +91,16 @@ func TestOneEngineQueriesEachRolloutsOwnPrometheus(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			for ctx.Err() == nil {
-				st, res, err := engine.Reconcile(ctx, spec, r.final)
+				st, requeue, err := engine.Reconcile(ctx, spec, r.final)
 				if err != nil {
 					r.err = err
 					return
 				}
 				r.final = st
-				if res.Phase.Terminal() || res.Phase == rollout.PhasePaused {
+				if st.Phase.Terminal() || st.Phase == rollout.PhasePaused {
 					return
 				}
-				time.Sleep(max(res.RequeueAfter, 50*time.Millisecond))
+				time.Sleep(max(requeue, 50*time.Millisecond))
 			}
 			r.err = ctx.Err()
 		}()
