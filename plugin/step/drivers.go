@@ -136,7 +136,7 @@ func (p *Plugin) rollbackFor(e *rollout.Engine, req request) *driver {
 // startRollbackLocked starts the rollback of req's target in place of the key's driver. p.mu
 // must be held.
 func (p *Plugin) startRollbackLocked(e *rollout.Engine, req request) *driver {
-	rb := req.rollbackSpec()
+	rb := req.Spec.Rollback()
 	return p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return e.DriveAbort(ctx, rb, d.record)
 	})

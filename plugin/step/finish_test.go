@@ -109,7 +109,7 @@ func TestTerminate(t *testing.T) {
 					t.Fatal(err)
 				}
 				// An Abort cut short after its first step.
-				if _, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), req.rollbackSpec(), rollout.Status{}); err != nil {
+				if _, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), req.Spec.Rollback(), rollout.Status{}); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -196,7 +196,7 @@ func cutShort(t *testing.T, client *fake.Clientset, holderRollout string) {
 	if st, err := e.Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseSucceeded {
 		t.Fatalf("rollout = %+v, %v; want Succeeded", st, err)
 	}
-	if _, _, err := e.Abort(context.Background(), req.rollbackSpec(), rollout.Status{}); err != nil {
+	if _, _, err := e.Abort(context.Background(), req.Spec.Rollback(), rollout.Status{}); err != nil {
 		t.Fatal(err)
 	}
 	if l := lockOf(t, client); l.Phase != workload.LockRollingBack {
@@ -309,7 +309,7 @@ func TestAbortJoinsRollback(t *testing.T) {
 	p.mu.Lock()
 	first := p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
 		<-block
-		return e.DriveAbort(ctx, req.rollbackSpec(), d.record)
+		return e.DriveAbort(ctx, req.Spec.Rollback(), d.record)
 	})
 	p.mu.Unlock()
 	if got := p.rollbackFor(e, req); got != first {

@@ -47,12 +47,6 @@ func decodeAt(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (requ
 	return request{Request: r, key: driverKey{holder: r.Holder, target: r.Spec.Target.String()}}, nil
 }
 
-// rollbackSpec is the rollback of req's rollout, at its pace.
-func (r request) rollbackSpec() rollout.RollbackSpec {
-	s := r.Spec
-	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
-}
-
 // Run starts the rollout of the step's config, or finds its driver, and reports at once where it
 // is: Running while it moves, Successful once it succeeded or holds at its upTo, Failed when it
 // rolled back, failed or its config is wrong. Trouble that may pass is an RpcError, which Argo

@@ -203,7 +203,7 @@ func (p *Plugin) rollBackOrphan(e *rollout.Engine, req request, seen *workload.L
 	if d := p.drivers[req.key]; d != nil && d.kind != driveRollout && !d.finished() {
 		return false
 	}
-	rb := req.rollbackSpec()
+	rb := req.Spec.Rollback()
 	p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
 		lock, err := e.Lock(ctx, rb.Target)
 		if err != nil {

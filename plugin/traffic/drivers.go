@@ -148,13 +148,8 @@ func (p *Plugin) abort(ctx context.Context, e *rollout.Engine, req request, onSt
 		return rollout.Status{}, true, nil
 	}
 	log.Info("rolling back", "rolloutID", lock.RolloutID)
-	st, err := e.DriveAbort(ctx, rollbackOf(s), onStatus)
+	st, err := e.DriveAbort(ctx, s.Rollback(), onStatus)
 	return st, false, err
-}
-
-// rollbackOf is the rollback of spec's rollout, at its pace.
-func rollbackOf(s rollout.Spec) rollout.RollbackSpec {
-	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
 }
 
 // drive runs Drive for d. When the driver it replaces paused on an inconclusive analysis and d
@@ -188,7 +183,7 @@ func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Engine, req requ
 		return nil
 	}
 	log.Info("finishing a rollback first", "rolloutID", lock.RolloutID)
-	st, err := e.DriveAbort(ctx, rollbackOf(s), onStatus)
+	st, err := e.DriveAbort(ctx, s.Rollback(), onStatus)
 	if err != nil {
 		return err
 	}

@@ -502,7 +502,7 @@ func TestCutRollbackFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), rollbackOf(req.Spec), rollout.Status{})
+	st, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), req.Spec.Rollback(), rollout.Status{})
 	if err != nil || st.Phase != rollout.PhaseRollingBack {
 		t.Fatalf("one rollback step = %s, %v; want %s", st.Phase, err, rollout.PhaseRollingBack)
 	}

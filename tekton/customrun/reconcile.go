@@ -312,9 +312,7 @@ func (r *Reconciler) setFinalizer(ctx context.Context, run *v1beta1.CustomRun, h
 func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec, why stop) (time.Duration, error) {
 	s := &run.Status
 	prev := progressFrom(s)
-	rb := rollout.RollbackSpec{Target: spec.Target, Holder: spec.Holder, HolderUID: spec.HolderUID, MaxUnavailable: spec.MaxUnavailable,
-		GracePeriod: spec.GracePeriod, Timeout: spec.Timeout}
-	st, res, err := r.Engine.Abort(context.WithoutCancel(ctx), rb, prev.status())
+	st, res, err := r.Engine.Abort(context.WithoutCancel(ctx), spec.Rollback(), prev.status())
 	var invalid *rollout.InvalidError
 	switch {
 	case errors.As(err, &invalid):
