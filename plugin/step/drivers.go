@@ -44,6 +44,10 @@ func (p *Plugin) start(req request, kind driverKind, config string, keep func(ol
 	return p.drivers.Start(req.key, job{kind: kind, config: config}, keep, func(ctx context.Context, d, _ *driver) (rollout.Status, error) {
 		log.Info("driving", "for", string(kind))
 		st, err := run(ctx, d)
+		if st.Analysis == nil {
+			// The step's verdict names the last batch analysis seen.
+			st.Analysis = d.Status().Analysis
+		}
 		if st.RolloutID != "" {
 			log = log.With("rolloutID", st.RolloutID)
 		}

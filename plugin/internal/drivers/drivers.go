@@ -51,21 +51,17 @@ type Driver[J any] struct {
 	err   error
 }
 
-// OnStatus keeps st as the driver's last status: the onStatus of the engine's loops.
+// OnStatus keeps st as the driver's last status, with the last analysis seen when it has none:
+// the onStatus of the engine's loops.
 func (d *Driver[J]) OnStatus(st rollout.Status) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.last = d.withAnalysis(st)
-}
-
-// withAnalysis is st with the last analysis seen when it has none. d.mu must be held.
-func (d *Driver[J]) withAnalysis(st rollout.Status) rollout.Status {
 	if st.Analysis == nil {
 		st.Analysis = d.lastAnalysis
 	} else {
 		d.lastAnalysis = st.Analysis
 	}
-	return st
+	d.last = st
 }
 
 // Status is the last status OnStatus kept.
@@ -88,7 +84,7 @@ func (d *Driver[J]) Finished() bool {
 	}
 }
 
-// Result is the status and error the driver ended with, once Finished; zero before.
+// Result is the status and error the driver's Run returned, once Finished; zero before.
 func (d *Driver[J]) Result() (rollout.Status, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -150,7 +146,7 @@ func (r *Registry[J]) Start(key Key, job J, keep func(old *Driver[J]) bool, run 
 		}
 		st, err := run(ctx, d, old)
 		d.mu.Lock()
-		d.final, d.err = d.withAnalysis(st), err
+		d.final, d.err = st, err
 		d.mu.Unlock()
 	}()
 	return d, true
