@@ -13,9 +13,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // clusterFlags locate the cluster and namespace.
@@ -46,10 +44,10 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 }
 
 // resolve builds the client and names the workload from the flags.
-func (f *clusterFlags) resolve() (kubernetes.Interface, workload.Ref, error) {
+func (f *clusterFlags) resolve() (kubernetes.Interface, rollout.Ref, error) {
 	client, ns, err := f.client()
 	if err != nil {
-		return nil, workload.Ref{}, err
+		return nil, rollout.Ref{}, err
 	}
 	ref, err := f.ref(ns)
 	return client, ref, err
@@ -88,25 +86,25 @@ func (f *clusterFlags) client() (kubernetes.Interface, string, error) {
 	return client, ns, nil
 }
 
-func (f *clusterFlags) ref(ns string) (workload.Ref, error) {
+func (f *clusterFlags) ref(ns string) (rollout.Ref, error) {
 	if f.output != "text" && f.output != "json" {
-		return workload.Ref{}, badInput("--output %q: use text or json", f.output)
+		return rollout.Ref{}, badInput("--output %q: use text or json", f.output)
 	}
 	if f.target == "" {
-		return workload.Ref{}, badInput("--target is required, e.g. --target statefulset/web")
+		return rollout.Ref{}, badInput("--target is required, e.g. --target statefulset/web")
 	}
 	kindStr, name, _ := strings.Cut(f.target, "/")
-	kind, err := workload.ParseKind(kindStr)
+	kind, err := rollout.ParseKind(kindStr)
 	if err != nil {
-		return workload.Ref{}, badInput("--target %q: %v", f.target, err)
+		return rollout.Ref{}, badInput("--target %q: %v", f.target, err)
 	}
-	ref := workload.Ref{Kind: kind, Namespace: ns, Name: name, Selector: f.selector}
+	ref := rollout.Ref{Kind: kind, Namespace: ns, Name: name, Selector: f.selector}
 	switch {
-	case kind == workload.Pods && f.selector == "":
+	case kind == rollout.Pods && f.selector == "":
 		return ref, badInput("--target pods needs --selector")
-	case kind != workload.Pods && name == "":
+	case kind != rollout.Pods && name == "":
 		return ref, badInput("--target %q: give KIND/NAME", f.target)
-	case kind != workload.Pods && f.selector != "":
+	case kind != rollout.Pods && f.selector != "":
 		return ref, badInput("--selector goes with --target pods only")
 	}
 	return ref, nil
@@ -178,7 +176,7 @@ func (f *rolloutFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.pinDigests, "pin-digests", rollout.PinAuto, "resolve each image tag to the digest its registry serves now, with the pods' pull credentials, and patch pods to TAG@DIGEST: auto (when the registry answers, else the tag, said once), always (refuse when it does not), never")
 }
 
-func (f *rolloutFlags) spec(ref workload.Ref) (rollout.Spec, error) {
+func (f *rolloutFlags) spec(ref rollout.Ref) (rollout.Spec, error) {
 	spec, err := f.podsSpec(ref)
 	if err != nil {
 		return spec, err
@@ -238,14 +236,14 @@ func (f *rolloutFlags) analysis() (*analysis.Config, error) {
 
 // podsSpec is the part of the spec that decides which pods change and in which batches, from
 // the flags registerPlan registers; the rest keeps its defaults.
-func (f *rolloutFlags) podsSpec(ref workload.Ref) (rollout.Spec, error) {
+func (f *rolloutFlags) podsSpec(ref rollout.Ref) (rollout.Spec, error) {
 	spec := rollout.Spec{
 		Target:         ref,
 		Images:         map[string]string{},
 		IncludeInit:    f.includeInit,
 		Holder:         "cli",
 		MaxUnavailable: intstr.FromInt32(1),
-		Timeout:        inplace.DefaultProgressDeadline,
+		Timeout:        rollout.DefaultProgressDeadline,
 		PinDigests:     f.pinDigests,
 		Rerun:          true,
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"strings"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // The engine names a choice by a code and says it in words that name no driver; the CLI says it
@@ -46,21 +44,22 @@ func planError(err error) error {
 }
 
 func phraseInvalid(err error, phrases map[rollout.Fix]string) error {
-	var inv *rollout.InvalidError
-	if !errors.As(err, &inv) {
+	o := rollout.OutcomeOf(rollout.Status{}, err)
+	if o.Kind != rollout.BadInput {
 		return err
 	}
-	phrase, ok := phrases[inv.Fix]
+	phrase, ok := phrases[o.Fix]
 	if !ok {
 		return err
 	}
-	// A caller may have wrapped the engine's error: only its own words change.
-	return &remedied{msg: strings.Replace(err.Error(), inv.Error(), inv.Msg+phrase, 1), err: err}
+	// A caller may have wrapped the engine's error: only its own words (the problem, then the
+	// choice in neutral words) change.
+	return &remedied{msg: strings.Replace(err.Error(), o.Problem+o.Fix.Choice(), o.Problem+phrase, 1), err: err}
 }
 
 // cliStatus adds to a status that leaves a person a choice the commands that make it. images are
 // the images of the command's rollout.
-func cliStatus(st rollout.Status, target workload.Ref, images map[string]string) rollout.Status {
+func cliStatus(st rollout.Status, target rollout.Ref, images map[string]string) rollout.Status {
 	switch {
 	case st.Phase == rollout.PhasePaused && st.Reason == rollout.ReasonAnalysisInconclusive:
 		st.Message += fmt.Sprintf(". To accept the batch and go on, run `inplace-rollout resume` with the same arguments as `run`; to undo, `inplace-rollout rollback --target %s`",
@@ -77,8 +76,8 @@ func cliStatus(st rollout.Status, target workload.Ref, images map[string]string)
 }
 
 // targetArg is the --target (and -n) that names r on the command line.
-func targetArg(r workload.Ref) string {
-	if r.Kind == workload.Pods {
+func targetArg(r rollout.Ref) string {
+	if r.Kind == rollout.Pods {
 		return fmt.Sprintf("pods --selector %s -n %s", r.Selector, r.Namespace)
 	}
 	return fmt.Sprintf("%s/%s -n %s", strings.ToLower(string(r.Kind)), r.Name, r.Namespace)

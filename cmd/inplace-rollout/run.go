@@ -20,7 +20,6 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/tekton/results"
 )
 
@@ -101,13 +100,7 @@ its holder first; the drivers' own scans also roll such rollouts back.`,
 			}
 			r := rollout.RollbackSpec{Target: ref, Holder: "cli", RestoreTemplate: rf.restoreTemplate, TakeOver: rf.takeOver,
 				GracePeriod: rf.grace, Timeout: rf.timeout, MaxUnavailable: intstr.Parse(rf.maxUnavailable)}
-			d := newDriver(cmd, client, cf.events, ref, nil, nil)
-			defer d.closeEvents()
-			ctx, stop := interruptible()
-			defer stop()
-			d.watchPods(ctx, client, ref)
-			st, err := d.engine.DriveAbort(ctx, r, d.report)
-			return d.finish(st, err, rf.resultsDir, cf.output, true)
+			return driveRollback(cmd, client, cf.events, r, rf.resultsDir, cf.output)
 		},
 	}
 	cf.register(cmd)
@@ -156,6 +149,17 @@ func drive(cmd *cobra.Command, client, events kubernetes.Interface, spec rollout
 	return d.finish(st, err, resultsDir, output, false)
 }
 
+// driveRollback runs the rollback r until it ends, printing one line per change on stderr.
+func driveRollback(cmd *cobra.Command, client, events kubernetes.Interface, r rollout.RollbackSpec, resultsDir, output string) error {
+	d := newDriver(cmd, client, events, r.Target, nil, nil)
+	defer d.closeEvents()
+	ctx, stop := interruptible()
+	defer stop()
+	d.watchPods(ctx, client, r.Target)
+	st, err := d.engine.DriveAbort(ctx, r, d.report)
+	return d.finish(st, err, resultsDir, output, true)
+}
+
 // driver is what a command that drives the engine prints as it goes.
 type driver struct {
 	cmd     *cobra.Command
@@ -166,14 +170,14 @@ type driver struct {
 	target  string
 	batches []intstr.IntOrString
 	// ref and images let a status that leaves a person a choice name the commands that make it.
-	ref    workload.Ref
+	ref    rollout.Ref
 	images map[string]string
 
 	lastMsg     string
 	lastMeasure time.Time
 }
 
-func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref workload.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
+func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref rollout.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
 	stderr := cmd.ErrOrStderr()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	var recorder *inplace.AsyncEventRecorder
@@ -227,13 +231,10 @@ func (d *driver) closeEvents() {
 // watchPods lets the engine step as soon as the target's pods change, instead of at the next
 // interval. Without it (the workload is not there yet, or pods cannot be watched) the rollout
 // goes on at its intervals.
-func (d *driver) watchPods(ctx context.Context, client kubernetes.Interface, ref workload.Ref) {
-	w, err := workload.Load(ctx, client, ref)
+func (d *driver) watchPods(ctx context.Context, client kubernetes.Interface, ref rollout.Ref) {
+	changes, err := rollout.WatchPods(ctx, client, ref)
 	if err != nil {
-		return // the first step says what is wrong
-	}
-	changes, err := workload.WatchPods(ctx, client, ref.Namespace, w.PodSelector())
-	if err != nil {
+		// A workload that cannot be read is the first step's to report.
 		d.log.Debug("stepping at intervals", "target", d.target, "err", err)
 		return
 	}
@@ -267,38 +268,12 @@ func (d *driver) report(st rollout.Status) {
 // finish turns what the engine returned into the command's output and exit code.
 func (d *driver) finish(st rollout.Status, err error, resultsDir, output string, rollbackCmd bool) error {
 	d.bar.clear()
-	var (
-		invalid     *rollout.InvalidError
-		permanent   *rollout.PermanentError
-		blocked     *rollout.BlockedError
-		superseded  *rollout.SupersededError
-		unavailable *rollout.APIUnavailableError
-	)
-	switch {
-	case err == nil:
-	case errors.Is(err, context.Canceled):
-		_ = writeResults(resultsDir, st)
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped; %s is left as it is. Run the same command again to resume, or `inplace-rollout rollback` to undo", d.target)}
-	case errors.As(err, &invalid):
-		return &exitError{code: exitBadInput, err: cliError(err)}
-	case errors.As(err, &superseded):
-		return &exitError{code: exitSuperseded, err: err}
-	case errors.As(err, &blocked):
-		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("%s: stopped, a person must look: %w", d.target, err)}
-	case errors.As(err, &permanent) && (permanent.RollingBack || st.Phase == rollout.PhaseRollingBack):
-		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: the API server refused a request, and retrying will not change that: %w; fix the cause, then run `inplace-rollout rollback` again", err)}
-	case errors.As(err, &permanent) && permanent.RolloutID != "":
-		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w; rollout %s is left in flight (%d pods updated, %s still held): fix the cause, then run the same command again to resume, or `inplace-rollout rollback` to undo",
-			err, permanent.RolloutID, permanent.Updated, d.target)}
-	case errors.As(err, &permanent):
-		return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w (nothing changed)", err)}
-	case errors.As(err, &unavailable) && unavailable.RollingBack:
-		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: giving up after %s of errors from the API server; run `inplace-rollout rollback` again to finish it: %w", shortDuration(unavailable.For), unavailable.Err)}
-	case errors.As(err, &unavailable):
-		return &exitError{code: exitAPIUnavailable, err: fmt.Errorf("giving up after %s of errors from the API server; %s is left as it is and the rollout is resumable: run the same command again: %w", shortDuration(unavailable.For), d.target, unavailable.Err)}
-	default:
-		// The engine returns only the errors above; anything else is trouble it did not type.
-		return &exitError{code: exitAPIUnavailable, err: err}
+	o := rollout.OutcomeOf(st, err)
+	if o.Err != nil {
+		if o.Kind == rollout.Interrupted {
+			_ = writeResults(resultsDir, st)
+		}
+		return d.errorExit(o)
 	}
 	st = cliStatus(st, d.ref, d.images)
 	if err := writeResults(resultsDir, st); err != nil {
@@ -307,7 +282,46 @@ func (d *driver) finish(st rollout.Status, err error, resultsDir, output string,
 	if err := printStatus(d.cmd.OutOrStdout(), output, st); err != nil {
 		return err
 	}
-	return phaseExit(st.Phase, rollbackCmd, st.Message)
+	return phaseExit(o.Kind, rollbackCmd, st.Message)
+}
+
+// errorExit is the exit code and message of a command whose engine call ended with an error, as
+// o says.
+func (d *driver) errorExit(o rollout.Outcome) error {
+	err := o.Err
+	switch o.Kind {
+	case rollout.Interrupted:
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped; %s is left as it is. Run the same command again to resume, or `inplace-rollout rollback` to undo", d.target)}
+	case rollout.BadInput:
+		return &exitError{code: exitBadInput, err: cliError(err)}
+	case rollout.Superseded:
+		return &exitError{code: exitSuperseded, err: err}
+	case rollout.Blocked:
+		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("%s: stopped, a person must look: %w", d.target, err)}
+	case rollout.Refused:
+		return d.refusedExit(o)
+	case rollout.Unavailable:
+		if o.RollingBack {
+			return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: giving up after %s of errors from the API server; run `inplace-rollout rollback` again to finish it: %w", shortDuration(o.For), o.LastErr)}
+		}
+		return &exitError{code: exitAPIUnavailable, err: fmt.Errorf("giving up after %s of errors from the API server; %s is left as it is and the rollout is resumable: run the same command again: %w", shortDuration(o.For), d.target, o.LastErr)}
+	}
+	// The engine returns only the errors above; anything else is trouble it did not type.
+	return &exitError{code: exitAPIUnavailable, err: err}
+}
+
+// refusedExit is the exit of a request the API server refused, as o says: the rollback left
+// incomplete, the rollout left in flight, or nothing changed.
+func (d *driver) refusedExit(o rollout.Outcome) error {
+	err := o.Err
+	switch {
+	case o.RollingBack:
+		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("rollback incomplete: the API server refused a request, and retrying will not change that: %w; fix the cause, then run `inplace-rollout rollback` again", err)}
+	case o.RolloutID != "":
+		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w; rollout %s is left in flight (%d pods updated, %s still held): fix the cause, then run the same command again to resume, or `inplace-rollout rollback` to undo",
+			err, o.RolloutID, o.Updated, d.target)}
+	}
+	return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w (nothing changed)", err)}
 }
 
 // shortDuration prints whole minutes and hours without their zero seconds: 2m, not 2m0s.
@@ -322,13 +336,15 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-func phaseExit(p rollout.Phase, rollbackCmd bool, msg string) error {
+// phaseExit is the exit of a command whose rollout (or rollback) came to a status of kind k,
+// with msg. A rollback that rolled back succeeded; a rollout that did failed.
+func phaseExit(k rollout.OutcomeKind, rollbackCmd bool, msg string) error {
 	switch {
-	case p == rollout.PhasePaused:
+	case k == rollout.Paused:
 		return &exitError{code: exitPaused, err: errors.New(msg)}
-	case p == rollout.PhaseSucceeded, p == rollout.PhaseHolding, p == rollout.PhaseRolledBack && rollbackCmd:
+	case k == rollout.Succeeded, k == rollout.Holding, k == rollout.RolledBack && rollbackCmd:
 		return nil
-	case p == rollout.PhaseRolledBack:
+	case k == rollout.RolledBack:
 		return &exitError{code: exitFailedRolledBack, err: errors.New(msg)}
 	default:
 		return &exitError{code: exitRollbackIncomplete, err: errors.New(msg)}

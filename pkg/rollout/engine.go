@@ -107,7 +107,7 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	case lock.SpecHash != hash:
 		return e.supersede(ctx, spec, w, lock, hash)
 	case lock.Phase == workload.LockRollingBack:
-		return e.rollBack(ctx, spec.rollback(), w, lock)
+		return e.rollBack(ctx, spec.Rollback(), w, lock)
 	case lock.Phase == workload.LockPaused:
 		return e.paused(w, lock)
 	}

@@ -86,12 +86,3 @@ func (r PodReport) RolloutContainers(lock *workload.Lock) []string {
 	slices.Sort(names)
 	return names
 }
-
-// Lock reads the lock of the workload ref, nil when it has none, with one GET (of the workload,
-// or of the ConfigMap holding a pod selector's lock): no pods, no writes. A driver that already
-// knows how a rollout ended confirms with it that the cluster still says so. Errors of type
-// *InvalidError are bad input (no such workload).
-func (e *Engine) Lock(ctx context.Context, ref workload.Ref) (*workload.Lock, error) {
-	lock, err := workload.ReadLock(ctx, e.Client, ref)
-	return lock, asInvalid(err)
-}

@@ -58,12 +58,6 @@ func (r RollbackSpec) Validate() error {
 	return checkTimeout(r.Timeout)
 }
 
-// rollback is how a rollout that fails rolls itself back: at its own pace, leaving a template
-// someone else changed as it is.
-func (s Spec) rollback() RollbackSpec {
-	return RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
-}
-
 // Abort takes one bounded step of a rollback, like Reconcile does of a rollout: it marks the
 // rollout in flight (or the last finished one) as rolling back, reverts the next pods, or
 // restores the workload. Its errors are typed as Reconcile's are.

@@ -177,6 +177,13 @@ func (f Fix) Choice() string {
 	return ""
 }
 
+// Rollback is the rollback of the spec's rollout at the rollout's own pace (its max-unavailable,
+// grace period and progress deadline), by its holder, leaving a template someone else changed as
+// it is: how a rollout that fails rolls itself back, and how a driver asked to undo it does.
+func (s Spec) Rollback() RollbackSpec {
+	return RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+}
+
 // Validate checks the spec without looking at the cluster.
 func (s Spec) Validate() error {
 	if err := checkTarget(s.Target); err != nil {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,18 @@ func TestValidateRefusesNamesTheAPICannotHold(t *testing.T) {
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%+v: error %v, want %q", tt.target, err, tt.want)
 		}
+	}
+}
+
+// TestSpecRollback: a spec's rollback goes at the rollout's own pace, by its holder, and leaves
+// a template someone else changed as it is.
+func TestSpecRollback(t *testing.T) {
+	spec := Spec{Target: workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, Holder: "argo:shop/web", HolderUID: "u1",
+		MaxUnavailable: intstr.FromString("25%"), GracePeriod: 5 * time.Second, Timeout: 3 * time.Minute, TakeOver: true,
+		Images: map[string]string{"app": imageV2}, Soak: time.Minute}
+	want := RollbackSpec{Target: spec.Target, Holder: "argo:shop/web", HolderUID: "u1", MaxUnavailable: intstr.FromString("25%"),
+		GracePeriod: 5 * time.Second, Timeout: 3 * time.Minute}
+	if got := spec.Rollback(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Rollback() = %+v, want %+v", got, want)
 	}
 }

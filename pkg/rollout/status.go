@@ -27,6 +27,10 @@ const (
 	// versions before full promotion went in place wrote): the workload has its update strategy
 	// back.
 	PhaseReleased Phase = "Released"
+	// PhaseHalted is a phase of a Record only: someone else changed the workload's template while
+	// the rollout held it, and the rollout stopped there, the workload still held, nothing rolled
+	// back. A Status reports it as PhaseFailed with reason TemplateChanged.
+	PhaseHalted Phase = "Halted"
 )
 
 // Terminal reports whether the rollout needs no more reconciling.

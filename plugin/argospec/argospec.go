@@ -10,7 +10,6 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/strictdecode"
 )
@@ -107,7 +106,7 @@ func TemplateImages(ro *argov1alpha1.Rollout, includeInit bool) (images, keep ma
 	}
 	for _, c := range ro.Spec.Template.Spec.InitContainers {
 		switch {
-		case includeInit || inplace.NativeSidecar(c):
+		case includeInit || rollout.NativeSidecar(c):
 			images[c.Name] = c.Image
 		default:
 			if keep == nil {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
 
 // EventInvalidConfig is the reason of the Warning Event a plugin records on a Rollout whose
@@ -31,10 +31,10 @@ const maxNameLen = 253
 // and records nothing. Argo owns the Rollout's status and conditions; an Event is what a plugin
 // can add to what `kubectl describe rollout` shows. It reports whether it created the Event.
 func RecordOnce(ctx context.Context, client kubernetes.Interface, ro *argov1alpha1.Rollout, component, reason, message string) (bool, error) {
-	event := inplace.NewEvent(eventName(ro, reason), corev1.ObjectReference{
+	event := rollout.NewEvent(eventName(ro, reason), corev1.ObjectReference{
 		Kind: "Rollout", APIVersion: argov1alpha1.SchemeGroupVersion.String(),
 		Namespace: ro.Namespace, Name: ro.Name, UID: ro.UID, ResourceVersion: ro.ResourceVersion,
-	}, inplace.Event{Type: corev1.EventTypeWarning, Reason: reason, Message: message}, component, metav1.NewTime(time.Now()))
+	}, rollout.Event{Type: corev1.EventTypeWarning, Reason: reason, Message: message}, component, metav1.NewTime(time.Now()))
 	_, err := client.CoreV1().Events(ro.Namespace).Create(ctx, event, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):

@@ -22,13 +22,12 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 	if req.Initial {
 		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "the Rollout's first revision: nothing to roll back"}, types.RpcError{}
 	}
-	cl, err := p.getClients()
+	cl, err := p.clients.Get()
 	if err != nil {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
 	}
 	d := p.rollbackFor(cl.Engine, req)
-	<-d.done
-	st, err := d.final, d.err
+	st, err := d.Wait()
 	target := req.Spec.Target
 	if err != nil {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: rolling back %s: %v", req.Rollout, target, err)}, types.RpcError{}
@@ -50,14 +49,14 @@ func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (t
 	if err != nil || req.Initial {
 		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to promote"}, types.RpcError{}
 	}
-	cl, err := p.getClients()
+	cl, err := p.clients.Get()
 	if err != nil {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
 	}
 	d := p.promoteFor(cl.Engine, req, ro.UID)
-	if d.kind == driveRollback {
+	if d.Job.kind == driveRollback {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: %s is rolling back; the rollback goes on, and %s is handed back when it ends",
-			req.Rollout, req.key.target, req.key.target)}, types.RpcError{}
+			req.Rollout, req.key.Target, req.key.Target)}, types.RpcError{}
 	}
 	wait := p.opts.TerminateWait
 	if wait <= 0 {
@@ -66,20 +65,21 @@ func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (t
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case <-d.done:
+	case <-d.Done():
 	case <-t.C:
-		st := d.status()
+		st := d.Status()
 		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: fmt.Sprintf("promoted: the remaining pods of %s are updated in place, %d of %d so far, with no soak or analysis; then %s is handed back",
-			req.key.target, st.Updated, st.Total, req.key.target)}, types.RpcError{}
+			req.key.Target, st.Updated, st.Total, req.key.Target)}, types.RpcError{}
 	}
-	if d.err != nil {
-		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: promoting %s: %v", req.Rollout, req.key.target, d.err)}, types.RpcError{}
+	st, err := d.Result()
+	if err != nil {
+		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: promoting %s: %v", req.Rollout, req.key.Target, err)}, types.RpcError{}
 	}
-	switch d.final.Phase {
+	switch st.Phase {
 	case "", rollout.PhaseSucceeded:
-		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: outcomeOrMessage(d.final)}, types.RpcError{}
+		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: outcomeOrMessage(st)}, types.RpcError{}
 	}
-	return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: promoting %s: %s", req.Rollout, req.key.target, outcomeMessage(d.final))}, types.RpcError{}
+	return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: promoting %s: %s", req.Rollout, req.key.Target, outcomeMessage(st))}, types.RpcError{}
 }
 
 // outcomeOrMessage is the outcome of a driver that ran, or only its message when it had nothing

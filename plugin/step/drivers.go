@@ -2,19 +2,12 @@ package step
 
 import (
 	"context"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 )
-
-// driverKey names one rollout: its holder (the Argo Rollout) and its target. Two Rollouts on one
-// workload get two drivers, and the engine's lock lets one of them through.
-type driverKey struct {
-	holder, target string
-}
 
 // driverKind is what a driver does.
 type driverKind string
@@ -25,159 +18,98 @@ const (
 	drivePromote  driverKind = "promotion"
 )
 
-// driver is one goroutine driving a target for a holder: its rollout, its rollback or its full
-// promotion. One at a time per key: a new one stops the old one first.
-type driver struct {
+// job is what a driver of the step plugin does: its rollout, its rollback or its full promotion.
+// One at a time per rollout: a new one stops the old one first.
+type job struct {
 	kind driverKind
 	// config is the step config a rollout driver drives, canonical: another config needs
 	// another driver.
 	config string
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu   sync.Mutex
-	last rollout.Status
-	// lastAnalysis is the last batch analysis seen, kept for the step's verdict.
-	lastAnalysis *analysis.Run
-	// final and err are set once done is closed.
-	final rollout.Status
-	err   error
 }
 
-// record keeps a status of the driver's loop, with the last analysis seen when it has none.
-func (d *driver) record(st rollout.Status) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.last = d.withAnalysis(st)
-}
+type driver = drivers.Driver[job]
 
-func (d *driver) withAnalysis(st rollout.Status) rollout.Status {
-	if st.Analysis == nil {
-		st.Analysis = d.lastAnalysis
-	} else {
-		d.lastAnalysis = st.Analysis
-	}
-	return st
-}
+// busy reports whether old is a driver still under way.
+func busy(old *driver) bool { return old != nil && !old.Finished() }
 
-func (d *driver) status() rollout.Status {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.last
-}
+// busyElse reports whether old is a rollback or a promotion still under way: those end first,
+// while a rollout driver gives way.
+func busyElse(old *driver) bool { return busy(old) && old.Job.kind != driveRollout }
 
-func (d *driver) finished() bool {
-	select {
-	case <-d.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// startLocked starts a driver for req's key that runs run, in place of the key's driver, which
-// it stops first (its step ends). p.mu must be held.
-func (p *Plugin) startLocked(req request, kind driverKind, config string,
-	run func(ctx context.Context, d *driver) (rollout.Status, error)) *driver {
-	key := req.key
-	old := p.drivers[key]
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &driver{kind: kind, config: config, cancel: cancel, done: make(chan struct{})}
-	p.drivers[key] = d
+// start starts a driver of req's rollout doing kind with run, in place of the rollout's driver,
+// unless keep keeps that one (see drivers.Registry.Start); it logs the driver's start and end.
+func (p *Plugin) start(req request, kind driverKind, config string, keep func(old *driver) bool,
+	run func(ctx context.Context, d *driver) (rollout.Status, error)) (*driver, bool) {
 	log := p.log.With(append([]any{"rollout", req.Rollout}, rollout.LogAttrs(req.Spec.Target)...)...)
-	go func() {
-		defer close(d.done)
-		if old != nil {
-			old.cancel()
-			<-old.done
-		}
+	return p.drivers.Start(req.key, job{kind: kind, config: config}, keep, func(ctx context.Context, d, _ *driver) (rollout.Status, error) {
 		log.Info("driving", "for", string(kind))
 		st, err := run(ctx, d)
-		d.mu.Lock()
-		d.final, d.err = d.withAnalysis(st), err
-		d.mu.Unlock()
+		if st.Analysis == nil {
+			// The step's verdict names the last batch analysis seen.
+			st.Analysis = d.Status().Analysis
+		}
 		if st.RolloutID != "" {
 			log = log.With("rolloutID", st.RolloutID)
 		}
 		log.Info("driver ended", "for", string(kind), "phase", st.Phase, "err", err)
-	}()
-	return d
+		return st, err
+	})
 }
 
 // driverFor returns the driver of req, starting one when there is none, when it drives another
 // config (the old one stops first), or when it finished and the step starts afresh. A rollback
 // or promotion under way is returned as it is: it ends first.
 func (p *Plugin) driverFor(e *rollout.Engine, req request, fresh bool) *driver {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	old := p.drivers[req.key]
-	switch {
-	case old != nil && old.kind != driveRollout && !old.finished():
-		return old
-	case old != nil && old.kind == driveRollout && old.config == req.Canonical && !(fresh && old.finished()):
-		return old
+	keep := func(old *driver) bool {
+		return busyElse(old) || old != nil && old.Job.kind == driveRollout && old.Job.config == req.Canonical && !(fresh && old.Finished())
 	}
-	return p.startLocked(req, driveRollout, req.Canonical, func(ctx context.Context, d *driver) (rollout.Status, error) {
-		return e.Drive(ctx, req.Spec, d.record)
+	d, _ := p.start(req, driveRollout, req.Canonical, keep, func(ctx context.Context, d *driver) (rollout.Status, error) {
+		return e.Drive(ctx, req.Spec, d.OnStatus)
 	})
+	return d
 }
 
 // rollbackFor returns the driver rolling back req's target, starting one (in place of any other
 // driver of the key) unless one is under way.
 func (p *Plugin) rollbackFor(e *rollout.Engine, req request) *driver {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if old := p.drivers[req.key]; old != nil && old.kind == driveRollback && !old.finished() {
-		return old
-	}
-	return p.startRollbackLocked(e, req)
+	d, _ := p.startRollback(e, req, func(old *driver) bool { return busy(old) && old.Job.kind == driveRollback })
+	return d
 }
 
-// startRollbackLocked starts the rollback of req's target in place of the key's driver. p.mu
-// must be held.
-func (p *Plugin) startRollbackLocked(e *rollout.Engine, req request) *driver {
-	rb := req.rollbackSpec()
-	return p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
-		return e.DriveAbort(ctx, rb, d.record)
+// startRollback starts the rollback of req's target in place of the key's driver, unless keep
+// keeps that one.
+func (p *Plugin) startRollback(e *rollout.Engine, req request, keep func(old *driver) bool) (*driver, bool) {
+	rb := req.Spec.Rollback()
+	return p.start(req, driveRollback, "", keep, func(ctx context.Context, d *driver) (rollout.Status, error) {
+		return e.DriveAbort(ctx, rb, d.OnStatus)
 	})
 }
 
-// startIdle calls start, with p.mu held, unless a driver of key is under way, and says whether
-// it did.
-func (p *Plugin) startIdle(key driverKey, start func()) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if d := p.drivers[key]; d != nil && !d.finished() {
-		return false
-	}
-	start()
-	return true
-}
-
-// forget drops d from the registry, if it is still there.
-func (p *Plugin) forget(key driverKey, d *driver) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drivers[key] == d {
-		delete(p.drivers, key)
-	}
+// finishRollback starts a rollback driver for req unless a driver of its target is under way,
+// and says whether it started one.
+func (p *Plugin) finishRollback(e *rollout.Engine, req request) bool {
+	_, started := p.startRollback(e, req, busy)
+	return started
 }
 
 // promoteFor starts the full promotion of req's rollout (the Rollout's UID uid) in place of its
 // driver, or returns the rollback under way, which goes on.
 func (p *Plugin) promoteFor(e *rollout.Engine, req request, uid types.UID) *driver {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if old := p.drivers[req.key]; old != nil && old.kind != driveRollout && !old.finished() {
-		return old
-	}
-	return p.startPromoteLocked(e, req, uid)
+	d, _ := p.startPromote(e, req, uid, busyElse)
+	return d
 }
 
-// startPromoteLocked starts the full promotion of req's rollout in place of the key's driver.
-// p.mu must be held.
-func (p *Plugin) startPromoteLocked(e *rollout.Engine, req request, uid types.UID) *driver {
-	return p.startLocked(req, drivePromote, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
+// promoteIdle starts the full promotion of req's rollout (the Rollout's UID uid) unless a driver
+// of its target is under way, and says whether it started one.
+func (p *Plugin) promoteIdle(e *rollout.Engine, req request, uid types.UID) bool {
+	_, started := p.startPromote(e, req, uid, busy)
+	return started
+}
+
+// startPromote starts the full promotion of req's rollout in place of the key's driver, unless
+// keep keeps that one.
+func (p *Plugin) startPromote(e *rollout.Engine, req request, uid types.UID, keep func(old *driver) bool) (*driver, bool) {
+	return p.start(req, drivePromote, "", keep, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return promote(ctx, e, req, uid, d)
 	})
 }

@@ -72,7 +72,7 @@ func runToEnd(t *testing.T, p *Plugin, ro *argov1alpha1.Rollout, config string) 
 	if rpcErr.HasError() {
 		t.Fatalf("Run: RpcError %q", rpcErr.ErrorString)
 	}
-	<-driverOf(t, p).done
+	<-driverOf(t, p).Done()
 	res, rpcErr = sp.Run(ro, stepContext(config, res.Status))
 	if rpcErr.HasError() {
 		t.Fatalf("Run after the driver ended: RpcError %q", rpcErr.ErrorString)
@@ -109,7 +109,7 @@ func TestTerminate(t *testing.T) {
 					t.Fatal(err)
 				}
 				// An Abort cut short after its first step.
-				if _, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), req.rollbackSpec(), rollout.Status{}); err != nil {
+				if _, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), req.Spec.Rollback(), rollout.Status{}); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -119,7 +119,7 @@ func TestTerminate(t *testing.T) {
 					t.Fatalf("Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
 				}
 				d := driverOf(t, p)
-				for d.status().Updating == 0 && !d.finished() {
+				for d.Status().Updating == 0 && !d.Finished() {
 					time.Sleep(time.Millisecond)
 				}
 			}},
@@ -138,13 +138,7 @@ func TestTerminate(t *testing.T) {
 			}
 			if tt.kubelet {
 				// The promotion goes on after the call; its end is what the lock says.
-				p.mu.Lock()
-				for _, d := range p.drivers {
-					p.mu.Unlock()
-					<-d.done
-					p.mu.Lock()
-				}
-				p.mu.Unlock()
+				p.drivers.Get(testKey).Wait()
 			}
 			l := lockOf(t, client)
 			switch {
@@ -196,7 +190,7 @@ func cutShort(t *testing.T, client *fake.Clientset, holderRollout string) {
 	if st, err := e.Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseSucceeded {
 		t.Fatalf("rollout = %+v, %v; want Succeeded", st, err)
 	}
-	if _, _, err := e.Abort(context.Background(), req.rollbackSpec(), rollout.Status{}); err != nil {
+	if _, _, err := e.Abort(context.Background(), req.Spec.Rollback(), rollout.Status{}); err != nil {
 		t.Fatal(err)
 	}
 	if l := lockOf(t, client); l.Phase != workload.LockRollingBack {
@@ -242,9 +236,8 @@ func TestScan(t *testing.T) {
 				return
 			}
 			d := driverOf(t, p)
-			<-d.done
-			if d.err != nil || d.final.Phase != rollout.PhaseRolledBack {
-				t.Fatalf("rollback driver ended %+v, %v; want RolledBack", d.final, d.err)
+			if st, err := d.Wait(); err != nil || st.Phase != rollout.PhaseRolledBack {
+				t.Fatalf("rollback driver ended %+v, %v; want RolledBack", st, err)
 			}
 			if again := p.scan(context.Background(), clients); again != 0 {
 				t.Errorf("a second scan started %d rollbacks, want none", again)
@@ -286,7 +279,7 @@ func TestScanLoop(t *testing.T) {
 	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("Abort = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
 	}
-	if !d.finished() {
+	if !d.Finished() {
 		t.Error("Abort returned while the scan's rollback still ran")
 	}
 	if l := lockOf(t, client); l.Phase != workload.LockRolledBack {
@@ -306,12 +299,10 @@ func TestAbortJoinsRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	block := make(chan struct{})
-	p.mu.Lock()
-	first := p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
+	first, _ := p.start(req, driveRollback, "", nil, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		<-block
-		return e.DriveAbort(ctx, req.rollbackSpec(), d.record)
+		return e.DriveAbort(ctx, req.Spec.Rollback(), d.OnStatus)
 	})
-	p.mu.Unlock()
 	if got := p.rollbackFor(e, req); got != first {
 		t.Error("a second rollback started while one was under way")
 	}
@@ -319,9 +310,8 @@ func TestAbortJoinsRollback(t *testing.T) {
 		t.Error("the scan started a rollback while one was under way")
 	}
 	close(block)
-	<-first.done
-	if first.final.Phase != rollout.PhaseRolledBack {
-		t.Errorf("rollback ended %+v, %v; want RolledBack", first.final, first.err)
+	if st, err := first.Wait(); st.Phase != rollout.PhaseRolledBack {
+		t.Errorf("rollback ended %+v, %v; want RolledBack", st, err)
 	}
 }
 
@@ -361,15 +351,12 @@ func TestScanPromotesAfterFullPromotion(t *testing.T) {
 				if started != 1 {
 					t.Fatalf("scan started %d drivers, want the promotion", started)
 				}
-				p.mu.Lock()
-				d := p.drivers[req.key]
-				p.mu.Unlock()
-				if d == nil || d.kind != drivePromote {
+				d := p.drivers.Get(req.key)
+				if d == nil || d.Job.kind != drivePromote {
 					t.Fatalf("driver of %v: %+v, want a promotion", req.key, d)
 				}
-				<-d.done
-				if d.err != nil || d.final.Phase != rollout.PhaseSucceeded {
-					t.Fatalf("promotion driver ended %+v, %v; want Succeeded", d.final, d.err)
+				if st, err := d.Wait(); err != nil || st.Phase != rollout.PhaseSucceeded {
+					t.Fatalf("promotion driver ended %+v, %v; want Succeeded", st, err)
 				}
 			} else if started != 0 {
 				t.Fatalf("scan started %d drivers, want none", started)
@@ -419,9 +406,8 @@ func TestScanRollsBackAnAbortCutBeforeItsRollback(t *testing.T) {
 				return
 			}
 			d := driverOf(t, p)
-			<-d.done
-			if d.err != nil || d.final.Phase != rollout.PhaseRolledBack {
-				t.Fatalf("rollback driver ended %+v, %v; want RolledBack", d.final, d.err)
+			if st, err := d.Wait(); err != nil || st.Phase != rollout.PhaseRolledBack {
+				t.Fatalf("rollback driver ended %+v, %v; want RolledBack", st, err)
 			}
 		})
 	}

@@ -19,21 +19,21 @@ import (
 )
 
 func TestOrphans(t *testing.T) {
-	held := func(name, holder, uid, phase string) workload.HeldLock {
-		return workload.HeldLock{Ref: workload.Ref{Kind: workload.StatefulSet, Namespace: "shop", Name: name},
-			Lock: &workload.Lock{Holder: holder, HolderUID: k8stypes.UID(uid), Phase: phase}}
+	held := func(name, holder, uid string, phase rollout.Phase) rollout.Record {
+		return rollout.Record{Target: rollout.Ref{Kind: rollout.StatefulSet, Namespace: "shop", Name: name},
+			Holder: holder, HolderUID: k8stypes.UID(uid), Phase: phase}
 	}
-	locks := []workload.HeldLock{
-		held("a", "argo:shop/web", "u1", workload.LockProgressing), // its Rollout exists
-		held("b", "argo:shop/gone", "u2", workload.LockHolding),    // no Rollout of that name
-		held("c", "argo:shop/again", "u3", workload.LockPaused),    // the name's Rollout is another object
-		held("d", "argo:shop/old", "", workload.LockRollingBack),   // no UID recorded, Rollout exists
-		held("e", "argo:shop/gone", "u2", workload.LockSucceeded),  // finished: nothing holds it
+	recs := []rollout.Record{
+		held("a", "argo:shop/web", "u1", rollout.PhaseProgressing), // its Rollout exists
+		held("b", "argo:shop/gone", "u2", rollout.PhaseHolding),    // no Rollout of that name
+		held("c", "argo:shop/again", "u3", rollout.PhasePaused),    // the name's Rollout is another object
+		held("d", "argo:shop/old", "", rollout.PhaseRollingBack),   // no UID recorded, Rollout exists
+		held("e", "argo:shop/gone", "u2", rollout.PhaseSucceeded),  // finished: nothing holds it
 	}
 	rollouts := map[string]k8stypes.UID{"argo:shop/web": "u1", "argo:shop/again": "u9", "argo:shop/old": "u4"}
 	var got []string
-	for _, h := range orphans(locks, rollouts) {
-		got = append(got, h.Ref.Name)
+	for _, rec := range orphans(recs, rollouts) {
+		got = append(got, rec.Target.Name)
 	}
 	if want := []string{"b", "c"}; !slices.Equal(got, want) {
 		t.Errorf("orphans = %v, want %v", got, want)
@@ -46,26 +46,26 @@ func TestDecidePromote(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash := req.Spec.Hash()
-	lock := func(phase, holder, uid, hash string) *workload.Lock {
-		return &workload.Lock{Holder: holder, HolderUID: k8stypes.UID(uid), Phase: phase, SpecHash: hash, RolloutID: "r1"}
+	lock := func(phase rollout.Phase, holder, uid, hash string) *rollout.Record {
+		return &rollout.Record{Holder: holder, HolderUID: k8stypes.UID(uid), Phase: phase, SpecHash: hash, RolloutID: "r1"}
 	}
 	tests := []struct {
 		name string
-		lock *workload.Lock
+		lock *rollout.Record
 		want promoteAction
 	}{
 		{"no lock", nil, promoteNone},
-		{"held part way", lock(workload.LockHolding, req.Holder, "u1", hash), promoteDrive},
-		{"progressing", lock(workload.LockProgressing, req.Holder, "u1", hash), promoteDrive},
-		{"paused", lock(workload.LockPaused, req.Holder, "u1", hash), promoteDrive},
-		{"lock without a UID", lock(workload.LockHolding, req.Holder, "", hash), promoteDrive},
-		{"another holder", lock(workload.LockHolding, "argo:shop/other", "u1", hash), promoteNone},
-		{"a deleted Rollout of the same name", lock(workload.LockHolding, req.Holder, "u0", hash), promoteNone},
-		{"other images", lock(workload.LockHolding, req.Holder, "u1", "0123456789abcdef"), promoteNone},
-		{"rolling back", lock(workload.LockRollingBack, req.Holder, "u1", hash), promoteRefuse},
-		{"succeeded", lock(workload.LockSucceeded, req.Holder, "u1", hash), promoteNone},
-		{"rolled back", lock(workload.LockRolledBack, req.Holder, "u1", hash), promoteNone},
-		{"halted", lock(workload.LockHalted, req.Holder, "u1", hash), promoteNone},
+		{"held part way", lock(rollout.PhaseHolding, req.Holder, "u1", hash), promoteDrive},
+		{"progressing", lock(rollout.PhaseProgressing, req.Holder, "u1", hash), promoteDrive},
+		{"paused", lock(rollout.PhasePaused, req.Holder, "u1", hash), promoteDrive},
+		{"lock without a UID", lock(rollout.PhaseHolding, req.Holder, "", hash), promoteDrive},
+		{"another holder", lock(rollout.PhaseHolding, "argo:shop/other", "u1", hash), promoteNone},
+		{"a deleted Rollout of the same name", lock(rollout.PhaseHolding, req.Holder, "u0", hash), promoteNone},
+		{"other images", lock(rollout.PhaseHolding, req.Holder, "u1", "0123456789abcdef"), promoteNone},
+		{"rolling back", lock(rollout.PhaseRollingBack, req.Holder, "u1", hash), promoteRefuse},
+		{"succeeded", lock(rollout.PhaseSucceeded, req.Holder, "u1", hash), promoteNone},
+		{"rolled back", lock(rollout.PhaseRolledBack, req.Holder, "u1", hash), promoteNone},
+		{"halted", lock(rollout.PhaseHalted, req.Holder, "u1", hash), promoteNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,17 +113,15 @@ func TestScanOrphans(t *testing.T) {
 			clients := Clients{Engine: e, Rollouts: argo}
 			p := newPluginWith(t, clients, Options{})
 			// The deleted Rollout's driver, holding where it is.
-			p.mu.Lock()
-			live := p.startLocked(req, driveRollout, req.Canonical, func(ctx context.Context, d *driver) (rollout.Status, error) {
+			live, _ := p.start(req, driveRollout, req.Canonical, nil, func(ctx context.Context, d *driver) (rollout.Status, error) {
 				<-ctx.Done()
 				return rollout.Status{}, ctx.Err()
 			})
-			p.mu.Unlock()
 			if got := p.scan(context.Background(), clients); got != tt.started {
 				t.Fatalf("scan started %d drivers, want %d", got, tt.started)
 			}
 			if tt.started == 0 {
-				if live.finished() {
+				if live.Finished() {
 					t.Error("the live Rollout's driver was stopped")
 				}
 				if l := lockOf(t, client); l.Phase != workload.LockHolding {
@@ -131,14 +129,13 @@ func TestScanOrphans(t *testing.T) {
 				}
 				return
 			}
-			<-live.done
+			<-live.Done()
 			d := driverOf(t, p)
-			if d.kind != driveRollback {
-				t.Fatalf("driver %s, want a rollback", d.kind)
+			if d.Job.kind != driveRollback {
+				t.Fatalf("driver %s, want a rollback", d.Job.kind)
 			}
-			<-d.done
-			if d.err != nil || d.final.Phase != rollout.PhaseRolledBack {
-				t.Fatalf("rollback ended %+v, %v; want RolledBack", d.final, d.err)
+			if st, err := d.Wait(); err != nil || st.Phase != rollout.PhaseRolledBack {
+				t.Fatalf("rollback ended %+v, %v; want RolledBack", st, err)
 			}
 			for name, image := range podsOn(t, client) {
 				if image != imageV1 && image != plugintest.ImageIDOf(imageV1) {
@@ -180,17 +177,17 @@ func TestRunAfterAnEarlierRolloutOfTheSameName(t *testing.T) {
 	again := withUID(argoRollout("65f9bfd99b"), "u2")
 	res, rpcErr := sp.Run(again, stepContext(goodConfig, nil))
 	for i := 0; !rpcErr.HasError() && res.Phase == types.PhaseRunning && !strings.Contains(res.Message, "deleted since") && i < 100; i++ {
-		<-driverOf(t, p).done
+		<-driverOf(t, p).Done()
 		res, rpcErr = sp.Run(again, stepContext(goodConfig, res.Status))
 	}
 	if rpcErr.HasError() || res.Phase != types.PhaseRunning || !strings.Contains(res.Message, "an earlier Rollout shop/shop-web, deleted since") {
 		t.Fatalf("Run = %s %q, RpcError %q; want Running while the earlier rollout rolls back", res.Phase, res.Message, rpcErr.ErrorString)
 	}
-	if d := driverOf(t, p); d.kind != driveRollback {
-		t.Fatalf("driver %s, want the rollback of the earlier rollout", d.kind)
+	if d := driverOf(t, p); d.Job.kind != driveRollback {
+		t.Fatalf("driver %s, want the rollback of the earlier rollout", d.Job.kind)
 	}
 	for i := 0; !rpcErr.HasError() && res.Phase == types.PhaseRunning && i < 100; i++ {
-		<-driverOf(t, p).done
+		<-driverOf(t, p).Done()
 		res, rpcErr = sp.Run(again, stepContext(goodConfig, res.Status))
 	}
 	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {

@@ -3,7 +3,6 @@ package step
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,15 +10,15 @@ import (
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/plugin/argospec"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 )
 
 // request is a decoded call: the Rollout's step config as the engine's spec, and the driver
 // that runs it.
 type request struct {
 	argospec.Request
-	key driverKey
+	key drivers.Key
 }
 
 // configField is where a step's config is, for messages.
@@ -44,13 +43,7 @@ func decodeAt(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (requ
 		return request{Request: r}, err
 	}
 	r.Spec.Supersede = true
-	return request{Request: r, key: driverKey{holder: r.Holder, target: r.Spec.Target.String()}}, nil
-}
-
-// rollbackSpec is the rollback of req's rollout, at its pace.
-func (r request) rollbackSpec() rollout.RollbackSpec {
-	s := r.Spec
-	return rollout.RollbackSpec{Target: s.Target, Holder: s.Holder, HolderUID: s.HolderUID, MaxUnavailable: s.MaxUnavailable, GracePeriod: s.GracePeriod, Timeout: s.Timeout}
+	return request{Request: r, key: drivers.KeyOf(r.Spec)}, nil
 }
 
 // Run starts the rollout of the step's config, or finds its driver, and reports at once where it
@@ -72,7 +65,7 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 		return types.RpcStepResult{Phase: types.PhaseSuccessful,
 			Message: "the Rollout's first revision: there is nothing to roll out in place"}, types.RpcError{}
 	}
-	cl, err := p.getClients()
+	cl, err := p.clients.Get()
 	if err != nil {
 		return types.RpcStepResult{}, types.RpcError{ErrorString: err.Error()}
 	}
@@ -80,20 +73,20 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 	// re-observes the cluster rather than trusting a finished driver's verdict.
 	fresh := c == nil || len(c.Status) == 0 || string(c.Status) == "null"
 	d := p.driverFor(cl.Engine, req, fresh)
-	if d.kind != driveRollout {
-		st := d.status()
+	if d.Job.kind != driveRollout {
+		st := d.Status()
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
-			Message: fmt.Sprintf("waiting for the %s of %s to end first: %s", d.kind, req.key.target, runningMessage(st))}, types.RpcError{}
+			Message: fmt.Sprintf("waiting for the %s of %s to end first: %s", d.Job.kind, req.key.Target, runningMessage(st))}, types.RpcError{}
 	}
-	if !d.finished() {
-		st := d.status()
+	if !d.Finished() {
+		st := d.Status()
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
 			Message: runningMessage(st)}, types.RpcError{}
 	}
-	if lock := p.earlierRollout(cl.Engine, req, ro, d); lock != nil {
+	if rec := p.earlierRollout(cl.Engine, req, ro, d); rec != nil {
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter,
 			Message: fmt.Sprintf("rolling back rollout %s of %s first: an earlier Rollout %s, deleted since, left it %s; this Rollout's rollout starts once it is rolled back",
-				lock.RolloutID, req.key.target, req.Rollout, lock.Phase)}, types.RpcError{}
+				rec.RolloutID, req.key.Target, req.Rollout, rec.Phase)}, types.RpcError{}
 	}
 	return p.verdict(req, d)
 }
@@ -101,49 +94,52 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 // earlierRollout finds, when the rollout driver d was refused because another holder holds the
 // target, whether that holder is an earlier Rollout of the same name (deleted, and ro created
 // again since); it then starts the rollback of that rollout, as the scan would, and returns its
-// lock. This Rollout waits for it rather than fail: the lock is no one's but this plugin's to
+// record. This Rollout waits for it rather than fail: the lock is no one's but this plugin's to
 // undo, and the scan may not run before Argo gives up on the step.
-func (p *Plugin) earlierRollout(e *rollout.Engine, req request, ro *argov1alpha1.Rollout, d *driver) *workload.Lock {
-	var inv *rollout.InvalidError
-	if !errors.As(d.err, &inv) || inv.Fix != rollout.FixTakeOver {
+func (p *Plugin) earlierRollout(e *rollout.Engine, req request, ro *argov1alpha1.Rollout, d *driver) *rollout.Record {
+	if o := d.Outcome(); o.Kind != rollout.BadInput || o.Fix != rollout.FixTakeOver {
 		return nil
 	}
-	lock, err := e.Lock(context.Background(), req.Spec.Target)
-	if err != nil || !lock.Active() || lock.Holder != req.Holder || lock.HeldBy(req.Holder, ro.UID) {
+	rec, err := e.Record(context.Background(), req.Spec.Target)
+	if err != nil || !rec.Active() || rec.Holder != req.Holder || rec.HeldBy(req.Holder, ro.UID) {
 		return nil
 	}
-	h := workload.HeldLock{Ref: req.Spec.Target, Lock: lock}
-	if p.rollBackOrphan(e, orphanRequest(h), lock) {
-		p.log.Warn("rolling back the rollout of a deleted Rollout of the same name", append([]any{"rollout", req.Rollout, "rolloutID", lock.RolloutID,
-			"phase", lock.Phase, "holderUID", lock.HolderUID}, rollout.LogAttrs(req.Spec.Target)...)...)
+	if p.rollBackOrphan(e, orphanRequest(*rec), rec) {
+		p.log.Warn("rolling back the rollout of a deleted Rollout of the same name", append([]any{"rollout", req.Rollout, "rolloutID", rec.RolloutID,
+			"phase", rec.Phase, "holderUID", rec.HolderUID}, rollout.LogAttrs(req.Spec.Target)...)...)
 	}
-	return lock
+	return rec
 }
 
 // verdict maps a finished driver's outcome to Argo's phases.
 func (p *Plugin) verdict(req request, d *driver) (types.RpcStepResult, types.RpcError) {
-	st, err := d.final, d.err
-	if err != nil {
-		if rollout.Retryable(err) {
-			// The next Run starts a new driver, which goes on from the cluster.
-			p.forget(req.key, d)
-			return types.RpcStepResult{}, types.RpcError{ErrorString: fmt.Sprintf("Rollout %s: %v", req.Rollout, err)}
-		}
-		return types.RpcStepResult{Phase: types.PhaseFailed, Status: stepStatus(st),
-			Message: fmt.Sprintf("Rollout %s: %v", req.Rollout, err)}, types.RpcError{}
+	st, _ := d.Result()
+	res, rpcErr, forget := stepVerdict(req.Rollout, st, d.Outcome())
+	if forget {
+		// The next Run starts a new driver: it goes on from the cluster, or looks again at a
+		// pause a person may have accepted.
+		p.drivers.Forget(req.key, d)
 	}
-	res := types.RpcStepResult{Status: stepStatus(st), Message: outcomeMessage(st)}
-	switch st.Phase {
-	case rollout.PhaseSucceeded, rollout.PhaseHolding:
-		res.Phase = types.PhaseSuccessful
-	case rollout.PhasePaused:
+	return res, rpcErr
+}
+
+// stepVerdict is the step's answer for the driver of Rollout name that ended with st, as o says,
+// and whether to forget that driver. Trouble that may pass is an RpcError, which Argo retries;
+// never Phase Error, which would wedge the step.
+func stepVerdict(name string, st rollout.Status, o rollout.Outcome) (types.RpcStepResult, types.RpcError, bool) {
+	switch o.Kind {
+	case rollout.Retry, rollout.Unavailable, rollout.Interrupted:
+		return types.RpcStepResult{}, types.RpcError{ErrorString: fmt.Sprintf("Rollout %s: %v", name, o.Err)}, true
+	case rollout.BadInput, rollout.Refused, rollout.Blocked, rollout.Superseded:
+		return types.RpcStepResult{Phase: types.PhaseFailed, Status: stepStatus(st), Message: fmt.Sprintf("Rollout %s: %v", name, o.Err)}, types.RpcError{}, false
+	case rollout.Succeeded, rollout.Holding:
+		return types.RpcStepResult{Phase: types.PhaseSuccessful, Status: stepStatus(st), Message: outcomeMessage(st)}, types.RpcError{}, false
+	case rollout.Paused:
 		// A person accepts the batch or aborts the Rollout; the next Run looks again.
-		p.forget(req.key, d)
-		res.Phase, res.RequeueAfter = types.PhaseRunning, RequeueAfter
-	default:
-		res.Phase = types.PhaseFailed
+		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st), Message: outcomeMessage(st)}, types.RpcError{}, true
 	}
-	return res, types.RpcError{}
+	// Rolled back, stopped for a person, or ended short of a verdict.
+	return types.RpcStepResult{Phase: types.PhaseFailed, Status: stepStatus(st), Message: outcomeMessage(st)}, types.RpcError{}, false
 }
 
 // eventTimeout bounds the recording of an Event in a call, which holds a controller worker.
@@ -162,7 +158,7 @@ func (p *Plugin) recordInvalidConfig(ro *argov1alpha1.Rollout, msg string) {
 		return
 	}
 	log := p.log.With("rollout", ro.Namespace+"/"+ro.Name)
-	cl, err := p.getClients()
+	cl, err := p.clients.Get()
 	if err != nil {
 		log.Warn("invalid config, not recorded as an Event", "config", msg, "err", err)
 		return

@@ -17,8 +17,8 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/plugin/argospec"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 )
 
 // watchDeletions tells the scan loop of every Rollout deleted, through an informer of the
@@ -100,7 +100,7 @@ func ourConfigs(ro *argov1alpha1.Rollout) []configAt {
 func (p *Plugin) scan(ctx context.Context, c Clients) int {
 	// The locks first, then the Rollouts: a lock listed was written by a Rollout that existed
 	// before the Rollouts are listed, so one missing from the list was deleted.
-	locks, lockErr := workload.ListLocks(ctx, c.Engine.Client, metav1.NamespaceAll, argospec.HolderPrefix)
+	recs, lockErr := c.Engine.ListRecords(ctx, metav1.NamespaceAll, argospec.HolderPrefix)
 	if lockErr != nil && ctx.Err() == nil {
 		p.log.Warn("listing the workloads held for Argo Rollouts, to find those of deleted Rollouts", "err", lockErr)
 	}
@@ -111,7 +111,7 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 		}
 		return 0
 	}
-	seen := map[driverKey]bool{}
+	seen := map[drivers.Key]bool{}
 	rollouts := map[string]types.UID{}
 	started := 0
 	for i := range list.Items {
@@ -125,7 +125,7 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 			}
 			seen[req.key] = true
 			log := p.log.With(append([]any{"rollout", req.Rollout}, rollout.LogAttrs(req.Spec.Target)...)...)
-			lock, err := c.Engine.Lock(ctx, req.Spec.Target)
+			rec, err := c.Engine.Record(ctx, req.Spec.Target)
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn("reading the rollout lock to find a rollback cut short", "err", err)
@@ -133,104 +133,87 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 				continue
 			}
 			switch {
-			case lock == nil || !lock.HeldBy(req.Holder, ro.UID):
+			case rec == nil || !rec.HeldBy(req.Holder, ro.UID):
 				// Another holder's, or a deleted Rollout's of the same name: see orphans.
-			case lock.Phase == workload.LockRollingBack:
+			case rec.Phase == rollout.PhaseRollingBack:
 				if p.finishRollback(c.Engine, req) {
-					log.Info("finishing a rollback cut short", "rolloutID", lock.RolloutID, "reason", lock.Reason)
+					log.Info("finishing a rollback cut short", "rolloutID", rec.RolloutID, "reason", rec.Message)
 					started++
 				}
-			case ro.Status.Abort && lock.Active():
+			case ro.Status.Abort && rec.Active():
 				// Argo calls Abort once: a process killed before that call's rollback wrote its
 				// first step leaves the lock as the rollout had it, and nothing asks again.
 				if p.finishRollback(c.Engine, req) {
-					log.Info("rolling back for an aborted Rollout whose Abort call was cut short", "rolloutID", lock.RolloutID, "phase", lock.Phase)
+					log.Info("rolling back for an aborted Rollout whose Abort call was cut short", "rolloutID", rec.RolloutID, "phase", rec.Phase)
 					started++
 				}
 			case fullyPromoted(ro):
-				if action, _ := decidePromote(lock, req, ro.UID); action == promoteDrive && p.promoteIdle(c.Engine, req, ro.UID) {
-					log.Info("promoting a rollout still held after the Rollout's full promotion", "rolloutID", lock.RolloutID, "phase", lock.Phase)
+				if action, _ := decidePromote(rec, req, ro.UID); action == promoteDrive && p.promoteIdle(c.Engine, req, ro.UID) {
+					log.Info("promoting a rollout still held after the Rollout's full promotion", "rolloutID", rec.RolloutID, "phase", rec.Phase)
 					started++
 				}
 			}
 		}
 	}
-	for _, h := range orphans(locks, rollouts) {
-		req := orphanRequest(h)
-		if p.rollBackOrphan(c.Engine, req, h.Lock) {
-			p.log.Warn("rolling back the rollout of a deleted Rollout", append([]any{"rollout", req.Rollout, "rolloutID", h.Lock.RolloutID,
-				"phase", h.Lock.Phase, "holderUID", h.Lock.HolderUID}, rollout.LogAttrs(h.Ref)...)...)
+	for _, rec := range orphans(recs, rollouts) {
+		req := orphanRequest(rec)
+		if p.rollBackOrphan(c.Engine, req, &rec) {
+			p.log.Warn("rolling back the rollout of a deleted Rollout", append([]any{"rollout", req.Rollout, "rolloutID", rec.RolloutID,
+				"phase", rec.Phase, "holderUID", rec.HolderUID}, rollout.LogAttrs(rec.Target)...)...)
 			started++
 		}
 	}
 	return started
 }
 
-// orphans are the locks, of Argo holders still holding a workload, whose Rollout no longer
+// orphans are the records, of Argo holders still holding a workload, whose Rollout no longer
 // exists: none of its name (rollouts maps each Rollout's holder to its UID), or one of another
-// UID than the lock records (deleted and created again). Nobody would ever finish or roll back
+// UID than the record says (deleted and created again). Nobody would ever finish or roll back
 // their rollouts but this plugin.
-func orphans(locks []workload.HeldLock, rollouts map[string]types.UID) []workload.HeldLock {
-	var out []workload.HeldLock
-	for _, h := range locks {
-		uid, ok := rollouts[h.Lock.Holder]
-		if !h.Lock.Active() || ok && h.Lock.HeldBy(h.Lock.Holder, uid) {
+func orphans(recs []rollout.Record, rollouts map[string]types.UID) []rollout.Record {
+	var out []rollout.Record
+	for _, rec := range recs {
+		uid, ok := rollouts[rec.Holder]
+		if !rec.Active() || ok && rec.HeldBy(rec.Holder, uid) {
 			continue
 		}
-		out = append(out, h)
+		out = append(out, rec)
 	}
 	return out
 }
 
-// orphanRequest is the request of the deleted Rollout that holds h, as far as a rollback needs
-// one: the target, the holder, and the defaults' pace (the Rollout's own config is gone).
-func orphanRequest(h workload.HeldLock) request {
-	name := strings.TrimPrefix(h.Lock.Holder, argospec.HolderPrefix)
-	spec := rollout.Spec{Target: h.Ref, Holder: h.Lock.Holder, HolderUID: h.Lock.HolderUID,
+// orphanRequest is the request of the deleted Rollout that holds rec's target, as far as a
+// rollback needs one: the target, the holder, and the defaults' pace (the Rollout's own config is
+// gone).
+func orphanRequest(rec rollout.Record) request {
+	name := strings.TrimPrefix(rec.Holder, argospec.HolderPrefix)
+	spec := rollout.Spec{Target: rec.Target, Holder: rec.Holder, HolderUID: rec.HolderUID,
 		MaxUnavailable: intstr.FromInt32(1), Timeout: v1alpha1.DefaultTimeout}
-	return request{Request: argospec.Request{Rollout: name, Holder: h.Lock.Holder, Spec: spec},
-		key: driverKey{holder: h.Lock.Holder, target: h.Ref.String()}}
+	return request{Request: argospec.Request{Rollout: name, Holder: rec.Holder, Spec: spec}, key: drivers.KeyOf(spec)}
 }
 
 // rollBackOrphan starts the rollback of the rollout a deleted Rollout left (req, from
-// orphanRequest, of the lock seen), unless a rollback or promotion of the target is under way. It
-// replaces the deleted Rollout's rollout driver, which would go on updating pods for nobody. The
-// rollback goes on only while the lock is the one seen: still holding the workload for that
-// holder (a stale list could show a rollout that ended since).
-func (p *Plugin) rollBackOrphan(e *rollout.Engine, req request, seen *workload.Lock) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if d := p.drivers[req.key]; d != nil && d.kind != driveRollout && !d.finished() {
-		return false
-	}
-	rb := req.rollbackSpec()
-	p.startLocked(req, driveRollback, "", func(ctx context.Context, d *driver) (rollout.Status, error) {
-		lock, err := e.Lock(ctx, rb.Target)
+// orphanRequest, of the record seen), unless a rollback or promotion of the target is under way.
+// It replaces the deleted Rollout's rollout driver, which would go on updating pods for nobody.
+// The rollback goes on only while the record is the one seen: still holding the workload for
+// that holder (a stale list could show a rollout that ended since).
+func (p *Plugin) rollBackOrphan(e *rollout.Engine, req request, seen *rollout.Record) bool {
+	rb := req.Spec.Rollback()
+	_, started := p.start(req, driveRollback, "", busyElse, func(ctx context.Context, d *driver) (rollout.Status, error) {
+		rec, err := e.Record(ctx, rb.Target)
 		if err != nil {
 			return rollout.Status{}, err
 		}
-		if !lock.Active() || lock.Holder != seen.Holder || lock.HolderUID != seen.HolderUID {
+		if !rec.Active() || rec.Holder != seen.Holder || rec.HolderUID != seen.HolderUID {
 			return rollout.Status{Message: "the rollout of the deleted Rollout ended before its rollback began"}, nil
 		}
-		return e.DriveAbort(ctx, rb, d.record)
+		return e.DriveAbort(ctx, rb, d.OnStatus)
 	})
-	return true
-}
-
-// finishRollback starts a rollback driver for req unless a driver of its target is under way,
-// and says whether it started one.
-func (p *Plugin) finishRollback(e *rollout.Engine, req request) bool {
-	return p.startIdle(req.key, func() { p.startRollbackLocked(e, req) })
+	return started
 }
 
 // fullyPromoted reports whether the Rollout's current revision is its stable one: Argo has
 // nothing left to run or terminate for it.
 func fullyPromoted(ro *argov1alpha1.Rollout) bool {
 	return ro.Status.StableRS != "" && ro.Status.StableRS == ro.Status.CurrentPodHash
-}
-
-// promoteIdle starts the full promotion of req's rollout (the Rollout's UID uid) unless a driver
-// of its target is under way, and says whether it started one.
-func (p *Plugin) promoteIdle(e *rollout.Engine, req request, uid types.UID) bool {
-	return p.startIdle(req.key, func() { p.startPromoteLocked(e, req, uid) })
 }

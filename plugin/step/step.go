@@ -12,7 +12,6 @@ package step
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 )
 
 // Name is the plugin's type, as Type reports it.
@@ -85,16 +85,15 @@ type Options struct {
 // from one plugin process, and its RPC server runs each call in its own goroutine: every method
 // is safe for concurrent use.
 type Plugin struct {
-	newClients func() (Clients, error)
-	opts       Options
-	log        *slog.Logger
+	clients *drivers.Lazy[Clients]
+	opts    Options
+	log     *slog.Logger
 	// ctx ends with Close, and the scan with it.
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
+	drivers drivers.Registry[job]
 
 	mu       sync.Mutex
-	clients  *Clients
-	drivers  map[driverKey]*driver
 	scanDone chan struct{} // closed when the scan loop ended; nil until it starts
 	// deleted is told when a Rollout is deleted, so that the scan rolls back its rollout at once
 	// rather than at the next tick.
@@ -115,7 +114,9 @@ func New(newClients func() (Clients, error), opts Options) *Plugin {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Plugin{newClients: newClients, opts: opts, log: log, ctx: ctx, cancel: cancel, drivers: map[driverKey]*driver{}, deleted: make(chan struct{}, 1)}
+	p := &Plugin{opts: opts, log: log, ctx: ctx, cancel: cancel, deleted: make(chan struct{}, 1)}
+	p.clients = drivers.NewLazy(Name, newClients, p.startScan)
+	return p
 }
 
 // Close stops the scan and waits for it to end. Drivers go on: they end with the process.
@@ -132,7 +133,7 @@ func (p *Plugin) Close() {
 // InitPlugin makes the clients and starts the scan. A failure is reported, and every later
 // call tries again.
 func (p *Plugin) InitPlugin() types.RpcError {
-	if _, err := p.getClients(); err != nil {
+	if _, err := p.clients.Get(); err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
 	return types.RpcError{}
@@ -141,21 +142,13 @@ func (p *Plugin) InitPlugin() types.RpcError {
 // Type names the plugin.
 func (p *Plugin) Type() string { return Name }
 
-func (p *Plugin) getClients() (Clients, error) {
+// startScan starts the scan once the clients are made, unless the plugin was closed.
+func (p *Plugin) startScan(c Clients) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.clients != nil {
-		return *p.clients, nil
-	}
-	c, err := p.newClients()
-	if err != nil {
-		return Clients{}, fmt.Errorf("starting the %s plugin: %w", Name, err)
-	}
-	p.clients = &c
 	if c.Rollouts != nil && p.ctx.Err() == nil {
 		p.scanDone = make(chan struct{})
 		p.watchDeletions(c)
 		go p.scanLoop(c)
 	}
-	return c, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
 
@@ -69,15 +69,7 @@ func newPluginWith(t *testing.T, clients Clients, opts Options) *Plugin {
 	p := New(func() (Clients, error) { return clients, nil }, opts)
 	t.Cleanup(func() {
 		p.Close()
-		p.mu.Lock()
-		keys := make([]driverKey, 0, len(p.drivers))
-		for k := range p.drivers {
-			keys = append(keys, k)
-		}
-		p.mu.Unlock()
-		for _, k := range keys {
-			p.stop(k)
-		}
+		p.drivers.StopAll()
 	})
 	return p
 }
@@ -101,18 +93,15 @@ func stepContext(config string, status json.RawMessage) *types.RpcStepContext {
 	return c
 }
 
+// testKey names the rollout of the test's Rollout and StatefulSet.
+var testKey = drivers.Key{Holder: "argo:" + testNS + "/shop-web", Target: "StatefulSet " + testNS + "/" + stsName}
+
 // driverOf returns the plugin's driver for the test's Rollout and StatefulSet.
 func driverOf(t *testing.T, p *Plugin) *driver {
 	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := p.drivers[driverKey{holder: "argo:" + testNS + "/shop-web", target: "StatefulSet " + testNS + "/" + stsName}]
+	d := p.drivers.Get(testKey)
 	if d == nil {
-		keys := []string{}
-		for k := range p.drivers {
-			keys = append(keys, fmt.Sprint(k))
-		}
-		t.Fatalf("no driver for the test's rollout; drivers: %v", keys)
+		t.Fatalf("no driver for the test's rollout; %d drivers", p.drivers.Len())
 	}
 	return d
 }
@@ -212,10 +201,7 @@ func TestRunFindsItsDriver(t *testing.T) {
 	if got := driverOf(t, p); got != d {
 		t.Error("a later Run started another driver for the same rollout")
 	}
-	p.mu.Lock()
-	n := len(p.drivers)
-	p.mu.Unlock()
-	if n != 1 {
+	if n := p.drivers.Len(); n != 1 {
 		t.Errorf("%d drivers, want 1", n)
 	}
 }
@@ -229,7 +215,7 @@ func TestRunSucceeds(t *testing.T) {
 	if rpcErr.HasError() {
 		t.Fatalf("Run: RpcError %q", rpcErr.ErrorString)
 	}
-	<-driverOf(t, p).done
+	<-driverOf(t, p).Done()
 	res, rpcErr = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
 	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("Run after the driver ended = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
@@ -265,10 +251,10 @@ func TestEngineErrorIsRpcError(t *testing.T) {
 			t.Fatalf("first Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
 		}
 		d := driverOf(t, p)
-		<-d.done
+		_, err := d.Wait()
 		var unavailable *rollout.APIUnavailableError
-		if !errors.As(d.err, &unavailable) {
-			t.Fatalf("driver ended with %v, want an *rollout.APIUnavailableError", d.err)
+		if !errors.As(err, &unavailable) {
+			t.Fatalf("driver ended with %v, want an *rollout.APIUnavailableError", err)
 		}
 		res, rpcErr = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
 		if !rpcErr.HasError() || !strings.Contains(rpcErr.ErrorString, "etcd unavailable") {
@@ -277,10 +263,7 @@ func TestEngineErrorIsRpcError(t *testing.T) {
 		if res.Phase == types.PhaseError {
 			t.Error("Run returned Phase Error, which wedges the step")
 		}
-		p.mu.Lock()
-		n := len(p.drivers)
-		p.mu.Unlock()
-		if n != 0 {
+		if n := p.drivers.Len(); n != 0 {
 			t.Errorf("%d drivers after the error, want 0 (the next Run starts afresh)", n)
 		}
 	})
@@ -323,7 +306,7 @@ func TestAbortNeverRunning(t *testing.T) {
 				if _, rpcErr := sp.Run(tt.ro, tt.ctx); rpcErr.HasError() {
 					t.Fatalf("Run: %s", rpcErr.ErrorString)
 				}
-				<-driverOf(t, p).done
+				<-driverOf(t, p).Done()
 			}
 			res, rpcErr := sp.Abort(tt.ro, tt.ctx)
 			if rpcErr.HasError() {
@@ -358,7 +341,7 @@ func TestTerminateStopsDriver(t *testing.T) {
 	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("Terminate = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
 	}
-	if !d.finished() {
+	if !d.Finished() {
 		t.Error("the driver still runs after Terminate")
 	}
 }
@@ -375,7 +358,7 @@ func TestRunThenAbort(t *testing.T) {
 		t.Fatalf("Run: RpcError %q", rpcErr.ErrorString)
 	}
 	d := driverOf(t, p)
-	<-d.done
+	<-d.Done()
 	res, rpcErr = sp.Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, res.Status))
 	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("Run after the driver ended = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
@@ -426,21 +409,8 @@ func TestNewConfigReplacesDriver(t *testing.T) {
 	if driverOf(t, p) == old {
 		t.Fatal("a Run with another config kept the old driver")
 	}
-	<-old.done
-	if !errors.Is(old.err, context.Canceled) {
-		t.Errorf("the old driver ended with %v, want it stopped (context.Canceled)", old.err)
-	}
-}
-
-// stop stops the driver of key, if any, and waits for it to end its step.
-func (p *Plugin) stop(key driverKey) {
-	p.mu.Lock()
-	d := p.drivers[key]
-	delete(p.drivers, key)
-	p.mu.Unlock()
-	if d != nil {
-		d.cancel()
-		<-d.done
+	if _, err := old.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("the old driver ended with %v, want it stopped (context.Canceled)", err)
 	}
 }
 

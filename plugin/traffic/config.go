@@ -7,12 +7,13 @@ import (
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 
 	"github.com/inplace-rollout/inplace-rollout/plugin/argospec"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 )
 
 // request is a decoded call: the engine's spec for the Rollout, and its driver's key.
 type request struct {
 	argospec.Request
-	key driverKey
+	key drivers.Key
 }
 
 // decode reads the Rollout's config. The images are the Rollout's template's; the weights are
@@ -34,7 +35,7 @@ func (p *Plugin) decode(ro *argov1alpha1.Rollout) (request, error) {
 	// A template change mid-rollout is a new revision for Argo: the newest images win, and the
 	// pods keep the last stable images to roll back to.
 	r.Spec.Supersede = true
-	return request{Request: r, key: driverKey{holder: r.Holder, target: r.Spec.Target.String()}}, nil
+	return request{Request: r, key: drivers.KeyOf(r.Spec)}, nil
 }
 
 // withFromRollout refuses the fields the traffic router sets itself and sets fromRollout. A

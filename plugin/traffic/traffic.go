@@ -47,7 +47,6 @@
 package traffic
 
 import (
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -56,6 +55,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 )
 
 // Name is the plugin's type, as Type reports it, and its key in the Rollout's
@@ -87,14 +87,13 @@ func Serve(p *Plugin) {
 // Rollout from one plugin process and runs each call in its own goroutine: every method is safe
 // for concurrent use.
 type Plugin struct {
-	newEngine func() (*rollout.Engine, error)
-	log       *slog.Logger
+	engine  *drivers.Lazy[*rollout.Engine]
+	log     *slog.Logger
+	drivers drivers.Registry[*job]
 
-	mu     sync.Mutex
-	engine *rollout.Engine
+	mu sync.Mutex
 	// hashes are the last UpdateHash of each Rollout (NS/NAME), for its next SetWeight.
-	hashes  map[string]hashes
-	drivers map[driverKey]*driver
+	hashes map[string]hashes
 	// badConfig is the last config error of each Rollout, logged once rather than per call.
 	badConfig map[string]string
 }
@@ -108,13 +107,12 @@ func New(newEngine func() (*rollout.Engine, error), log *slog.Logger) *Plugin {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Plugin{newEngine: newEngine, log: log, hashes: map[string]hashes{}, drivers: map[driverKey]*driver{},
-		badConfig: map[string]string{}}
+	return &Plugin{engine: drivers.NewLazy(Name, newEngine, nil), log: log, hashes: map[string]hashes{}, badConfig: map[string]string{}}
 }
 
 // InitPlugin makes the engine. A failure is reported, and the next call tries again.
 func (p *Plugin) InitPlugin() types.RpcError {
-	if _, err := p.getEngine(); err != nil {
+	if _, err := p.engine.Get(); err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
 	return types.RpcError{}
@@ -122,17 +120,3 @@ func (p *Plugin) InitPlugin() types.RpcError {
 
 // Type names the plugin.
 func (p *Plugin) Type() string { return Name }
-
-func (p *Plugin) getEngine() (*rollout.Engine, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.engine != nil {
-		return p.engine, nil
-	}
-	e, err := p.newEngine()
-	if err != nil {
-		return nil, fmt.Errorf("starting the %s plugin: %w", Name, err)
-	}
-	p.engine = e
-	return e, nil
-}

@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/plugin/internal/drivers"
 	pt "github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
 
@@ -52,18 +53,7 @@ func newPlugin(t testing.TB, client *fake.Clientset) *Plugin {
 func newPluginOf(t testing.TB, e *rollout.Engine) *Plugin {
 	t.Helper()
 	p := New(func() (*rollout.Engine, error) { return e, nil }, nil)
-	t.Cleanup(func() {
-		p.mu.Lock()
-		ds := make([]*driver, 0, len(p.drivers))
-		for _, d := range p.drivers {
-			ds = append(ds, d)
-		}
-		p.mu.Unlock()
-		for _, d := range ds {
-			d.cancel()
-			<-d.done
-		}
-	})
+	t.Cleanup(p.drivers.StopAll)
 	return p
 }
 
@@ -99,19 +89,15 @@ func reconcile(t testing.TB, tp argorpc.TrafficRouterPlugin, ro *argov1alpha1.Ro
 // driverOf returns the plugin's driver for the test's Rollout and StatefulSet.
 func driverOf(t testing.TB, p *Plugin) *driver {
 	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := p.drivers[driverKey{holder: "argo:" + pt.Namespace + "/shop-web", target: "StatefulSet " + pt.Namespace + "/" + pt.StsName}]
+	d := p.drivers.Get(drivers.Key{Holder: "argo:" + pt.Namespace + "/shop-web", Target: "StatefulSet " + pt.Namespace + "/" + pt.StsName})
 	if d == nil {
-		t.Fatalf("no driver for the test's rollout; %d drivers", len(p.drivers))
+		t.Fatalf("no driver for the test's rollout; %d drivers", p.drivers.Len())
 	}
 	return d
 }
 
 func driverCount(p *Plugin) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.drivers)
+	return p.drivers.Len()
 }
 
 // onImage counts the pods whose spec runs image.
@@ -179,9 +165,9 @@ func TestWeightsThenFullPromotion(t *testing.T) {
 			}
 			open()
 		}
-		<-d.done
+		<-d.Done()
 		if v, err := reconcile(t, tp, ro, hashV2, hashV1, weight); err.HasError() || v != types.Verified {
-			t.Fatalf("VerifyWeight(%d) once held = %v, RpcError %q; want Verified (driver: %+v, %v)", weight, v, err.ErrorString, d.final, d.err)
+			t.Fatalf("VerifyWeight(%d) once held = %v, RpcError %q; want Verified (driver: %+v, %v)", weight, v, err.ErrorString, final(d), errOf(d))
 		}
 		if got, want := onImage(t, client, pt.ImageV2), int(weight)/10; got != want {
 			t.Errorf("at weight %d, %d pods run %s, want %d: %v", weight, got, pt.ImageV2, want, pt.PodImages(t, client))
@@ -195,9 +181,9 @@ func TestWeightsThenFullPromotion(t *testing.T) {
 	promoted := argoRollout(goodConfig, pt.ImageV2, hashV2, hashV2)
 	reconcile(t, tp, promoted, hashV2, hashV2, 0)
 	d := driverOf(t, p)
-	<-d.done
+	<-d.Done()
 	if v, err := reconcile(t, tp, promoted, hashV2, hashV2, 0); err.HasError() || v != types.Verified {
-		t.Fatalf("VerifyWeight(0) after full promotion = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, d.final, d.err)
+		t.Fatalf("VerifyWeight(0) after full promotion = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, final(d), errOf(d))
 	}
 	if got := onImage(t, client, pt.ImageV2); got != 10 {
 		t.Errorf("after full promotion %d pods run %s, want 10: %v", got, pt.ImageV2, pt.PodImages(t, client))
@@ -205,8 +191,8 @@ func TestWeightsThenFullPromotion(t *testing.T) {
 	if got := pt.TemplateImage(t, client); got != pt.ImageV2 {
 		t.Errorf("after full promotion the template runs %s, want %s", got, pt.ImageV2)
 	}
-	if d.final.Phase != rollout.PhaseSucceeded {
-		t.Errorf("full promotion ended %s, want %s", d.final.Phase, rollout.PhaseSucceeded)
+	if final(d).Phase != rollout.PhaseSucceeded {
+		t.Errorf("full promotion ended %s, want %s", final(d).Phase, rollout.PhaseSucceeded)
 	}
 
 	// Healthy: the same calls on every reconcile, forever.
@@ -243,7 +229,7 @@ func TestAbortRollsBack(t *testing.T) {
 	tp := serve(t, p)
 	ro := argoRollout(goodConfig, pt.ImageV2, hashV1, hashV2)
 	reconcile(t, tp, ro, hashV2, hashV1, 50)
-	<-driverOf(t, p).done
+	<-driverOf(t, p).Done()
 	if v, err := tp.VerifyWeight(ro, 50, nil); err.HasError() || v != types.Verified {
 		t.Fatalf("VerifyWeight(50) = %v, RpcError %q; want Verified", v, err.ErrorString)
 	}
@@ -255,15 +241,15 @@ func TestAbortRollsBack(t *testing.T) {
 	aborted.Status.Abort = true
 	reconcile(t, tp, aborted, hashV2, hashV1, 0)
 	d := driverOf(t, p)
-	if d.op.kind != opAbort {
-		t.Fatalf("the abort started a driver for %s, want abort", d.op)
+	if d.Job.op.kind != opAbort {
+		t.Fatalf("the abort started a driver for %s, want abort", d.Job.op)
 	}
-	<-d.done
+	<-d.Done()
 	if v, err := reconcile(t, tp, aborted, hashV2, hashV1, 0); err.HasError() || v != types.Verified {
-		t.Fatalf("VerifyWeight(0) after the rollback = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, d.final, d.err)
+		t.Fatalf("VerifyWeight(0) after the rollback = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, final(d), errOf(d))
 	}
-	if d.final.Phase != rollout.PhaseRolledBack {
-		t.Errorf("the abort ended %s, want %s", d.final.Phase, rollout.PhaseRolledBack)
+	if final(d).Phase != rollout.PhaseRolledBack {
+		t.Errorf("the abort ended %s, want %s", final(d).Phase, rollout.PhaseRolledBack)
 	}
 	v1 := pt.ImageIDOf(pt.ImageV1)
 	for _, got := range pt.PodImages(t, client) {
@@ -294,7 +280,7 @@ func TestFailedWeightIsRpcError(t *testing.T) {
 	ro := argoRollout(goodConfig, pt.ImageCrash, hashV1, hashV2)
 	reconcile(t, tp, ro, hashV2, hashV1, 50)
 	d := driverOf(t, p)
-	<-d.done
+	<-d.Done()
 	v, err := reconcile(t, tp, ro, hashV2, hashV1, 50)
 	if v != types.NotVerified {
 		t.Errorf("VerifyWeight(50) of a failed rollout = %v, want NotVerified", v)
@@ -347,7 +333,7 @@ func TestNothingToDo(t *testing.T) {
 				t.Fatalf("SetWeight: %s", err.ErrorString)
 			}
 			if tt.driver {
-				<-driverOf(t, p).done
+				<-driverOf(t, p).Done()
 			} else if n := driverCount(p); n != 0 {
 				t.Errorf("%d drivers started, want none", n)
 			}
@@ -467,17 +453,17 @@ func TestNewWeightReplacesDriver(t *testing.T) {
 	old := driverOf(t, p)
 	reconcile(t, tp, ro, hashV2, hashV1, 50)
 	d := driverOf(t, p)
-	if d == old || d.op != (op{kind: opHold, weight: 50}) {
-		t.Fatalf("after SetWeight(50) the driver is for %s, want a new one for weight 50%%", d.op)
+	if d == old || d.Job.op != (op{kind: opHold, weight: 50}) {
+		t.Fatalf("after SetWeight(50) the driver is for %s, want a new one for weight 50%%", d.Job.op)
 	}
 	open()
-	<-old.done
-	if !errors.Is(old.err, context.Canceled) {
-		t.Errorf("the old driver ended with %v, want it stopped (context.Canceled)", old.err)
+	<-old.Done()
+	if !errors.Is(errOf(old), context.Canceled) {
+		t.Errorf("the old driver ended with %v, want it stopped (context.Canceled)", errOf(old))
 	}
-	<-d.done
-	if d.err != nil || d.final.Phase != rollout.PhaseHolding {
-		t.Errorf("the new driver ended %s, %v; want %s", d.final.Phase, d.err, rollout.PhaseHolding)
+	<-d.Done()
+	if errOf(d) != nil || final(d).Phase != rollout.PhaseHolding {
+		t.Errorf("the new driver ended %s, %v; want %s", final(d).Phase, errOf(d), rollout.PhaseHolding)
 	}
 	if n := driverCount(p); n != 1 {
 		t.Errorf("%d drivers, want 1", n)
@@ -493,7 +479,7 @@ func TestCutRollbackFinishes(t *testing.T) {
 	p := newPlugin(t, client)
 	tp := serve(t, p)
 	reconcile(t, tp, argoRollout(goodConfig, pt.ImageV2, hashV1, hashV2), hashV2, hashV1, 50)
-	<-driverOf(t, p).done
+	<-driverOf(t, p).Done()
 	if got := onImage(t, client, pt.ImageV2); got != 2 {
 		t.Fatalf("at weight 50, %d pods run %s, want 2", got, pt.ImageV2)
 	}
@@ -502,7 +488,7 @@ func TestCutRollbackFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), rollbackOf(req.Spec), rollout.Status{})
+	st, _, err := (&rollout.Engine{Client: client}).Abort(context.Background(), req.Spec.Rollback(), rollout.Status{})
 	if err != nil || st.Phase != rollout.PhaseRollingBack {
 		t.Fatalf("one rollback step = %s, %v; want %s", st.Phase, err, rollout.PhaseRollingBack)
 	}
@@ -510,9 +496,9 @@ func TestCutRollbackFinishes(t *testing.T) {
 	reverted := argoRollout(goodConfig, pt.ImageV1, hashV1, hashV1)
 	reconcile(t, tp, reverted, hashV1, hashV1, 0)
 	d := driverOf(t, p)
-	<-d.done
+	<-d.Done()
 	if v, err := reconcile(t, tp, reverted, hashV1, hashV1, 0); err.HasError() || v != types.Verified {
-		t.Fatalf("VerifyWeight(0) = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, d.final, d.err)
+		t.Fatalf("VerifyWeight(0) = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, final(d), errOf(d))
 	}
 	if got := onImage(t, client, pt.ImageV2); got != 0 {
 		t.Errorf("%d pods still run %s: %v", got, pt.ImageV2, pt.PodImages(t, client))
@@ -531,7 +517,7 @@ func BenchmarkReconcileSettled(b *testing.B) {
 	tp := serve(b, p)
 	ro := argoRollout(`{"target":{"kind":"StatefulSet","name":"web"},"maxUnavailable":"100%"}`, pt.ImageV2, hashV2, hashV2)
 	reconcile(b, tp, ro, hashV2, hashV2, 0)
-	<-driverOf(b, p).done
+	<-driverOf(b, p).Done()
 	client.ClearActions()
 	for b.Loop() {
 		if v, err := reconcile(b, tp, ro, hashV2, hashV2, 0); err.HasError() || v != types.Verified {
@@ -587,9 +573,9 @@ func TestPromotedPastPause(t *testing.T) {
 	ro := argoRollout(config, pt.ImageV2, hashV1, hashV2)
 	reconcile(t, tp, ro, hashV2, hashV1, 20)
 	paused := driverOf(t, p)
-	<-paused.done
-	if paused.final.Phase != rollout.PhasePaused {
-		t.Fatalf("weight 20 ended %s (%v), want %s", paused.final.Phase, paused.err, rollout.PhasePaused)
+	<-paused.Done()
+	if final(paused).Phase != rollout.PhasePaused {
+		t.Fatalf("weight 20 ended %s (%v), want %s", final(paused).Phase, errOf(paused), rollout.PhasePaused)
 	}
 	for range 2 {
 		v, err := reconcile(t, tp, ro, hashV2, hashV1, 20)
@@ -607,11 +593,23 @@ func TestPromotedPastPause(t *testing.T) {
 	q.on.Store(false)
 	reconcile(t, tp, ro, hashV2, hashV1, 50)
 	d := driverOf(t, p)
-	<-d.done
+	<-d.Done()
 	if v, err := tp.VerifyWeight(ro, 50, nil); err.HasError() || v != types.Verified {
-		t.Fatalf("VerifyWeight(50) after the promotion = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, d.final, d.err)
+		t.Fatalf("VerifyWeight(50) after the promotion = %v, RpcError %q; want Verified (driver: %+v, %v)", v, err.ErrorString, final(d), errOf(d))
 	}
 	if got := onImage(t, client, pt.ImageV2); got != 5 {
 		t.Errorf("at weight 50, %d pods run %s, want 5", got, pt.ImageV2)
 	}
+}
+
+// final is the status a finished driver ended with.
+func final(d *driver) rollout.Status {
+	st, _ := d.Result()
+	return st
+}
+
+// errOf is the error a finished driver ended with.
+func errOf(d *driver) error {
+	_, err := d.Result()
+	return err
 }

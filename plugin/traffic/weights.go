@@ -133,7 +133,7 @@ func (p *Plugin) SetWeight(ro *argov1alpha1.Rollout, weight int32, _ []argov1alp
 	if !ok {
 		return types.RpcError{}
 	}
-	e, err := p.getEngine()
+	e, err := p.engine.Get()
 	if err != nil {
 		return types.RpcError{ErrorString: err.Error()}
 	}
@@ -154,10 +154,8 @@ func (p *Plugin) VerifyWeight(ro *argov1alpha1.Rollout, weight int32, _ []argov1
 	if !ok {
 		return types.Verified, types.RpcError{}
 	}
-	p.mu.Lock()
-	d := p.drivers[req.key]
-	p.mu.Unlock()
-	if d == nil || d.config != req.Canonical || d.op != o || !d.finished() {
+	d := p.drivers.Get(req.key)
+	if d == nil || d.Job.config != req.Canonical || d.Job.op != o || !d.Finished() {
 		// Moving; or the SetWeight before this call has not reached this process (it starts
 		// the driver on the next reconcile).
 		return types.NotVerified, types.RpcError{}
@@ -170,26 +168,37 @@ func (p *Plugin) VerifyWeight(ro *argov1alpha1.Rollout, weight int32, _ []argov1
 
 // failure says why a finished driver did not reach its op, or "" when it did.
 func failure(req request, d *driver) string {
-	target := req.Spec.Target.String()
-	if d.err != nil {
-		return fmt.Sprintf("Rollout %s: %s of %s: %v", req.Rollout, d.op, target, d.err)
+	st, _ := d.Result()
+	return verdict(req.Rollout, req.Spec.Target.String(), d.Job.op, d.Job.nothing, st, d.Outcome())
+}
+
+// verdict says why a driver of Rollout name doing o on target that came to st, as out says,
+// did not reach o, or "" when it did. nothing says an abort found nothing to roll back.
+func verdict(name, target string, o op, nothing bool, st rollout.Status, out rollout.Outcome) string {
+	if out.Err != nil {
+		return fmt.Sprintf("Rollout %s: %s of %s: %v", name, o, target, out.Err)
 	}
-	st := d.final
-	switch {
-	case d.op.kind == opAbort && (d.nothing || st.Phase == rollout.PhaseRolledBack):
+	if o.kind == opAbort {
+		if nothing || out.Kind == rollout.RolledBack {
+			return ""
+		}
+		return fmt.Sprintf("Rollout %s: rolling back %s did not finish (%s): %s; a person must look at its pods", name, target, st.Phase, st.Message)
+	}
+	switch out.Kind {
+	case rollout.Succeeded:
 		return ""
-	case d.op.kind == opAbort:
-		return fmt.Sprintf("Rollout %s: rolling back %s did not finish (%s): %s; a person must look at its pods", req.Rollout, target, st.Phase, st.Message)
-	case st.Phase == rollout.PhaseSucceeded, d.op.kind == opHold && st.Phase == rollout.PhaseHolding:
-		return ""
-	case st.Phase == rollout.PhasePaused:
+	case rollout.Holding:
+		if o.kind == opHold {
+			return ""
+		}
+	case rollout.Paused:
 		return fmt.Sprintf("Rollout %s: %s of %s: %s; to accept the batch, promote the Rollout past this step (kubectl argo rollouts promote): its next higher weight goes on from here; to undo, abort the Rollout",
-			req.Rollout, d.op, target, st.Message)
-	case st.Phase == rollout.PhaseRolledBack:
+			name, o, target, st.Message)
+	case rollout.RolledBack:
 		return fmt.Sprintf("Rollout %s: %s of %s failed and was rolled back (%s): %s; abort the Rollout, or put images that work in its template (a new revision)",
-			req.Rollout, d.op, target, st.Reason, st.Message)
+			name, o, target, st.Reason, st.Message)
 	}
-	return fmt.Sprintf("Rollout %s: %s of %s stopped at %s (%s): %s", req.Rollout, d.op, target, st.Phase, st.Reason, st.Message)
+	return fmt.Sprintf("Rollout %s: %s of %s stopped at %s (%s): %s", name, o, target, st.Phase, st.Reason, st.Message)
 }
 
 // beyond reports whether op a asks for more pods than op b.

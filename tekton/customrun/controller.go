@@ -19,7 +19,6 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // Defaults of Options.
@@ -59,7 +58,7 @@ type Controller struct {
 	namespace string
 	// orphanQueue holds, by target, the rollbacks of the rollouts of deleted runs (orphans.go);
 	// orphans keeps where each is.
-	orphanQueue workqueue.TypedRateLimitingInterface[workload.Ref]
+	orphanQueue workqueue.TypedRateLimitingInterface[rollout.Ref]
 	orphans     orphans
 	// deleted asks the scan loop for a scan: a run of ours was deleted.
 	deleted chan struct{}
@@ -91,8 +90,8 @@ func New(tekton versioned.Interface, engine *rollout.Engine, specs SpecGetter, o
 		log:       log,
 		namespace: opts.Namespace,
 		orphanQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[workload.Ref](firstBackoff, maxBackoff),
-			workqueue.TypedRateLimitingQueueConfig[workload.Ref]{Name: "orphaned-rollouts"}),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[rollout.Ref](firstBackoff, maxBackoff),
+			workqueue.TypedRateLimitingQueueConfig[rollout.Ref]{Name: "orphaned-rollouts"}),
 		deleted: make(chan struct{}, 1),
 		// With the resync of the runs: a deletion missed (the watch reconnecting, the process
 		// not leading then) is found within the same time as a run's lost timer.

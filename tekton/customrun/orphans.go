@@ -2,7 +2,6 @@ package customrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // A CustomRun deleted in flight rolls its rollout back first, held by Finalizer. A run whose
@@ -33,8 +31,8 @@ type holderRef struct {
 	UID    types.UID
 }
 
-func holderOf(lock *workload.Lock) holderRef {
-	return holderRef{Holder: lock.Holder, UID: lock.HolderUID}
+func holderOf(rec *rollout.Record) holderRef {
+	return holderRef{Holder: rec.Holder, UID: rec.HolderUID}
 }
 
 // runLookup is what the controller's CustomRun cache says of the run a lock's holder names.
@@ -57,31 +55,31 @@ const (
 	orphanRollBack
 )
 
-// decideOrphan decides whether lock (nil when the workload has none) still holds the workload
-// for seen, a CustomRun that no longer exists (run: what the cache says of the run of that
-// name), and says why in words. The scan asks with the lock's own holder as seen; the worker
+// decideOrphan decides whether the rollout rec (nil when the workload records none) still holds
+// the workload for seen, a CustomRun that no longer exists (run: what the cache says of the run
+// of that name), and says why in words. The scan asks with the lock's own holder as seen; the worker
 // asks again before every step, with the holder the scan found, so that a rollback goes on only
 // while the lock is the one it began on: still holding the workload, still for that holder, and
 // that holder still gone.
-func decideOrphan(lock *workload.Lock, seen holderRef, run runLookup) (orphanAction, string) {
+func decideOrphan(rec *rollout.Record, seen holderRef, run runLookup) (orphanAction, string) {
 	switch {
-	case lock == nil:
+	case rec == nil:
 		return orphanLeave, "the workload records no rollout any longer"
-	case !lock.Active():
-		return orphanLeave, fmt.Sprintf("rollout %s ended (%s)", lock.RolloutID, lock.Phase)
-	case holderOf(lock) != seen:
-		return orphanLeave, fmt.Sprintf("rollout %s is held by %s (UID %q) now", lock.RolloutID, lock.Holder, lock.HolderUID)
+	case !rec.Active():
+		return orphanLeave, fmt.Sprintf("rollout %s ended (%s)", rec.RolloutID, rec.Phase)
+	case holderOf(rec) != seen:
+		return orphanLeave, fmt.Sprintf("rollout %s is held by %s (UID %q) now", rec.RolloutID, rec.Holder, rec.HolderUID)
 	case !run.Watched:
 		// Not a run this controller watches (another namespace, or a holder no run of ours
 		// writes): its absence from the cache says nothing.
-		return orphanLeave, fmt.Sprintf("%s names no CustomRun this controller watches", lock.Holder)
+		return orphanLeave, fmt.Sprintf("%s names no CustomRun this controller watches", rec.Holder)
 	case !run.Found:
-		return orphanRollBack, fmt.Sprintf("CustomRun %s no longer exists", strings.TrimPrefix(lock.Holder, HolderPrefix))
-	case lock.HeldBy(lock.Holder, run.UID):
-		return orphanLeave, fmt.Sprintf("CustomRun %s exists", strings.TrimPrefix(lock.Holder, HolderPrefix))
+		return orphanRollBack, fmt.Sprintf("CustomRun %s no longer exists", strings.TrimPrefix(rec.Holder, HolderPrefix))
+	case rec.HeldBy(rec.Holder, run.UID):
+		return orphanLeave, fmt.Sprintf("CustomRun %s exists", strings.TrimPrefix(rec.Holder, HolderPrefix))
 	}
 	return orphanRollBack, fmt.Sprintf("CustomRun %s (UID %s) was deleted; the run of that name now is another (UID %s)",
-		strings.TrimPrefix(lock.Holder, HolderPrefix), lock.HolderUID, run.UID)
+		strings.TrimPrefix(rec.Holder, HolderPrefix), rec.HolderUID, run.UID)
 }
 
 // orphan is the rollback of one deleted run's rollout under way.
@@ -97,25 +95,25 @@ type orphan struct {
 // it ended or is no longer a deleted run's.
 type orphans struct {
 	mu sync.Mutex
-	m  map[workload.Ref]*orphan
+	m  map[rollout.Ref]*orphan
 }
 
 // add records the rollback of target's lock for seen, unless one of target is under way.
-func (o *orphans) add(target workload.Ref, seen holderRef) bool {
+func (o *orphans) add(target rollout.Ref, seen holderRef) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.m[target]; ok {
 		return false
 	}
 	if o.m == nil {
-		o.m = map[workload.Ref]*orphan{}
+		o.m = map[rollout.Ref]*orphan{}
 	}
 	o.m[target] = &orphan{seen: seen}
 	return true
 }
 
 // get is a copy of target's rollback, for one worker at a time (the queue hands a target to one).
-func (o *orphans) get(target workload.Ref) (orphan, bool) {
+func (o *orphans) get(target rollout.Ref) (orphan, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.m[target]
@@ -125,13 +123,13 @@ func (o *orphans) get(target workload.Ref) (orphan, bool) {
 	return *r, true
 }
 
-func (o *orphans) set(target workload.Ref, r orphan) {
+func (o *orphans) set(target rollout.Ref, r orphan) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.m[target] = &r
 }
 
-func (o *orphans) drop(target workload.Ref) {
+func (o *orphans) drop(target rollout.Ref) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.m, target)
@@ -179,14 +177,15 @@ func (c *Controller) scanLoop(ctx context.Context) {
 // looked up: a lock listed was written for a run this process's cache lists (it watched the
 // runs before it led, and only the leader writes locks), unless the run was deleted since.
 func (c *Controller) scanOrphans(ctx context.Context) int {
-	locks, err := workload.ListLocks(ctx, c.reconciler.Engine.Client, c.namespace, HolderPrefix)
+	recs, err := c.reconciler.Engine.ListRecords(ctx, c.namespace, HolderPrefix)
 	if err != nil && ctx.Err() == nil {
 		c.log.Warn("listing the workloads held for CustomRuns, to find those of deleted runs", "namespace", c.namespace, "err", err)
 	}
 	queued := 0
-	for _, h := range locks {
-		if action, _ := decideOrphan(h.Lock, holderOf(h.Lock), c.lookup(h.Lock.Holder)); action == orphanRollBack && c.orphans.add(h.Ref, holderOf(h.Lock)) {
-			c.orphanQueue.Add(h.Ref)
+	for i := range recs {
+		rec := &recs[i]
+		if action, _ := decideOrphan(rec, holderOf(rec), c.lookup(rec.Holder)); action == orphanRollBack && c.orphans.add(rec.Target, holderOf(rec)) {
+			c.orphanQueue.Add(rec.Target)
 			queued++
 		}
 	}
@@ -238,58 +237,54 @@ func (c *Controller) nextOrphan(ctx context.Context) bool {
 // stepOrphan takes one step of the rollback of the rollout o.seen left on target, when the lock
 // still says so, and returns when to take the next (0: the rollback is over, or not to be
 // taken). A returned error is worth a retry.
-func (c *Controller) stepOrphan(ctx context.Context, target workload.Ref, o orphan) (time.Duration, error) {
+func (c *Controller) stepOrphan(ctx context.Context, target rollout.Ref, o orphan) (time.Duration, error) {
 	e := c.reconciler.Engine
 	log := c.log.With(append([]any{"holder", o.seen.Holder, "holderUID", o.seen.UID}, rollout.LogAttrs(target)...)...)
-	lock, err := e.Lock(ctx, target)
-	var invalid *rollout.InvalidError
+	rec, err := e.Record(ctx, target)
 	switch {
-	case errors.As(err, &invalid):
+	case err != nil && rollout.OutcomeOf(rollout.Status{}, err).Kind == rollout.BadInput:
 		log.Info("not rolling back the rollout of a deleted CustomRun: its workload is gone", "err", err)
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("reading the rollout lock of %s: %w", target, err)
 	}
-	action, why := decideOrphan(lock, o.seen, c.lookup(o.seen.Holder))
+	action, why := decideOrphan(rec, o.seen, c.lookup(o.seen.Holder))
 	if action == orphanLeave {
 		log.Info("not rolling back the rollout of a deleted CustomRun", "why", why)
 		return 0, nil
 	}
-	log = log.With("rolloutID", lock.RolloutID)
+	log = log.With("rolloutID", rec.RolloutID)
 	if !o.started {
-		log.Warn("rolling back the rollout of a deleted CustomRun", "phase", lock.Phase, "why", why)
+		log.Warn("rolling back the rollout of a deleted CustomRun", "phase", rec.Phase, "why", why)
 		o.started = true
 	}
 	// The run's own pace went with its spec: one pod at a time, within the default deadline.
 	rb := rollout.RollbackSpec{Target: target, Holder: o.seen.Holder, HolderUID: o.seen.UID,
 		MaxUnavailable: intstr.FromInt32(1), Timeout: v1alpha1.DefaultTimeout}
 	st, requeue, err := e.Abort(context.WithoutCancel(ctx), rb, o.prev)
-	switch {
-	case err != nil && rollout.Retryable(err):
+	switch rollout.OutcomeOf(st, err).Kind {
+	case rollout.Retry, rollout.Unavailable, rollout.Interrupted:
 		c.orphans.set(target, o)
 		return 0, fmt.Errorf("rolling back %s, left by %s: %w", target, o.seen.Holder, err)
-	case errors.As(err, &invalid):
+	case rollout.BadInput:
 		// The lock changed between the read and the step (another holder's now, say).
 		log.Info("not rolling back the rollout of a deleted CustomRun", "why", err.Error())
 		return 0, nil
-	case err != nil:
+	case rollout.Refused, rollout.Blocked, rollout.Superseded:
 		// The next scan finds the lock again if it still holds the workload for nobody.
 		log.Error("the rollback of a deleted CustomRun's rollout stopped; a person must look", "err", err)
 		return 0, nil
-	}
-	o.prev = st
-	switch st.Phase {
-	case rollout.PhaseRolledBack:
+	case rollout.RolledBack:
 		log.Info("rolled back the rollout of a deleted CustomRun", "rolledBack", st.RolledBack, "message", st.Message)
 		return 0, nil
-	case rollout.PhaseFailed:
+	case rollout.NeedsPerson:
 		log.Error("the rollback of a deleted CustomRun's rollout is incomplete; a person must look", "reason", st.Reason, "message", st.Message)
 		return 0, nil
-	}
-	if st.Phase.Terminal() {
+	case rollout.Succeeded:
 		log.Info("the rollout of a deleted CustomRun ended", "phase", st.Phase, "message", st.Message)
 		return 0, nil
 	}
+	o.prev = st
 	c.orphans.set(target, o)
 	return max(requeue, minRequeue), nil
 }

@@ -22,32 +22,32 @@ import (
 )
 
 func TestDecideOrphan(t *testing.T) {
-	lock := func(holder, uid, phase string) *workload.Lock {
-		return &workload.Lock{Holder: holder, HolderUID: types.UID(uid), Phase: phase, RolloutID: "r1"}
+	lock := func(holder, uid string, phase rollout.Phase) *rollout.Record {
+		return &rollout.Record{Holder: holder, HolderUID: types.UID(uid), Phase: phase, RolloutID: "r1"}
 	}
 	gone := runLookup{Watched: true}
 	exists := func(uid string) runLookup { return runLookup{Watched: true, Found: true, UID: types.UID(uid)} }
 	seen := holderRef{Holder: "tekton:ns/run", UID: "u1"}
 	tests := []struct {
 		name string
-		lock *workload.Lock
+		lock *rollout.Record
 		seen holderRef
 		run  runLookup
 		want orphanAction
 	}{
-		{"run deleted", lock("tekton:ns/run", "u1", workload.LockProgressing), seen, gone, orphanRollBack},
-		{"run deleted while paused", lock("tekton:ns/run", "u1", workload.LockPaused), seen, gone, orphanRollBack},
-		{"rollback under way", lock("tekton:ns/run", "u1", workload.LockRollingBack), seen, gone, orphanRollBack},
-		{"run created again under its name", lock("tekton:ns/run", "u1", workload.LockHolding), seen, exists("u2"), orphanRollBack},
-		{"lock without a UID, run deleted", lock("tekton:ns/run", "", workload.LockProgressing), holderRef{Holder: "tekton:ns/run"}, gone, orphanRollBack},
-		{"run exists", lock("tekton:ns/run", "u1", workload.LockProgressing), seen, exists("u1"), orphanLeave},
-		{"lock without a UID, run exists", lock("tekton:ns/run", "", workload.LockProgressing), holderRef{Holder: "tekton:ns/run"}, exists("u2"), orphanLeave},
-		{"run outside the controller's scope", lock("tekton:ns/run", "u1", workload.LockProgressing), seen, runLookup{}, orphanLeave},
+		{"run deleted", lock("tekton:ns/run", "u1", rollout.PhaseProgressing), seen, gone, orphanRollBack},
+		{"run deleted while paused", lock("tekton:ns/run", "u1", rollout.PhasePaused), seen, gone, orphanRollBack},
+		{"rollback under way", lock("tekton:ns/run", "u1", rollout.PhaseRollingBack), seen, gone, orphanRollBack},
+		{"run created again under its name", lock("tekton:ns/run", "u1", rollout.PhaseHolding), seen, exists("u2"), orphanRollBack},
+		{"lock without a UID, run deleted", lock("tekton:ns/run", "", rollout.PhaseProgressing), holderRef{Holder: "tekton:ns/run"}, gone, orphanRollBack},
+		{"run exists", lock("tekton:ns/run", "u1", rollout.PhaseProgressing), seen, exists("u1"), orphanLeave},
+		{"lock without a UID, run exists", lock("tekton:ns/run", "", rollout.PhaseProgressing), holderRef{Holder: "tekton:ns/run"}, exists("u2"), orphanLeave},
+		{"run outside the controller's scope", lock("tekton:ns/run", "u1", rollout.PhaseProgressing), seen, runLookup{}, orphanLeave},
 		{"no lock any longer", nil, seen, gone, orphanLeave},
-		{"rolled back", lock("tekton:ns/run", "u1", workload.LockRolledBack), seen, gone, orphanLeave},
-		{"succeeded", lock("tekton:ns/run", "u1", workload.LockSucceeded), seen, gone, orphanLeave},
-		{"another holder's now", lock("tekton:ns/next", "u7", workload.LockProgressing), seen, gone, orphanLeave},
-		{"a run of the same name holds it now", lock("tekton:ns/run", "u2", workload.LockProgressing), seen, gone, orphanLeave},
+		{"rolled back", lock("tekton:ns/run", "u1", rollout.PhaseRolledBack), seen, gone, orphanLeave},
+		{"succeeded", lock("tekton:ns/run", "u1", rollout.PhaseSucceeded), seen, gone, orphanLeave},
+		{"another holder's now", lock("tekton:ns/next", "u7", rollout.PhaseProgressing), seen, gone, orphanLeave},
+		{"a run of the same name holds it now", lock("tekton:ns/run", "u2", rollout.PhaseProgressing), seen, gone, orphanLeave},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

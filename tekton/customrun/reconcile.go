@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // Finalizer holds a CustomRun of ours while its rollout may need a rollback: deleted in flight,
@@ -71,7 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (tim
 		return 0, r.setFinalizer(ctx, run, true)
 	}
 	next := run.DeepCopy()
-	var target workload.Ref
+	var target rollout.Ref
 	requeue, stepErr := r.step(ctx, next, &target)
 	if stepErr != nil && target.Kind != "" {
 		stepErr = &RolloutError{Target: target, RolloutID: progressFrom(&next.Status).RolloutID, Err: stepErr}
@@ -94,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (tim
 
 // step decides and takes run's next step, setting its status, and sets target to the run's
 // workload once its spec is read.
-func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun, target *workload.Ref) (time.Duration, error) {
+func (r *Reconciler) step(ctx context.Context, run *v1beta1.CustomRun, target *rollout.Ref) (time.Duration, error) {
 	s := &run.Status
 	if !run.HasStarted() {
 		// Tekton shows the run as started only from here; the rollout begins with the next step.
@@ -216,11 +215,10 @@ func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, sp
 	prev := progressFrom(s)
 	if p, ok := prev.pause(); ok && run.Annotations[AcceptAnnotation] == strconv.Itoa(p.Batch) {
 		st, err := r.Engine.Accept(context.WithoutCancel(ctx), spec.Target, spec.Holder, p)
-		var invalid *rollout.InvalidError
-		switch {
-		case errors.As(err, &invalid):
+		switch o := rollout.OutcomeOf(st, err); {
+		case o.Kind == rollout.BadInput:
 			// The pause is over (accepted, or the rollout moved on): the next step sees where.
-		case err != nil:
+		case o.Err != nil:
 			return 0, fmt.Errorf("accepting batch %d of %s for CustomRun %s/%s: %w", p.Batch, spec.Target, run.Namespace, run.Name, err)
 		default:
 			r.runLog(run, spec.Target, p.RolloutID).Info("batch accepted", "batch", p.Batch)
@@ -240,13 +238,13 @@ func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, sp
 func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollout.Status, after time.Duration) time.Duration {
 	s := &run.Status
 	setProgress(s, progressFrom(s).next(st, spec.Target.String()))
-	switch st.Phase {
-	case rollout.PhaseSucceeded:
+	switch rollout.OutcomeOf(st, nil).Kind {
+	case rollout.Succeeded:
 		msg := outcomeMessage(st)
 		setResults(s, st, msg)
 		s.MarkCustomRunSucceeded(v1beta1.CustomRunReasonSuccessful.String(), "%s", msg)
 		return 0
-	case rollout.PhaseRolledBack:
+	case rollout.RolledBack:
 		msg := outcomeMessage(st)
 		if run.GetRetryCount() < run.Spec.Retries {
 			r.retry(run, reasonOf(st, "RolledBack"), msg)
@@ -255,7 +253,8 @@ func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollou
 		setResults(s, st, msg)
 		s.MarkCustomRunFailed(reasonOf(st, "RolledBack"), "%s", msg)
 		return 0
-	case rollout.PhaseFailed, rollout.PhaseReleased, rollout.PhaseHolding:
+	case rollout.NeedsPerson, rollout.Holding:
+		// A CustomRun's rollout ends with its run and has no hold point (spec.upTo is refused).
 		msg := outcomeMessage(st)
 		if st.Reason == rollout.ReasonTemplateChanged {
 			msg += fmt.Sprintf("; %s stays held by %s: roll it back with `inplace-rollout rollback`, or put the rollout's images back in its template", spec.Target, spec.Holder)
@@ -263,7 +262,7 @@ func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollou
 		setResults(s, st, msg)
 		s.MarkCustomRunFailed(reasonOf(st, ReasonRollbackIncomplete), "%s", msg)
 		return 0
-	case rollout.PhasePaused:
+	case rollout.Paused:
 		batch := st.Batch
 		if st.Analysis != nil {
 			batch = st.Analysis.Batch
@@ -312,31 +311,29 @@ func (r *Reconciler) setFinalizer(ctx context.Context, run *v1beta1.CustomRun, h
 func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, spec rollout.Spec, why stop) (time.Duration, error) {
 	s := &run.Status
 	prev := progressFrom(s)
-	rb := rollout.RollbackSpec{Target: spec.Target, Holder: spec.Holder, HolderUID: spec.HolderUID, MaxUnavailable: spec.MaxUnavailable,
-		GracePeriod: spec.GracePeriod, Timeout: spec.Timeout}
-	st, requeue, err := r.Engine.Abort(context.WithoutCancel(ctx), rb, prev.status())
-	var invalid *rollout.InvalidError
-	switch {
-	case errors.As(err, &invalid):
+	st, requeue, err := r.Engine.Abort(context.WithoutCancel(ctx), spec.Rollback(), prev.status())
+	o := rollout.OutcomeOf(st, err)
+	switch o.Kind {
+	case rollout.BadInput:
 		// Nothing of this run's holds the workload: it never started, or someone else's
 		// rollout does.
-		s.MarkCustomRunFailed(why.reason, "%s", why.done(fmt.Sprintf("%s; nothing to roll back: %s", why.why, invalid.Error())))
+		s.MarkCustomRunFailed(why.reason, "%s", why.done(fmt.Sprintf("%s; nothing to roll back: %s", why.why, o.Problem+o.Fix.Choice())))
 		return 0, nil
-	case err != nil && rollout.Retryable(err):
+	case rollout.Retry, rollout.Unavailable, rollout.Interrupted:
 		return 0, fmt.Errorf("rolling back %s for CustomRun %s/%s (%s): %w", spec.Target, run.Namespace, run.Name, why.why, err)
-	case err != nil:
+	case rollout.Refused, rollout.Blocked, rollout.Superseded:
 		setProgress(s, prev.next(st, spec.Target.String()))
 		s.MarkCustomRunFailed(why.reason, "%s", why.done(fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %v", why.why, spec.Target, err)))
 		return 0, nil
 	}
 	setProgress(s, prev.next(st, spec.Target.String()))
-	switch st.Phase {
-	case rollout.PhaseRolledBack:
+	switch o.Kind {
+	case rollout.RolledBack:
 		msg := why.done(fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", why.why, spec.Target, outcomeMessage(st)))
 		setResults(s, st, msg)
 		s.MarkCustomRunFailed(why.reason, "%s", msg)
 		return 0, nil
-	case rollout.PhaseFailed:
+	case rollout.NeedsPerson:
 		msg := why.done(fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", why.why, spec.Target, outcomeMessage(st)))
 		setResults(s, st, msg)
 		s.MarkCustomRunFailed(why.reason, "%s", msg)
@@ -346,26 +343,20 @@ func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, s
 	return max(requeue, minRequeue), nil
 }
 
-// engineError records what a typed engine error means for the run: bad input, an API error no
-// retry fixes, something blocked for a person, or a superseded rollout end it; any other error
-// is worth a retry and is returned.
+// engineError records what an engine error means for the run: bad input, an API error no retry
+// fixes, something blocked for a person, or a superseded rollout end it; any other error is
+// worth a retry and is returned.
 func (r *Reconciler) engineError(run *v1beta1.CustomRun, st rollout.Status, err error) (time.Duration, error) {
 	s := &run.Status
-	var (
-		invalid    *rollout.InvalidError
-		permanent  *rollout.PermanentError
-		blocked    *rollout.BlockedError
-		superseded *rollout.SupersededError
-	)
-	switch {
-	case errors.As(err, &invalid):
+	switch rollout.OutcomeOf(st, err).Kind {
+	case rollout.BadInput:
 		s.MarkCustomRunFailed(ReasonRefused, "%v; nothing was changed", err)
-	case errors.As(err, &permanent):
+	case rollout.Refused:
 		s.MarkCustomRunFailed(ReasonAPIError, "%v", err)
-	case errors.As(err, &blocked):
+	case rollout.Blocked:
 		setProgress(s, progressFrom(s).next(st, ""))
 		s.MarkCustomRunFailed(reasonOf(st, "Blocked"), "%v", err)
-	case errors.As(err, &superseded):
+	case rollout.Superseded:
 		s.MarkCustomRunFailed(string(rollout.ReasonSuperseded), "%v", err)
 	default:
 		return 0, fmt.Errorf("CustomRun %s/%s: %w", run.Namespace, run.Name, err)
@@ -397,7 +388,7 @@ func (r *Reconciler) log() *slog.Logger {
 
 // RolloutError is an error of a step of the rollout of Target, for the log to name it.
 type RolloutError struct {
-	Target workload.Ref
+	Target rollout.Ref
 	// RolloutID is the rollout's, when the run knows it.
 	RolloutID string
 	Err       error
@@ -417,7 +408,7 @@ func (e *RolloutError) LogAttrs() []any {
 
 // runLog is the log of run's rollout of target: each line names the run, the workload and, when
 // known, the rollout.
-func (r *Reconciler) runLog(run *v1beta1.CustomRun, target workload.Ref, rolloutID string) *slog.Logger {
+func (r *Reconciler) runLog(run *v1beta1.CustomRun, target rollout.Ref, rolloutID string) *slog.Logger {
 	l := r.log().With("customrun", run.Namespace+"/"+run.Name)
 	if target.Kind != "" {
 		l = l.With(rollout.LogAttrs(target)...)
@@ -429,7 +420,7 @@ func (r *Reconciler) runLog(run *v1beta1.CustomRun, target workload.Ref, rollout
 }
 
 // logOutcome logs a run's condition when it changed.
-func (r *Reconciler) logOutcome(before, after *v1beta1.CustomRun, target workload.Ref) {
+func (r *Reconciler) logOutcome(before, after *v1beta1.CustomRun, target rollout.Ref) {
 	was, now := before.Status.GetCondition("Succeeded"), after.Status.GetCondition("Succeeded")
 	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message) {
 		return

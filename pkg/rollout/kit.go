@@ -1,0 +1,64 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// What a driver needs to name workloads, pods and Events, so that drivers reach the cluster
+// through this package only: pkg/workload and pkg/inplace stay the engine's.
+
+// Ref names a workload: a StatefulSet, DaemonSet or Deployment by name, or pods by a label
+// selector.
+type Ref = workload.Ref
+
+// Kind is the kind of workload a Ref names.
+type Kind = workload.Kind
+
+// Workload kinds.
+const (
+	StatefulSet = workload.StatefulSet
+	DaemonSet   = workload.DaemonSet
+	Deployment  = workload.Deployment
+	// Pods are the pods a label selector selects, with no controller of theirs involved.
+	Pods = workload.Pods
+)
+
+// ParseKind reads a workload kind, in any case; its error names the kinds there are.
+func ParseKind(s string) (Kind, error) { return workload.ParseKind(s) }
+
+// DefaultProgressDeadline is the progress deadline (Spec.Timeout) of a spec that gives none.
+const DefaultProgressDeadline = inplace.DefaultProgressDeadline
+
+// NativeSidecar reports whether c is a native sidecar: an init container with restartPolicy
+// Always, whose image a spec may always name.
+func NativeSidecar(c corev1.Container) bool { return inplace.NativeSidecar(c) }
+
+// Event is an Event's type, reason and message.
+type Event = inplace.Event
+
+// NewEvent is the Event ev of component about the object ref, named name in ref's namespace,
+// seen once at now: a driver's Events on its own objects have the shape of the engine's on pods.
+func NewEvent(name string, ref corev1.ObjectReference, ev Event, component string, now metav1.Time) *corev1.Event {
+	return inplace.NewEvent(name, ref, ev, component, now)
+}
+
+// WatchPods watches the pods of the workload ref and, after each change, leaves a value on the
+// returned channel (at most one waits there), until ctx ends: what Engine.Changes takes, so that
+// a driver steps as soon as the pods change. It is a hint, never a fact a step relies on. Its
+// error (the workload cannot be read, or its pods watched) leaves the driver stepping at the
+// engine's intervals.
+func WatchPods(ctx context.Context, client kubernetes.Interface, ref Ref) (<-chan struct{}, error) {
+	w, err := workload.Load(ctx, client, ref)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s to watch its pods: %w", ref, asInvalid(err))
+	}
+	return workload.WatchPods(ctx, client, ref.Namespace, w.PodSelector())
+}

@@ -1,0 +1,252 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+)
+
+// Record reads a workload's lock with exactly one GET, whatever the kind, and writes nothing.
+func TestRecordOneGet(t *testing.T) {
+	const lockJSON = `{"holder":"argo:shop/web","rolloutID":"abc-1","specHash":"abc","images":{"app":"reg.example/app:v2"},"previousImages":null,"phase":"Succeeded","startedAt":"2026-03-01T12:00:00Z"}`
+	locked := metav1.ObjectMeta{Name: testName, Namespace: testNS, Annotations: map[string]string{workload.LockAnnotation: lockJSON}}
+	bare := metav1.ObjectMeta{Name: testName, Namespace: testNS}
+	selector := "app=web"
+	// The ConfigMap of a selector's lock is found through a Pods workload's own write.
+	podsLock := func(t *testing.T) runtime.Object {
+		t.Helper()
+		client := fake.NewClientset(runningPod("web-0", imageV1))
+		w, err := workload.Load(context.Background(), client, workload.Ref{Kind: workload.Pods, Namespace: testNS, Selector: selector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background(), &workload.Lock{Holder: "argo:shop/web", RolloutID: "abc-1", Phase: workload.LockSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		cms, err := client.CoreV1().ConfigMaps(testNS).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(cms.Items) != 1 {
+			t.Fatalf("the lock ConfigMap: %v, %d ConfigMaps", err, len(cms.Items))
+		}
+		return &cms.Items[0]
+	}
+	tests := []struct {
+		name    string
+		objects func(t *testing.T) []runtime.Object
+		ref     workload.Ref
+		// rolloutID of the lock read; empty for none.
+		rolloutID string
+		invalid   bool
+	}{
+		{"StatefulSet with a lock", func(*testing.T) []runtime.Object { return []runtime.Object{&appsv1.StatefulSet{ObjectMeta: locked}} },
+			workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, "abc-1", false},
+		{"StatefulSet without", func(*testing.T) []runtime.Object { return []runtime.Object{&appsv1.StatefulSet{ObjectMeta: bare}} },
+			workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, "", false},
+		{"DaemonSet", func(*testing.T) []runtime.Object { return []runtime.Object{&appsv1.DaemonSet{ObjectMeta: locked}} },
+			workload.Ref{Kind: workload.DaemonSet, Namespace: testNS, Name: testName}, "abc-1", false},
+		{"Deployment", func(*testing.T) []runtime.Object { return []runtime.Object{&appsv1.Deployment{ObjectMeta: locked}} },
+			workload.Ref{Kind: workload.Deployment, Namespace: testNS, Name: testName}, "abc-1", false},
+		{"Pods with a lock", func(t *testing.T) []runtime.Object { return []runtime.Object{podsLock(t)} },
+			workload.Ref{Kind: workload.Pods, Namespace: testNS, Selector: selector}, "abc-1", false},
+		{"Pods never rolled out", func(*testing.T) []runtime.Object { return []runtime.Object{runningPod("web-0", imageV1)} },
+			workload.Ref{Kind: workload.Pods, Namespace: testNS, Selector: selector}, "", false},
+		{"no such StatefulSet", func(*testing.T) []runtime.Object { return []runtime.Object{&corev1.ConfigMap{ObjectMeta: bare}} },
+			workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.objects(t)...)
+			client.ClearActions()
+			rec, err := (&Engine{Client: client}).Record(context.Background(), tt.ref)
+			var inv *InvalidError
+			switch {
+			case tt.invalid && !errors.As(err, &inv):
+				t.Fatalf("Record error %v, want an *InvalidError", err)
+			case !tt.invalid && err != nil:
+				t.Fatalf("Record: %v", err)
+			}
+			got := ""
+			if rec != nil {
+				got = rec.RolloutID
+				if rec.Target != tt.ref || rec.Holder != "argo:shop/web" || rec.Phase != PhaseSucceeded {
+					t.Errorf("record %+v, want the lock of %s held by argo:shop/web, Succeeded", rec, tt.ref)
+				}
+			}
+			if got != tt.rolloutID {
+				t.Errorf("lock of rollout %q, want %q", got, tt.rolloutID)
+			}
+			actions := client.Actions()
+			if len(actions) != 1 || actions[0].GetVerb() != "get" {
+				var verbs []string
+				for _, a := range actions {
+					verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
+				}
+				t.Errorf("API calls %v, want one get", verbs)
+			}
+		})
+	}
+}
+
+// TestRecordPhase: every phase a lock records is the Phase of the same name, and a Record holds
+// the workload exactly when its lock does.
+func TestRecordPhase(t *testing.T) {
+	tests := []struct {
+		lock   string
+		phase  Phase
+		active bool
+	}{
+		{workload.LockProgressing, PhaseProgressing, true},
+		{workload.LockPaused, PhasePaused, true},
+		{workload.LockHolding, PhaseHolding, true},
+		{workload.LockRollingBack, PhaseRollingBack, true},
+		{workload.LockHalted, PhaseHalted, true},
+		{workload.LockSucceeded, PhaseSucceeded, false},
+		{workload.LockRolledBack, PhaseRolledBack, false},
+		{workload.LockReleased, PhaseReleased, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.lock, func(t *testing.T) {
+			if got := recordPhase(tt.lock); got != tt.phase || string(got) != tt.lock {
+				t.Errorf("recordPhase(%q) = %q, want %q", tt.lock, got, tt.phase)
+			}
+			lock := &workload.Lock{Holder: "cli", RolloutID: "r1", Phase: tt.lock, Reason: "why", ReasonCode: string(ReasonPodFailed)}
+			rec := recordOf(workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, lock)
+			if rec.Active() != tt.active || lock.Active() != tt.active {
+				t.Errorf("Active() = %t (the lock's %t), want %t", rec.Active(), lock.Active(), tt.active)
+			}
+			if rec.Phase != tt.phase || rec.Reason != ReasonPodFailed || rec.Message != "why" || rec.Holder != "cli" || rec.RolloutID != "r1" {
+				t.Errorf("record %+v of lock %+v", rec, lock)
+			}
+		})
+	}
+	var none *Record
+	if none.Active() || recordOf(workload.Ref{}, nil) != nil {
+		t.Error("no lock, yet a record that holds the workload")
+	}
+}
+
+// TestRecordHeldBy judges a holder as the lock does: by name, and by UID when both have one.
+func TestRecordHeldBy(t *testing.T) {
+	tests := []struct {
+		name      string
+		recordUID types.UID
+		holder    string
+		uid       types.UID
+		want      bool
+	}{
+		{"same name and UID", "u1", "argo:shop/web", "u1", true},
+		{"another UID", "u1", "argo:shop/web", "u2", false},
+		{"record without a UID", "", "argo:shop/web", "u2", true},
+		{"caller without a UID", "u1", "argo:shop/web", "", true},
+		{"another name", "u1", "argo:shop/api", "u1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lock := &workload.Lock{Holder: "argo:shop/web", HolderUID: tt.recordUID, Phase: workload.LockProgressing}
+			rec := recordOf(workload.Ref{}, lock)
+			if got := rec.HeldBy(tt.holder, tt.uid); got != tt.want || lock.HeldBy(tt.holder, tt.uid) != tt.want {
+				t.Errorf("HeldBy(%q, %q) = %t, want %t", tt.holder, tt.uid, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRecordEqual: two reads of a lock that says the same are equal; a change to any field of
+// the lock, even one a Record does not show, makes them differ.
+func TestRecordEqual(t *testing.T) {
+	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}
+	lock := func() *workload.Lock {
+		return &workload.Lock{Holder: "cli", RolloutID: "r1", SpecHash: "h", Phase: workload.LockHolding, HeldAt: 2,
+			Images: map[string]string{testApp: imageV2}, StartedAt: t0}
+	}
+	if a, b := recordOf(ref, lock()), recordOf(ref, lock()); *a != *b {
+		t.Errorf("two reads of one lock differ: %+v, %+v", a, b)
+	}
+	changes := map[string]func(*workload.Lock){
+		"hold point": func(l *workload.Lock) { l.HeldAt = 3 },
+		"touched":    func(l *workload.Lock) { l.Touched = []workload.TouchedPod{{Name: "web-0", UID: "p0"}} },
+		"phase":      func(l *workload.Lock) { l.Phase = workload.LockSucceeded },
+		"images":     func(l *workload.Lock) { l.Images[testApp] = imageV3 },
+	}
+	for name, change := range changes {
+		changed := lock()
+		change(changed)
+		if a, b := recordOf(ref, lock()), recordOf(ref, changed); *a == *b {
+			t.Errorf("%s changed, yet the records are equal", name)
+		}
+	}
+}
+
+// TestListRecords lists the records that hold a workload for holders of a prefix, each naming
+// its workload.
+func TestListRecords(t *testing.T) {
+	lockOn := func(name, holder, phase string) *appsv1.StatefulSet {
+		raw, err := json.Marshal(workload.Lock{Holder: holder, RolloutID: "r-" + name, Phase: phase, StartedAt: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, Annotations: map[string]string{workload.LockAnnotation: string(raw)}}}
+	}
+	client := fake.NewClientset(
+		lockOn("a", "argo:shop/a", workload.LockProgressing),
+		lockOn("b", "argo:shop/b", workload.LockSucceeded),
+		lockOn("c", "tekton:shop/c", workload.LockRollingBack),
+		lockOn("d", "argo:shop/d", workload.LockHalted),
+	)
+	recs, err := (&Engine{Client: client}).ListRecords(context.Background(), metav1.NamespaceAll, "argo:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if r.Target != (workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: r.Target.Name}) || r.RolloutID != "r-"+r.Target.Name {
+			t.Errorf("record %+v does not name its workload", r)
+		}
+		got = append(got, r.Target.Name+":"+string(r.Phase))
+	}
+	slices.Sort(got)
+	if want := []string{"a:Progressing", "d:Halted"}; !slices.Equal(got, want) {
+		t.Errorf("ListRecords = %v, want %v", got, want)
+	}
+}
+
+// TestWatchPods: a change to the workload's pods leaves a value on the channel; a workload that
+// cannot be read is an error, and no watch.
+func TestWatchPods(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	changes, err := WatchPods(ctx, fc.client, fc.spec(imageV2).Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fc.pod("web-1")
+	p.Labels["touched"] = "yes"
+	fc.updatePod(p)
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change seen")
+	}
+	if _, err := WatchPods(ctx, fc.client, workload.Ref{Kind: workload.DaemonSet, Namespace: testNS, Name: "none"}); err == nil {
+		t.Error("watching the pods of a DaemonSet that does not exist: no error")
+	}
+}
+
+func TestNativeSidecar(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	if !NativeSidecar(corev1.Container{RestartPolicy: &always}) || NativeSidecar(corev1.Container{}) {
+		t.Error("NativeSidecar does not tell an init container with restartPolicy Always from others")
+	}
+}
