@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
@@ -47,18 +46,22 @@ func servePlugin() bool {
 	case "step":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", step.Name)
 		m := serveMetrics(stepMetricsEnv, log)
-		step.Serve(step.New(func() (step.Clients, error) { return stepClients(log, m) }, step.Options{Log: log}))
+		events := &processEvents{}
+		step.Serve(step.New(func() (step.Clients, error) { return stepClients(log, m, events) }, step.Options{Log: log}))
+		events.close(log)
 		return true
 	case "trafficrouter":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", traffic.Name)
 		m := serveMetrics(trafficMetricsEnv, log)
+		events := &processEvents{}
 		traffic.Serve(traffic.New(func() (*rollout.Engine, error) {
-			cfg, err := pluginConfig("argo-traffic")
+			cfg, err := pluginConfig(argoTrafficComponent)
 			if err != nil {
 				return nil, err
 			}
-			return pluginEngine(cfg, log, m)
+			return pluginEngine(cfg, log, m, events, argoTrafficComponent)
 		}, log))
+		events.close(log)
 		return true
 	}
 	return false
@@ -112,23 +115,28 @@ func pluginConfig(name string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// pluginEngine is an engine on cfg's cluster, reporting to m (nil: nowhere).
-func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics) (*rollout.Engine, error) {
+// pluginEngine is an engine on cfg's cluster, reporting to m (nil: nowhere), recording the
+// Events of component through the process's events.
+func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics, events *processEvents, component string) (*rollout.Engine, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building a client for %s: %w", cfg.Host, err)
 	}
-	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}, Registry: &registry.Resolver{Client: client}, PullerImage: pluginPullerImage(), Log: log, Metrics: m}, nil
+	recorder, err := events.recorder(client, component, log)
+	if err != nil {
+		return nil, err
+	}
+	return &rollout.Engine{Client: client, Events: recorder, Registry: &registry.Resolver{Client: client}, PullerImage: pluginPullerImage(), Log: log, Metrics: m}, nil
 }
 
 // stepClients are the step plugin's engine and its Argo Rollouts client, which lists the
 // Rollouts for rollbacks cut short.
-func stepClients(log *slog.Logger, m rollout.Metrics) (step.Clients, error) {
-	cfg, err := pluginConfig("argo-step")
+func stepClients(log *slog.Logger, m rollout.Metrics, events *processEvents) (step.Clients, error) {
+	cfg, err := pluginConfig(argoStepComponent)
 	if err != nil {
 		return step.Clients{}, err
 	}
-	e, err := pluginEngine(cfg, log, m)
+	e, err := pluginEngine(cfg, log, m, events, argoStepComponent)
 	if err != nil {
 		return step.Clients{}, err
 	}

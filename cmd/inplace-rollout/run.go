@@ -164,7 +164,7 @@ func driveRollback(cmd *cobra.Command, client, events kubernetes.Interface, r ro
 type driver struct {
 	cmd     *cobra.Command
 	engine  *rollout.Engine
-	events  *inplace.AsyncEventRecorder // nil without a client
+	events  *inplace.EventBroadcaster // nil without a client
 	log     *slog.Logger
 	bar     *progressBar
 	target  string
@@ -180,11 +180,16 @@ type driver struct {
 func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref rollout.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
 	stderr := cmd.ErrOrStderr()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	var recorder *inplace.AsyncEventRecorder
+	var recorder *inplace.EventBroadcaster
 	if events != nil {
-		recorder = inplace.NewAsyncEventRecorder(inplace.ClientEventRecorder{Client: events}, eventWorkers, eventQueue, func(err error) {
+		var err error
+		recorder, err = inplace.NewEventBroadcaster(events, func(err error) {
 			log.Warn("event not recorded", "target", ref.String(), "err", err)
 		})
+		if err != nil {
+			// Events are notices: the rollout goes on without them.
+			log.Warn("events not recorded", "target", ref.String(), "err", err)
+		}
 	}
 	// Commands without --pre-pull (rollback) start no pullers.
 	pullerImage, _ := cmd.Flags().GetString("puller-image")
@@ -205,18 +210,14 @@ func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref roll
 		images:  images,
 	}
 	if recorder != nil {
-		d.engine.Events = recorder
+		d.engine.Events = recorder.Recorder(cliComponent)
 	}
 	return d
 }
 
-// Events are recorded by eventWorkers in the background, up to eventQueue of them waiting;
-// at the end the command waits up to eventDrain for the last ones.
-const (
-	eventWorkers = 4
-	eventQueue   = 1024
-	eventDrain   = 30 * time.Second
-)
+// Events are recorded in the background; at the end the command waits up to eventDrain for the
+// last ones.
+const eventDrain = 30 * time.Second
 
 // closeEvents records the Events still queued before the command exits.
 func (d *driver) closeEvents() {

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
@@ -119,7 +118,13 @@ func runTektonController(cmd *cobra.Command, f tektonFlags) error {
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	reg, recorder := metrics.NewRegistry()
-	engine := &rollout.Engine{Client: kube, Events: inplace.ClientEventRecorder{Client: kube}, Registry: &registry.Resolver{Client: kube}, PullerImage: f.pullerImage, Log: log, Metrics: recorder}
+	events := &processEvents{}
+	defer events.close(log)
+	eventRecorder, err := events.recorder(kube, tektonComponent, log)
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("tekton controller: %w", err)}
+	}
+	engine := &rollout.Engine{Client: kube, Events: eventRecorder, Registry: &registry.Resolver{Client: kube}, PullerImage: f.pullerImage, Log: log, Metrics: recorder}
 	ctrl := customrun.New(tekton, engine, customrun.DynamicSpecs{Client: dyn}, customrun.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -429,9 +429,14 @@ func TestTargetOnTheCurrentImageIsANoOp(t *testing.T) {
 
 			// Through the Updater: the one read, and no write (pod patch or Event) at all.
 			client := fake.NewClientset(pod)
-			u := &Updater{Client: client, Events: ClientEventRecorder{Client: client}, Now: func() time.Time { return t0 }}
+			events := newEventBroadcaster(t, client, nil)
+			u := &Updater{Client: client, Events: events.Recorder("test"), Now: func() time.Time { return t0 }}
 			res, err := u.Update(context.Background(), "ns", "web-0", target)
 			if err != nil {
+				t.Fatal(err)
+			}
+			// Close waits for the writes of every Event recorded: after it, all are in Actions.
+			if err := events.Close(10 * time.Second); err != nil {
 				t.Fatal(err)
 			}
 			if !res.Done || res.Wrote || res.Reason != want {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/util/workqueue"
+
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -18,8 +20,9 @@ const (
 	// changeDebounce is the least Drive waits after a step when Changes says the pods
 	// changed: a batch's pods change within moments of each other, and one step sees them all.
 	changeDebounce = 50 * time.Millisecond
-	firstBackoff   = time.Second
-	maxBackoff     = 30 * time.Second
+	// The retries of errors worth a retry wait firstBackoff, doubling up to maxBackoff.
+	firstBackoff = time.Second
+	maxBackoff   = 30 * time.Second
 )
 
 // APIUnavailableError says that steps kept failing with errors worth a retry (the API server
@@ -130,13 +133,15 @@ func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(conte
 	}
 }
 
-// retrier paces the retries of one driver loop within the error budget.
+// retrier paces the retries of one driver loop within the error budget: the backoff is
+// client-go's per-item exponential rate limiter, as the controllers' work queues use, for the
+// one item the loop drives.
 type retrier struct {
 	e          *Engine
 	target     workload.Ref
 	budget     time.Duration
 	errorsFrom time.Time
-	backoff    time.Duration
+	backoff    workqueue.TypedRateLimiter[workload.Ref]
 	// rolloutID is the rollout driven, once known, for the log.
 	rolloutID string
 }
@@ -146,11 +151,15 @@ func (e *Engine) retrier(target workload.Ref) *retrier {
 	if budget <= 0 {
 		budget = DefaultErrorBudget
 	}
-	return &retrier{e: e, target: target, budget: budget}
+	return &retrier{e: e, target: target, budget: budget,
+		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[workload.Ref](firstBackoff, maxBackoff)}
 }
 
 // succeeded starts the budget and the backoff afresh.
-func (r *retrier) succeeded() { r.errorsFrom, r.backoff = time.Time{}, 0 }
+func (r *retrier) succeeded() {
+	r.errorsFrom = time.Time{}
+	r.backoff.Forget(r.target)
+}
 
 // failed returns how long to wait before trying again after err, or the error to return: err
 // itself when no retry fixes it, an *APIUnavailableError once errors outlasted the budget.
@@ -165,9 +174,9 @@ func (r *retrier) failed(err error, rollingBack bool) (time.Duration, error) {
 	if now.Sub(r.errorsFrom) > r.budget {
 		return 0, &APIUnavailableError{Target: r.target, For: r.budget, RollingBack: rollingBack, Err: err}
 	}
-	r.backoff = min(max(2*r.backoff, firstBackoff), maxBackoff)
-	r.e.logFor(r.target, r.rolloutID).Warn("retrying", "err", err, "in", r.backoff.String())
-	return r.backoff, nil
+	wait := r.backoff.When(r.target)
+	r.e.logFor(r.target, r.rolloutID).Warn("retrying", "err", err, "in", wait.String())
+	return wait, nil
 }
 
 // Retryable reports whether an error of the engine may go away by itself: not one of the typed

@@ -223,6 +223,41 @@ func TestDrive(t *testing.T) {
 	}
 }
 
+// TestDriveBackoffStartsAfreshAfterASuccess: a step that succeeds between errors resets the
+// backoff and the error budget: the next error waits the first delay again.
+func TestDriveBackoffStartsAfreshAfterASuccess(t *testing.T) {
+	client := fake.NewClientset(driveStatefulSet(t, nil))
+	// Reads of the StatefulSet fail, fail, pass, fail, fail, fail, then pass.
+	fails := []bool{true, true, false, true, true, true}
+	reads := 0
+	client.PrependReactor("get", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		reads++
+		if reads <= len(fails) && fails[reads-1] {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is starting")
+		}
+		return false, nil, nil
+	})
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := &Engine{Client: client, Now: clock.Now, ErrorBudget: 5 * time.Second, wait: clock.wait}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	statuses := 0
+	_, err := e.Drive(ctx, driveSpec, func(Status) {
+		if statuses++; statuses == 2 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Drive: %v, want it cancelled after the second status", err)
+	}
+	// 1+2s of errors, then 1+2+4s: over the budget of 5s in all, within it since the success.
+	// The last wait is cut short by the cancel.
+	want := []time.Duration{time.Second, 2 * time.Second, busyRequeue, time.Second, 2 * time.Second, 4 * time.Second, busyRequeue}
+	if !slices.Equal(clock.waits, want) {
+		t.Errorf("waited %v, want %v", clock.waits, want)
+	}
+}
+
 // TestDriveAbortGivesUpAsARollback: API trouble while a rollback begins is reported as such,
 // with RollingBack set, after the budget.
 func TestDriveAbortGivesUpAsARollback(t *testing.T) {

@@ -95,6 +95,7 @@ func needs() []cluster.Need {
 		need("get", "", "serviceaccounts", "", statefulSet),
 		need("patch", "", "pods", "status", gated),
 		need("patch", "apps", "deployments", "", deployment),
+		need("create", "events.k8s.io", "events", "", statefulSet),
 		// The scan for the workloads of deleted Rollouts lists them over the whole cluster.
 		{Call: cluster.APICall{APIGroup: "apps", Resource: "statefulsets", Verb: "list"}, Ops: []string{"cluster-wide"}},
 		{Call: cluster.APICall{APIGroup: "apps", Resource: "daemonsets", Verb: "list"}, Ops: []string{"cluster-wide"}},

@@ -289,6 +289,6 @@ func needs() []cluster.Need {
 		// The pods' imagePullSecrets, for --pin-digests, and the analysis' Prometheus password.
 		need("get", "", "secrets", "", "run web"),
 		need("get", "", "secrets", "", "run analysed --analysis"),
-		need("create", "", "events", "", "run web"),
+		need("create", "events.k8s.io", "events", "", "run web"),
 	}
 }

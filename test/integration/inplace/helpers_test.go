@@ -209,8 +209,18 @@ func newCountingClient(kill killPoint) (kubernetes.Interface, *writeCounter, err
 	return client, counter, nil
 }
 
+// podEvents records the Events of the tests' updaters, on a client of its own as the command's
+// (their writes are not counted); made on first use, once env is there.
+var podEvents = sync.OnceValue(func() *inplace.EventBroadcaster {
+	b, err := inplace.NewEventBroadcaster(env.Client, nil)
+	if err != nil {
+		panic(fmt.Sprintf("recording Events: %v", err))
+	}
+	return b
+})
+
 func newUpdater(client kubernetes.Interface, opts inplace.Options) *inplace.Updater {
-	return &inplace.Updater{Client: client, Options: opts, Events: inplace.ClientEventRecorder{Client: env.Client}}
+	return &inplace.Updater{Client: client, Options: opts, Events: podEvents().Recorder("inplace-rollout")}
 }
 
 // simTagMoved asks the simulator's registry whether a tag still resolves to a digest.
@@ -222,14 +232,19 @@ func simTagMoved(image, beforeImageID string) (bool, bool) {
 	return !strings.HasSuffix(beforeImageID, "@"+digest), true
 }
 
+// eventReasons are the reasons of pod's Events, read as core/v1 Events once those recorded
+// so far are written.
 func eventReasons(t *testing.T, ns, pod string) []string {
 	t.Helper()
-	events, err := env.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+	if err := podEvents().Flush(time.Minute); err != nil {
+		t.Fatalf("recording events: %v", err)
+	}
+	list, err := env.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
 	if err != nil {
 		t.Fatalf("listing events: %v", err)
 	}
 	var reasons []string
-	for _, e := range events.Items {
+	for _, e := range list.Items {
 		reasons = append(reasons, e.Reason)
 	}
 	return reasons

@@ -330,7 +330,18 @@ func pluginEngine(b *testing.B) (*rollout.Engine, *apiCounter) {
 	if err != nil {
 		b.Fatalf("building the plugin's client: %v", err)
 	}
-	return &rollout.Engine{Client: client, Events: inplace.ClientEventRecorder{Client: client}}, counter
+	events, err := inplace.NewEventBroadcaster(client, func(err error) { b.Logf("event not recorded: %v", err) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = events.Close(0) })
+	// Events are written in the background: a count includes those of the calls made so far.
+	counter.flush = func() {
+		if err := events.Flush(time.Minute); err != nil {
+			b.Errorf("counting API calls: %v", err)
+		}
+	}
+	return &rollout.Engine{Client: client, Events: events.Recorder("argo-step")}, counter
 }
 
 // argoRollout is the Rollout NS/web as Argo passes it mid-revision: revision 2 on imageV2, from
@@ -381,6 +392,8 @@ func dispense[T any](b *testing.B, hs goplugin.HandshakeConfig, server, client m
 type apiCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// flush, when not nil, waits for the requests under way in the background.
+	flush func()
 }
 
 // countingTransport is an http.RoundTripper that counts each request in counter, then sends it.
@@ -399,6 +412,9 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (c *apiCounter) snapshot() map[string]int {
+	if c.flush != nil {
+		c.flush()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.counts)

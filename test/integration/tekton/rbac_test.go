@@ -77,7 +77,7 @@ func needs() []cluster.Need {
 		need("update", "tekton.dev", "customruns", "", "testcustomrunofourkind"),
 		need("update", "tekton.dev", "customruns", "status", "testcustomrunofourkind"),
 		need("get", "inplace-rollout.io", "inplacerollouts", "", "testexamplesapply-statefulset-custom-task-ref"),
-		need("create", "", "events", "", statefulSet),
+		need("create", "events.k8s.io", "events", "", statefulSet),
 		need("get", "apps", "statefulsets", "", statefulSet),
 		need("patch", "apps", "statefulsets", "", statefulSet),
 		need("get", "apps", "daemonsets", "", daemonSet),
