@@ -54,7 +54,7 @@ func servePlugin() bool {
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", traffic.Name)
 		m := serveMetrics(trafficMetricsEnv, log)
 		events := &processEvents{}
-		traffic.Serve(traffic.New(func() (*rollout.Engine, error) {
+		traffic.Serve(traffic.New(func() (*rollout.Driver, error) {
 			cfg, err := pluginConfig(argoTrafficComponent)
 			if err != nil {
 				return nil, err
@@ -115,9 +115,9 @@ func pluginConfig(name string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// pluginEngine is an engine on cfg's cluster, reporting to m (nil: nowhere), recording the
-// Events of component through the process's events.
-func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics, events *processEvents, component string) (*rollout.Engine, error) {
+// pluginEngine is a driver of an engine on cfg's cluster, reporting to m (nil: nowhere),
+// recording the Events of component through the process's events.
+func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics, events *processEvents, component string) (*rollout.Driver, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building a client for %s: %w", cfg.Host, err)
@@ -126,7 +126,7 @@ func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics, events 
 	if err != nil {
 		return nil, err
 	}
-	return &rollout.Engine{Client: client, Events: recorder, Registry: &registry.Resolver{Client: client}, PullerImage: pluginPullerImage(), Log: log, Metrics: m}, nil
+	return &rollout.Driver{Engine: &rollout.Engine{Client: client, Events: recorder, Registry: &registry.Resolver{Client: client}, PullerImage: pluginPullerImage(), Log: log, Metrics: m}}, nil
 }
 
 // stepClients are the step plugin's engine and its Argo Rollouts client, which lists the
@@ -144,7 +144,7 @@ func stepClients(log *slog.Logger, m rollout.Metrics, events *processEvents) (st
 	if err != nil {
 		return step.Clients{}, fmt.Errorf("building an Argo Rollouts client for %s: %w", cfg.Host, err)
 	}
-	return step.Clients{Engine: e, Rollouts: rollouts}, nil
+	return step.Clients{Driver: e, Rollouts: rollouts}, nil
 }
 
 // pluginPullerImage is the image holding the puller binary for a step with prePull:

@@ -163,7 +163,7 @@ func driveRollback(cmd *cobra.Command, client, events kubernetes.Interface, r ro
 // driver is what a command that drives the engine prints as it goes.
 type driver struct {
 	cmd     *cobra.Command
-	engine  *rollout.Engine
+	engine  *rollout.Driver
 	events  *inplace.EventBroadcaster // nil without a client
 	log     *slog.Logger
 	bar     *progressBar
@@ -195,12 +195,12 @@ func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref roll
 	pullerImage, _ := cmd.Flags().GetString("puller-image")
 	d := &driver{
 		cmd: cmd,
-		engine: &rollout.Engine{
+		engine: &rollout.Driver{Engine: &rollout.Engine{
 			Client:      client,
 			Registry:    &registry.Resolver{Client: client},
 			PullerImage: pullerImage,
 			Log:         log,
-		},
+		}},
 		log:     log,
 		events:  recorder,
 		bar:     newProgressBar(stderr),

@@ -50,6 +50,24 @@ func (e *APIUnavailableError) Error() string {
 
 func (e *APIUnavailableError) Unwrap() error { return e.Err }
 
+// Driver takes an Engine's steps until a rollout settles: the loop every driver runs (the CLI,
+// a goroutine per rollout in the Argo plugin process), with its waits between steps and its
+// retries. The Engine decides and writes; the Driver only paces it.
+type Driver struct {
+	// Engine takes the steps; its methods (Record, Abort, ...) are the Driver's too.
+	*Engine
+	// ErrorBudget is how long Drive retries errors worth a retry before it gives up with an
+	// *APIUnavailableError; zero means DefaultErrorBudget.
+	ErrorBudget time.Duration
+	// Changes, when set, cuts Drive's wait between two steps short: a value on it says the
+	// target's pods changed (see WatchPods), so the next step may have work. Steps still read
+	// everything from the API server; without it Drive waits what each step asks.
+	Changes <-chan struct{}
+
+	// wait replaces Drive's timer in tests; nil waits on a real one.
+	wait func(ctx context.Context, d time.Duration) error
+}
+
 // Drive reconciles spec until its rollout settles (Phase.Settled: it ended, paused, or holds
 // at its hold point) and returns the last status. onStatus, when not nil, gets the status of
 // every step. Errors worth a retry are retried with backoff (1s, doubling up to 30s) for up to
@@ -59,7 +77,7 @@ func (e *APIUnavailableError) Unwrap() error { return e.Err }
 // Each step runs to its end even when ctx is cancelled, so that no write is cut off half way;
 // a cancelled ctx stops Drive before the next step, with the last status and an error that
 // wraps ctx.Err(). The rollout is then left as it is, and Drive with the same spec goes on.
-func (e *Engine) Drive(ctx context.Context, spec Spec, onStatus func(Status)) (Status, error) {
+func (e *Driver) Drive(ctx context.Context, spec Spec, onStatus func(Status)) (Status, error) {
 	return e.drive(ctx, spec.Target, func(ctx context.Context, prev Status) (Status, time.Duration, error) {
 		return e.Reconcile(ctx, spec, prev)
 	}, onStatus)
@@ -67,7 +85,7 @@ func (e *Engine) Drive(ctx context.Context, spec Spec, onStatus func(Status)) (S
 
 // DriveAbort rolls back as Drive rolls out: it takes Abort's steps until the rollback ended
 // (or needs a person), with the same retries, error budget and cancellation.
-func (e *Engine) DriveAbort(ctx context.Context, r RollbackSpec, onStatus func(Status)) (Status, error) {
+func (e *Driver) DriveAbort(ctx context.Context, r RollbackSpec, onStatus func(Status)) (Status, error) {
 	return e.drive(ctx, r.Target, func(ctx context.Context, prev Status) (Status, time.Duration, error) {
 		return e.Abort(ctx, r, prev)
 	}, onStatus)
@@ -76,7 +94,7 @@ func (e *Engine) DriveAbort(ctx context.Context, r RollbackSpec, onStatus func(S
 // AcceptAndDrive accepts the paused batch p (see Accept), retrying as Drive does while the
 // API server is in trouble, then drives spec on like Drive. onStatus gets the accept's status
 // too.
-func (e *Engine) AcceptAndDrive(ctx context.Context, spec Spec, p Pause, onStatus func(Status)) (Status, error) {
+func (e *Driver) AcceptAndDrive(ctx context.Context, spec Spec, p Pause, onStatus func(Status)) (Status, error) {
 	r := e.retrier(spec.Target)
 	r.rolloutID = p.RolloutID
 	for {
@@ -102,7 +120,7 @@ func (e *Engine) AcceptAndDrive(ctx context.Context, spec Spec, p Pause, onStatu
 }
 
 // drive is the loop of Drive and DriveAbort: step until the phase settles.
-func (e *Engine) drive(ctx context.Context, target workload.Ref, step func(context.Context, Status) (Status, time.Duration, error), onStatus func(Status)) (Status, error) {
+func (e *Driver) drive(ctx context.Context, target workload.Ref, step func(context.Context, Status) (Status, time.Duration, error), onStatus func(Status)) (Status, error) {
 	r := e.retrier(target)
 	var st Status
 	for {
@@ -146,12 +164,12 @@ type retrier struct {
 	rolloutID string
 }
 
-func (e *Engine) retrier(target workload.Ref) *retrier {
+func (e *Driver) retrier(target workload.Ref) *retrier {
 	budget := e.ErrorBudget
 	if budget <= 0 {
 		budget = DefaultErrorBudget
 	}
-	return &retrier{e: e, target: target, budget: budget,
+	return &retrier{e: e.Engine, target: target, budget: budget,
 		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[workload.Ref](firstBackoff, maxBackoff)}
 }
 
@@ -193,7 +211,7 @@ func Retryable(err error) bool {
 }
 
 // sleep waits d, or until ctx is done.
-func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+func (e *Driver) sleep(ctx context.Context, d time.Duration) error {
 	if e.wait != nil {
 		return e.wait(ctx, d)
 	}

@@ -190,7 +190,7 @@ func TestDrive(t *testing.T) {
 				failing(client, "get", "statefulsets", tt.fail, tt.err)
 			}
 			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			e := &Engine{Client: client, Now: clock.Now, ErrorBudget: tt.budget, wait: clock.wait}
+			e := &Driver{Engine: &Engine{Client: client, Now: clock.Now}, ErrorBudget: tt.budget, wait: clock.wait}
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			if tt.stopAfter < 0 {
@@ -238,7 +238,7 @@ func TestDriveBackoffStartsAfreshAfterASuccess(t *testing.T) {
 		return false, nil, nil
 	})
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e := &Engine{Client: client, Now: clock.Now, ErrorBudget: 5 * time.Second, wait: clock.wait}
+	e := &Driver{Engine: &Engine{Client: client, Now: clock.Now}, ErrorBudget: 5 * time.Second, wait: clock.wait}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	statuses := 0
@@ -266,7 +266,7 @@ func TestDriveAbortGivesUpAsARollback(t *testing.T) {
 	client := fake.NewClientset(driveStatefulSet(t, lock))
 	patches := failing(client, "patch", "statefulsets", -1, apierrors.NewTimeoutError("slow", 1))
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e := &Engine{Client: client, Now: clock.Now, ErrorBudget: 10 * time.Second, wait: clock.wait}
+	e := &Driver{Engine: &Engine{Client: client, Now: clock.Now}, ErrorBudget: 10 * time.Second, wait: clock.wait}
 	r := RollbackSpec{Target: driveSpec.Target, Holder: "cli", MaxUnavailable: intstr.FromInt32(1), Timeout: time.Minute}
 	_, err := e.DriveAbort(context.Background(), r, nil)
 	var ae *APIUnavailableError

@@ -21,8 +21,9 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-// Engine reconciles rollouts. It keeps nothing between calls: every fact it needs is on the
-// workload (its lock annotation) and the pods (their state annotations).
+// Engine reconciles rollouts one bounded step at a time (Reconcile, Abort, Accept); a Driver
+// calls it until a rollout settles. It keeps nothing between calls: every fact it needs is on
+// the workload (its lock annotation) and the pods (their state annotations).
 type Engine struct {
 	Client kubernetes.Interface
 	// Events records pod Events; nil records none.
@@ -44,17 +45,6 @@ type Engine struct {
 	// Querier answers every analysis' PromQL queries; nil builds a Prometheus client per
 	// configuration, from the spec.
 	Querier analysis.Querier
-	// ErrorBudget is how long Drive retries errors worth a retry before it gives up with an
-	// *APIUnavailableError; zero means DefaultErrorBudget.
-	ErrorBudget time.Duration
-
-	// Changes, when set, cuts Drive's wait between two steps short: a value on it says the
-	// target's pods changed (see workload.WatchPods), so the next step may have work. Steps
-	// still read everything from the API server; without it Drive waits what each step asks.
-	Changes <-chan struct{}
-
-	// wait replaces Drive's timer in tests; nil waits on a real one.
-	wait func(ctx context.Context, d time.Duration) error
 
 	mu          sync.Mutex
 	clients     map[string]*analysis.Client // by clientKey

@@ -51,7 +51,7 @@ func NewEvent(name string, ref corev1.ObjectReference, ev Event, component strin
 }
 
 // WatchPods watches the pods of the workload ref and, after each change, leaves a value on the
-// returned channel (at most one waits there), until ctx ends: what Engine.Changes takes, so that
+// returned channel (at most one waits there), until ctx ends: what Driver.Changes takes, so that
 // a driver steps as soon as the pods change. It is a hint, never a fact a step relies on. Its
 // error (the workload cannot be read, or its pods watched) leaves the driver stepping at the
 // engine's intervals.

@@ -26,7 +26,7 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 	if err != nil {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
 	}
-	d := p.rollbackFor(cl.Engine, req)
+	d := p.rollbackFor(cl.Driver, req)
 	st, err := d.Wait()
 	target := req.Spec.Target
 	if err != nil {
@@ -53,7 +53,7 @@ func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (t
 	if err != nil {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: err.Error()}, types.RpcError{}
 	}
-	d := p.promoteFor(cl.Engine, req, ro.UID)
+	d := p.promoteFor(cl.Driver, req, ro.UID)
 	if d.Job.kind == driveRollback {
 		return types.RpcStepResult{Phase: types.PhaseFailed, Message: fmt.Sprintf("Rollout %s: %s is rolling back; the rollback goes on, and %s is handed back when it ends",
 			req.Rollout, req.key.Target, req.key.Target)}, types.RpcError{}

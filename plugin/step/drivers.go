@@ -59,7 +59,7 @@ func (p *Plugin) start(req request, kind driverKind, config string, keep func(ol
 // driverFor returns the driver of req, starting one when there is none, when it drives another
 // config (the old one stops first), or when it finished and the step starts afresh. A rollback
 // or promotion under way is returned as it is: it ends first.
-func (p *Plugin) driverFor(e *rollout.Engine, req request, fresh bool) *driver {
+func (p *Plugin) driverFor(e *rollout.Driver, req request, fresh bool) *driver {
 	keep := func(old *driver) bool {
 		return busyElse(old) || old != nil && old.Job.kind == driveRollout && old.Job.config == req.Canonical && !(fresh && old.Finished())
 	}
@@ -71,14 +71,14 @@ func (p *Plugin) driverFor(e *rollout.Engine, req request, fresh bool) *driver {
 
 // rollbackFor returns the driver rolling back req's target, starting one (in place of any other
 // driver of the key) unless one is under way.
-func (p *Plugin) rollbackFor(e *rollout.Engine, req request) *driver {
+func (p *Plugin) rollbackFor(e *rollout.Driver, req request) *driver {
 	d, _ := p.startRollback(e, req, func(old *driver) bool { return busy(old) && old.Job.kind == driveRollback })
 	return d
 }
 
 // startRollback starts the rollback of req's target in place of the key's driver, unless keep
 // keeps that one.
-func (p *Plugin) startRollback(e *rollout.Engine, req request, keep func(old *driver) bool) (*driver, bool) {
+func (p *Plugin) startRollback(e *rollout.Driver, req request, keep func(old *driver) bool) (*driver, bool) {
 	rb := req.Spec.Rollback()
 	return p.start(req, driveRollback, "", keep, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return e.DriveAbort(ctx, rb, d.OnStatus)
@@ -87,28 +87,28 @@ func (p *Plugin) startRollback(e *rollout.Engine, req request, keep func(old *dr
 
 // finishRollback starts a rollback driver for req unless a driver of its target is under way,
 // and says whether it started one.
-func (p *Plugin) finishRollback(e *rollout.Engine, req request) bool {
+func (p *Plugin) finishRollback(e *rollout.Driver, req request) bool {
 	_, started := p.startRollback(e, req, busy)
 	return started
 }
 
 // promoteFor starts the full promotion of req's rollout (the Rollout's UID uid) in place of its
 // driver, or returns the rollback under way, which goes on.
-func (p *Plugin) promoteFor(e *rollout.Engine, req request, uid types.UID) *driver {
+func (p *Plugin) promoteFor(e *rollout.Driver, req request, uid types.UID) *driver {
 	d, _ := p.startPromote(e, req, uid, busyElse)
 	return d
 }
 
 // promoteIdle starts the full promotion of req's rollout (the Rollout's UID uid) unless a driver
 // of its target is under way, and says whether it started one.
-func (p *Plugin) promoteIdle(e *rollout.Engine, req request, uid types.UID) bool {
+func (p *Plugin) promoteIdle(e *rollout.Driver, req request, uid types.UID) bool {
 	_, started := p.startPromote(e, req, uid, busy)
 	return started
 }
 
 // startPromote starts the full promotion of req's rollout in place of the key's driver, unless
 // keep keeps that one.
-func (p *Plugin) startPromote(e *rollout.Engine, req request, uid types.UID, keep func(old *driver) bool) (*driver, bool) {
+func (p *Plugin) startPromote(e *rollout.Driver, req request, uid types.UID, keep func(old *driver) bool) (*driver, bool) {
 	return p.start(req, drivePromote, "", keep, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		return promote(ctx, e, req, uid, d)
 	})

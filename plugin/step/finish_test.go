@@ -130,7 +130,7 @@ func TestTerminate(t *testing.T) {
 			if tt.kubelet {
 				playKubelet(t, client)
 			}
-			p := newPluginWith(t, Clients{Engine: &rollout.Engine{Client: client}}, Options{TerminateWait: 50 * time.Millisecond})
+			p := newPluginWith(t, Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client}}}, Options{TerminateWait: 50 * time.Millisecond})
 			tt.setup(t, p, client)
 			res, rpcErr := serve(t, p).Terminate(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
 			if rpcErr.HasError() || res.Phase != tt.phase || !strings.Contains(res.Message, tt.message) {
@@ -186,7 +186,7 @@ func cutShort(t *testing.T, client *fake.Clientset, holderRollout string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &rollout.Engine{Client: client}
+	e := &rollout.Driver{Engine: &rollout.Engine{Client: client}}
 	if st, err := e.Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseSucceeded {
 		t.Fatalf("rollout = %+v, %v; want Succeeded", st, err)
 	}
@@ -224,7 +224,7 @@ func TestScan(t *testing.T) {
 				cutShort(t, client, tt.holder)
 			}
 			// shop-other exists: its rollouts are its own (the deleted Rollouts' are TestScanOrphans').
-			clients := Clients{Engine: &rollout.Engine{Client: client}, Rollouts: argofake.NewSimpleClientset(tt.ro, scanRollout("shop-other", nil, ""))}
+			clients := Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client}}, Rollouts: argofake.NewSimpleClientset(tt.ro, scanRollout("shop-other", nil, ""))}
 			p := newPluginWith(t, clients, Options{})
 			if got := p.scan(context.Background(), clients); got != tt.started {
 				t.Fatalf("scan started %d rollbacks, want %d", got, tt.started)
@@ -257,7 +257,7 @@ func TestScanLoop(t *testing.T) {
 	client := newClient(t, 2)
 	ticks := make(chan time.Time)
 	scans := make(chan int)
-	clients := Clients{Engine: &rollout.Engine{Client: client},
+	clients := Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client}},
 		Rollouts: argofake.NewSimpleClientset(scanRollout("shop-web", []argov1alpha1.CanaryStep{pluginStep(Name, goodConfig)}, ""))}
 	p := newPluginWith(t, clients, Options{Ticks: ticks})
 	p.afterScan = func(n int) { scans <- n }
@@ -293,7 +293,7 @@ func TestAbortJoinsRollback(t *testing.T) {
 	playKubelet(t, client)
 	cutShort(t, client, "shop-web")
 	p := newPlugin(t, newClient(t, 0), 0)
-	e := &rollout.Engine{Client: client}
+	e := &rollout.Driver{Engine: &rollout.Engine{Client: client}}
 	req, err := decode(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -337,14 +337,14 @@ func TestScanPromotesAfterFullPromotion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st, err := (&rollout.Engine{Client: client}).Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
+			if st, err := (&rollout.Driver{Engine: &rollout.Engine{Client: client}}).Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
 				t.Fatalf("rollout = %+v, %v; want Holding", st, err)
 			}
 			ro.Status.CurrentPodHash = "85c5855485"
 			if tt.promoted {
 				ro.Status.StableRS = ro.Status.CurrentPodHash
 			}
-			clients := Clients{Engine: &rollout.Engine{Client: client}, Rollouts: argofake.NewSimpleClientset(ro)}
+			clients := Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client}}, Rollouts: argofake.NewSimpleClientset(ro)}
 			p := newPluginWith(t, clients, Options{})
 			started := p.scan(context.Background(), clients)
 			if tt.promoted {
@@ -388,12 +388,12 @@ func TestScanRollsBackAnAbortCutBeforeItsRollback(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st, err := (&rollout.Engine{Client: client}).Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
+			if st, err := (&rollout.Driver{Engine: &rollout.Engine{Client: client}}).Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
 				t.Fatalf("rollout = %+v, %v; want Holding", st, err)
 			}
 			listed := scanRollout(ro.Name, []argov1alpha1.CanaryStep{pluginStep(Name, withField(goodConfig, `"upTo":1`))}, "")
 			listed.Status.Abort = aborted
-			clients := Clients{Engine: &rollout.Engine{Client: client}, Rollouts: argofake.NewSimpleClientset(listed)}
+			clients := Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client}}, Rollouts: argofake.NewSimpleClientset(listed)}
 			p := newPluginWith(t, clients, Options{})
 			want := map[bool]int{true: 1, false: 0}[aborted]
 			if got := p.scan(context.Background(), clients); got != want {

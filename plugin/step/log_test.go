@@ -46,7 +46,7 @@ func TestDriverLogsAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPluginWith(t, Clients{Engine: &rollout.Engine{Client: client, Log: log, Metrics: m}}, Options{Log: log})
+	p := newPluginWith(t, Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client, Log: log, Metrics: m}}}, Options{Log: log})
 	config := withField(goodConfig, `"maxUnavailable":"100%"`)
 	if res := runToEnd(t, p, argoRollout("65f9bfd99b"), config); res.Phase != "Successful" {
 		t.Fatalf("Run = %s %q, want Successful", res.Phase, res.Message)

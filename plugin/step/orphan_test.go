@@ -98,7 +98,7 @@ func TestScanOrphans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := &rollout.Engine{Client: client}
+			e := &rollout.Driver{Engine: &rollout.Engine{Client: client}}
 			if st, err := e.Drive(context.Background(), req.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
 				t.Fatalf("rollout = %+v, %v; want Holding", st, err)
 			}
@@ -110,7 +110,7 @@ func TestScanOrphans(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			clients := Clients{Engine: e, Rollouts: argo}
+			clients := Clients{Driver: e, Rollouts: argo}
 			p := newPluginWith(t, clients, Options{})
 			// The deleted Rollout's driver, holding where it is.
 			live, _ := p.start(req, driveRollout, req.Canonical, nil, func(ctx context.Context, d *driver) (rollout.Status, error) {
@@ -163,7 +163,7 @@ func withUID(ro *argov1alpha1.Rollout, uid string) *argov1alpha1.Rollout {
 func TestRunAfterAnEarlierRolloutOfTheSameName(t *testing.T) {
 	client := newClient(t, 3)
 	playKubelet(t, client)
-	e := &rollout.Engine{Client: client}
+	e := &rollout.Driver{Engine: &rollout.Engine{Client: client}}
 	gone := withUID(argoRollout("65f9bfd99b"), "u1")
 	held, err := decode(gone, stepContext(withField(goodConfig, `"upTo":1`), nil))
 	if err != nil {
@@ -172,7 +172,7 @@ func TestRunAfterAnEarlierRolloutOfTheSameName(t *testing.T) {
 	if st, err := e.Drive(context.Background(), held.Spec, nil); err != nil || st.Phase != rollout.PhaseHolding {
 		t.Fatalf("the deleted Rollout's rollout = %+v, %v; want Holding", st, err)
 	}
-	p := newPluginWith(t, Clients{Engine: e}, Options{})
+	p := newPluginWith(t, Clients{Driver: e}, Options{})
 	sp := serve(t, p)
 	again := withUID(argoRollout("65f9bfd99b"), "u2")
 	res, rpcErr := sp.Run(again, stepContext(goodConfig, nil))

@@ -58,7 +58,7 @@ func promotion(spec rollout.Spec) rollout.Spec {
 
 // promote drives req's rollout to every pod, in place, when decidePromote says so; a batch
 // paused on an inconclusive analysis is accepted, as Argo's promotion accepts everything.
-func promote(ctx context.Context, e *rollout.Engine, req request, uid types.UID, d *driver) (rollout.Status, error) {
+func promote(ctx context.Context, e *rollout.Driver, req request, uid types.UID, d *driver) (rollout.Status, error) {
 	rec, err := e.Record(ctx, req.Spec.Target)
 	if err != nil {
 		return rollout.Status{}, err

@@ -72,7 +72,7 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 	// A step started afresh (Argo resets the step status on a new revision and on a retry)
 	// re-observes the cluster rather than trusting a finished driver's verdict.
 	fresh := c == nil || len(c.Status) == 0 || string(c.Status) == "null"
-	d := p.driverFor(cl.Engine, req, fresh)
+	d := p.driverFor(cl.Driver, req, fresh)
 	if d.Job.kind != driveRollout {
 		st := d.Status()
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
@@ -83,7 +83,7 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
 			Message: runningMessage(st)}, types.RpcError{}
 	}
-	if rec := p.earlierRollout(cl.Engine, req, ro, d); rec != nil {
+	if rec := p.earlierRollout(cl.Driver, req, ro, d); rec != nil {
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter,
 			Message: fmt.Sprintf("rolling back rollout %s of %s first: an earlier Rollout %s, deleted since, left it %s; this Rollout's rollout starts once it is rolled back",
 				rec.RolloutID, req.key.Target, req.Rollout, rec.Phase)}, types.RpcError{}
@@ -96,7 +96,7 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 // again since); it then starts the rollback of that rollout, as the scan would, and returns its
 // record. This Rollout waits for it rather than fail: the lock is no one's but this plugin's to
 // undo, and the scan may not run before Argo gives up on the step.
-func (p *Plugin) earlierRollout(e *rollout.Engine, req request, ro *argov1alpha1.Rollout, d *driver) *rollout.Record {
+func (p *Plugin) earlierRollout(e *rollout.Driver, req request, ro *argov1alpha1.Rollout, d *driver) *rollout.Record {
 	if o := d.Outcome(); o.Kind != rollout.BadInput || o.Fix != rollout.FixTakeOver {
 		return nil
 	}
@@ -165,7 +165,7 @@ func (p *Plugin) recordInvalidConfig(ro *argov1alpha1.Rollout, msg string) {
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, eventTimeout)
 	defer cancel()
-	created, err := argospec.RecordOnce(ctx, cl.Engine.Client, ro, eventComponent, argospec.EventInvalidConfig, msg)
+	created, err := argospec.RecordOnce(ctx, cl.Driver.Client, ro, eventComponent, argospec.EventInvalidConfig, msg)
 	switch {
 	case err != nil:
 		log.Warn("invalid config, not recorded as an Event", "config", msg, "err", err)

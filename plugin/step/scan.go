@@ -100,7 +100,7 @@ func ourConfigs(ro *argov1alpha1.Rollout) []configAt {
 func (p *Plugin) scan(ctx context.Context, c Clients) int {
 	// The locks first, then the Rollouts: a lock listed was written by a Rollout that existed
 	// before the Rollouts are listed, so one missing from the list was deleted.
-	recs, lockErr := c.Engine.ListRecords(ctx, metav1.NamespaceAll, argospec.HolderPrefix)
+	recs, lockErr := c.Driver.ListRecords(ctx, metav1.NamespaceAll, argospec.HolderPrefix)
 	if lockErr != nil && ctx.Err() == nil {
 		p.log.Warn("listing the workloads held for Argo Rollouts, to find those of deleted Rollouts", "err", lockErr)
 	}
@@ -125,7 +125,7 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 			}
 			seen[req.key] = true
 			log := p.log.With(append([]any{"rollout", req.Rollout}, rollout.LogAttrs(req.Spec.Target)...)...)
-			rec, err := c.Engine.Record(ctx, req.Spec.Target)
+			rec, err := c.Driver.Record(ctx, req.Spec.Target)
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn("reading the rollout lock to find a rollback cut short", "err", err)
@@ -136,19 +136,19 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 			case rec == nil || !rec.HeldBy(req.Holder, ro.UID):
 				// Another holder's, or a deleted Rollout's of the same name: see orphans.
 			case rec.Phase == rollout.PhaseRollingBack:
-				if p.finishRollback(c.Engine, req) {
+				if p.finishRollback(c.Driver, req) {
 					log.Info("finishing a rollback cut short", "rolloutID", rec.RolloutID, "reason", rec.Message)
 					started++
 				}
 			case ro.Status.Abort && rec.Active():
 				// Argo calls Abort once: a process killed before that call's rollback wrote its
 				// first step leaves the lock as the rollout had it, and nothing asks again.
-				if p.finishRollback(c.Engine, req) {
+				if p.finishRollback(c.Driver, req) {
 					log.Info("rolling back for an aborted Rollout whose Abort call was cut short", "rolloutID", rec.RolloutID, "phase", rec.Phase)
 					started++
 				}
 			case fullyPromoted(ro):
-				if action, _ := decidePromote(rec, req, ro.UID); action == promoteDrive && p.promoteIdle(c.Engine, req, ro.UID) {
+				if action, _ := decidePromote(rec, req, ro.UID); action == promoteDrive && p.promoteIdle(c.Driver, req, ro.UID) {
 					log.Info("promoting a rollout still held after the Rollout's full promotion", "rolloutID", rec.RolloutID, "phase", rec.Phase)
 					started++
 				}
@@ -157,7 +157,7 @@ func (p *Plugin) scan(ctx context.Context, c Clients) int {
 	}
 	for _, rec := range orphans(recs, rollouts) {
 		req := orphanRequest(rec)
-		if p.rollBackOrphan(c.Engine, req, &rec) {
+		if p.rollBackOrphan(c.Driver, req, &rec) {
 			p.log.Warn("rolling back the rollout of a deleted Rollout", append([]any{"rollout", req.Rollout, "rolloutID", rec.RolloutID,
 				"phase", rec.Phase, "holderUID", rec.HolderUID}, rollout.LogAttrs(rec.Target)...)...)
 			started++
@@ -197,7 +197,7 @@ func orphanRequest(rec rollout.Record) request {
 // It replaces the deleted Rollout's rollout driver, which would go on updating pods for nobody.
 // The rollback goes on only while the record is the one seen: still holding the workload for
 // that holder (a stale list could show a rollout that ended since).
-func (p *Plugin) rollBackOrphan(e *rollout.Engine, req request, seen *rollout.Record) bool {
+func (p *Plugin) rollBackOrphan(e *rollout.Driver, req request, seen *rollout.Record) bool {
 	rb := req.Spec.Rollback()
 	_, started := p.start(req, driveRollback, "", busyElse, func(ctx context.Context, d *driver) (rollout.Status, error) {
 		rec, err := e.Record(ctx, rb.Target)

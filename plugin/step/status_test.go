@@ -82,7 +82,7 @@ const upAnalysis = `"analysis":{"prometheus":{"address":"http://prom.example:909
 func TestRunStatusCarriesVerdict(t *testing.T) {
 	client := newClient(t, 2)
 	playKubelet(t, client)
-	p := newPluginWith(t, Clients{Engine: &rollout.Engine{Client: client, Querier: upQuerier{}}}, Options{})
+	p := newPluginWith(t, Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client, Querier: upQuerier{}}}}, Options{})
 	res := runToEnd(t, p, argoRollout("65f9bfd99b"), withField(goodConfig, `"batches":[1,"100%"],`+upAnalysis))
 	if res.Phase != types.PhaseSuccessful {
 		t.Fatalf("Run = %s %q, want Successful", res.Phase, res.Message)

@@ -2,7 +2,7 @@
 // step plugin RPC (Run, Abort, Terminate) to pkg/rollout's Engine.
 //
 // Argo calls have no timeout and hold a controller worker, so Run never waits for the rollout:
-// a driver goroutine per rollout runs Engine.Drive at the engine's pace, and Run starts or finds
+// a driver goroutine per rollout runs Driver.Drive at the engine's pace, and Run starts or finds
 // it and reports where it is. The drivers are a cache: the engine reads every fact from the
 // cluster, so a new plugin process picks up where the last one was. Argo calls Abort once, and
 // nothing for a Rollout that was deleted, so a scan (when the plugin starts, every minute and on
@@ -62,7 +62,7 @@ func Serve(p *Plugin) {
 
 // Clients are what the plugin works with.
 type Clients struct {
-	Engine *rollout.Engine
+	Driver *rollout.Driver
 	// Rollouts lists Argo Rollouts (all namespaces) for the scan; nil scans nothing.
 	Rollouts argoclientset.Interface
 }

@@ -60,7 +60,7 @@ func serve(t *testing.T, p *Plugin) argorpc.StepPlugin {
 // newPlugin is a plugin on client that scans nothing, its drivers stopped when the test ends.
 func newPlugin(t *testing.T, client *fake.Clientset, budget time.Duration) *Plugin {
 	t.Helper()
-	return newPluginWith(t, Clients{Engine: &rollout.Engine{Client: client, ErrorBudget: budget}}, Options{})
+	return newPluginWith(t, Clients{Driver: &rollout.Driver{Engine: &rollout.Engine{Client: client}, ErrorBudget: budget}}, Options{})
 }
 
 // newPluginWith is a plugin on clients, its scan and drivers stopped when the test ends.

@@ -32,7 +32,7 @@ type driver = drivers.Driver[*job]
 // driverFor returns the driver of req for o. A driver of the same spec and op that still runs is
 // kept; one that settled is kept while the target's record is as it left it, which one GET
 // confirms; otherwise a new driver replaces it (the old one ends its step first).
-func (p *Plugin) driverFor(e *rollout.Engine, req request, o op) *driver {
+func (p *Plugin) driverFor(e *rollout.Driver, req request, o op) *driver {
 	old := p.drivers.Get(req.key)
 	if old != nil && old.Job.config == req.Canonical && old.Job.op == o {
 		if !old.Finished() {
@@ -54,7 +54,7 @@ func (p *Plugin) driverFor(e *rollout.Engine, req request, o op) *driver {
 }
 
 // run is a driver's work.
-func (p *Plugin) run(ctx context.Context, e *rollout.Engine, req request, d, old *driver) (rollout.Status, error) {
+func (p *Plugin) run(ctx context.Context, e *rollout.Driver, req request, d, old *driver) (rollout.Status, error) {
 	log := p.log.With(append([]any{"rollout", req.Rollout}, rollout.LogAttrs(req.Spec.Target)...)...)
 	var (
 		st  rollout.Status
@@ -91,7 +91,7 @@ func (p *Plugin) run(ctx context.Context, e *rollout.Engine, req request, d, old
 // abort rolls back the Rollout's rollout in flight: one its holder runs, or one that succeeded
 // to the images of this revision (Argo promoted nothing yet). A finished rollout of earlier
 // images is not this revision's to undo, and no rollout at all leaves nothing to do.
-func (p *Plugin) abort(ctx context.Context, e *rollout.Engine, req request, onStatus func(rollout.Status), log *slog.Logger) (rollout.Status, bool, error) {
+func (p *Plugin) abort(ctx context.Context, e *rollout.Driver, req request, onStatus func(rollout.Status), log *slog.Logger) (rollout.Status, bool, error) {
 	s := req.Spec
 	rec, err := e.Record(ctx, s.Target)
 	if err != nil {
@@ -109,7 +109,7 @@ func (p *Plugin) abort(ctx context.Context, e *rollout.Engine, req request, onSt
 // asks for more (a higher weight, or full promotion), a person promoted the Rollout past the
 // step that paused, since Argo goes on from a setWeight step only once its weight is verified
 // or promoted: that is the accept the pause waits for.
-func (p *Plugin) drive(ctx context.Context, e *rollout.Engine, spec rollout.Spec, d, old *driver, log *slog.Logger) (rollout.Status, error) {
+func (p *Plugin) drive(ctx context.Context, e *rollout.Driver, spec rollout.Spec, d, old *driver, log *slog.Logger) (rollout.Status, error) {
 	pause, paused := rollout.Pause{}, false
 	if old != nil && old.Job.config == d.Job.config && beyond(d.Job.op, old.Job.op) {
 		if st, err := old.Result(); err == nil {
@@ -130,7 +130,7 @@ func (p *Plugin) drive(ctx context.Context, e *rollout.Engine, spec rollout.Spec
 // finishRollback finishes a rollback of the Rollout's earlier images that was cut short (the
 // abort's driver replaced, or the plugin process killed, before it ended): a rollout cannot
 // supersede a rollback, and the aborted revision will not call again.
-func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Engine, req request, onStatus func(rollout.Status), log *slog.Logger) error {
+func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Driver, req request, onStatus func(rollout.Status), log *slog.Logger) error {
 	s := req.Spec
 	rec, err := e.Record(ctx, s.Target)
 	if err != nil || rec == nil || rec.Holder != s.Holder || rec.Phase != rollout.PhaseRollingBack || rec.SpecHash == s.Hash() {

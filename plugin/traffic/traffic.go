@@ -10,7 +10,7 @@
 //
 // Argo calls the plugin on every reconcile of the Rollout, several times a second around a
 // transition and periodically once it is Healthy, and the calls have no timeout: they never wait
-// for pods. A driver goroutine per Rollout and target runs Engine.Drive up to the weight (the
+// for pods. A driver goroutine per Rollout and target runs Driver.Drive up to the weight (the
 // engine's hold point, Spec.UpTo), and the calls start, steer or read it. Once a driver settled,
 // a repeated call costs one GET of the target, which confirms that its lock is as the driver
 // left it. Everything the drivers know is also on the cluster, so a new plugin process picks up
@@ -87,7 +87,7 @@ func Serve(p *Plugin) {
 // Rollout from one plugin process and runs each call in its own goroutine: every method is safe
 // for concurrent use.
 type Plugin struct {
-	engine  *drivers.Lazy[*rollout.Engine]
+	engine  *drivers.Lazy[*rollout.Driver]
 	log     *slog.Logger
 	drivers drivers.Registry[*job]
 
@@ -103,7 +103,7 @@ var _ argorpc.TrafficRouterPlugin = (*Plugin)(nil)
 // New returns a plugin whose engine newEngine makes on the first call that needs it, and again
 // after a failure: Argo never calls InitPlugin twice, so a failed start must not be final. log
 // nil discards.
-func New(newEngine func() (*rollout.Engine, error), log *slog.Logger) *Plugin {
+func New(newEngine func() (*rollout.Driver, error), log *slog.Logger) *Plugin {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

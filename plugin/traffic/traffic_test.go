@@ -46,13 +46,13 @@ func serve(t testing.TB, p *Plugin) argorpc.TrafficRouterPlugin {
 // newPlugin is a plugin on client, its drivers stopped when the test ends.
 func newPlugin(t testing.TB, client *fake.Clientset) *Plugin {
 	t.Helper()
-	return newPluginOf(t, &rollout.Engine{Client: client})
+	return newPluginOf(t, &rollout.Driver{Engine: &rollout.Engine{Client: client}})
 }
 
 // newPluginOf is a plugin on e, its drivers stopped when the test ends.
-func newPluginOf(t testing.TB, e *rollout.Engine) *Plugin {
+func newPluginOf(t testing.TB, e *rollout.Driver) *Plugin {
 	t.Helper()
-	p := New(func() (*rollout.Engine, error) { return e, nil }, nil)
+	p := New(func() (*rollout.Driver, error) { return e, nil }, nil)
 	t.Cleanup(p.drivers.StopAll)
 	return p
 }
@@ -422,7 +422,7 @@ func TestRoutes(t *testing.T) {
 // which try again.
 func TestNoEngine(t *testing.T) {
 	tries := 0
-	p := New(func() (*rollout.Engine, error) {
+	p := New(func() (*rollout.Driver, error) {
 		tries++
 		return nil, errors.New("no kubeconfig")
 	}, nil)
@@ -565,7 +565,7 @@ func TestPromotedPastPause(t *testing.T) {
 	pt.PlayKubelet(t, client)
 	q := &inconclusive{}
 	q.on.Store(true)
-	p := newPluginOf(t, &rollout.Engine{Client: client, Querier: q})
+	p := newPluginOf(t, &rollout.Driver{Engine: &rollout.Engine{Client: client, Querier: q}})
 	tp := serve(t, p)
 	config := `{"target":{"kind":"StatefulSet","name":"web"},"maxUnavailable":"100%","analysis":{"prometheus":{"address":"http://prom.example:9090"},` +
 		`"count":1,"initialDelay":"0s","consecutiveErrorLimit":0,"checks":{"errorRate":{"disabled":true},"latency":{"disabled":true},` +

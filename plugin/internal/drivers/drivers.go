@@ -3,7 +3,7 @@
 // place of the one before it, and the engine made on the first call that needs it.
 //
 // Argo's calls hold a controller worker and have no timeout, so a plugin never waits for pods in
-// a call: a driver goroutine runs the engine's loop (Engine.Drive, DriveAbort) at the engine's
+// a call: a driver goroutine runs the engine's loop (Driver.Drive, DriveAbort) at the engine's
 // pace, and the calls start, find or read it. The drivers are a cache: the engine reads every
 // fact from the cluster, so a new plugin process picks up where the last one was. Which driver a
 // call keeps, starts or replaces is each plugin's own policy; this package keeps the goroutines.

@@ -111,5 +111,5 @@ func appRestarts(p *corev1.Pod) int32 {
 func settle(engine *rollout.Engine, spec rollout.Spec) (rollout.Status, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	return engine.Drive(ctx, spec, nil)
+	return (&rollout.Driver{Engine: engine}).Drive(ctx, spec, nil)
 }

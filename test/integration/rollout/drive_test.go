@@ -55,7 +55,7 @@ func TestDriveRunsARolloutToItsEnd(t *testing.T) {
 
 	var phases []rollout.Phase
 	var analysed []int // the batch of each Analyzing status
-	st, err := engine.Drive(driveContext(t), analysedSpec(t, ns, rollout.InconclusiveContinue), func(s rollout.Status) {
+	st, err := (&rollout.Driver{Engine: engine}).Drive(driveContext(t), analysedSpec(t, ns, rollout.InconclusiveContinue), func(s rollout.Status) {
 		if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
 			phases = append(phases, s.Phase)
 		}
@@ -94,7 +94,7 @@ func TestAcceptNamesTheRolloutAndTheBatch(t *testing.T) {
 	// paused drives the rollout until it pauses, which it must do on batch.
 	paused := func(batch int) rollout.Status {
 		t.Helper()
-		st, err := engine.Drive(ctx, spec, nil)
+		st, err := (&rollout.Driver{Engine: engine}).Drive(ctx, spec, nil)
 		if err != nil || st.Phase != rollout.PhasePaused || st.Analysis == nil || st.Analysis.Batch != batch {
 			t.Fatalf("Drive: %s (%s), analysis %+v, error %v; want Paused on batch %d", st.Phase, st.Message, st.Analysis, err, batch)
 		}
@@ -145,7 +145,7 @@ func TestAcceptNamesTheRolloutAndTheBatch(t *testing.T) {
 	}
 	refused("the batch before", first)
 	accept(pauseOf(secondStatus))
-	st, err := engine.Drive(ctx, spec, nil)
+	st, err := (&rollout.Driver{Engine: engine}).Drive(ctx, spec, nil)
 	if err != nil || st.Phase != rollout.PhaseSucceeded {
 		t.Fatalf("Drive after the last accept: %s (%s), error %v; want Succeeded", st.Phase, st.Message, err)
 	}

@@ -24,7 +24,7 @@ func TestTakeOverFromAGoneHolder(t *testing.T) {
 	spec := rollout.Spec{Target: workload.Ref{Kind: workload.StatefulSet, Namespace: ns, Name: "web"},
 		Images: map[string]string{"app": appV2}, UpTo: &one, MaxUnavailable: one, Timeout: v1alpha1.DefaultTimeout,
 		Holder: "argo:" + ns + "/gone", HolderUID: "0b9e7c1e-0000-4000-8000-000000000001", PinDigests: rollout.PinNever}
-	st, err := (&rollout.Engine{Client: env.Client}).Drive(context.Background(), spec, nil)
+	st, err := (&rollout.Driver{Engine: &rollout.Engine{Client: env.Client}}).Drive(context.Background(), spec, nil)
 	if err != nil || st.Phase != rollout.PhaseHolding {
 		t.Fatalf("the gone Rollout's rollout = %+v, %v; want Holding", st, err)
 	}

@@ -74,7 +74,7 @@ func BenchmarkArgoStepRun(b *testing.B) {
 		ro := argoRollout(ns, hashV1, hashV2)
 		ro.Spec.Strategy.Canary = &argov1alpha1.CanaryStrategy{Steps: []argov1alpha1.CanaryStep{
 			{Plugin: &argov1alpha1.PluginStep{Name: step.Name, Config: config}}}}
-		sp := serveStep(b, step.New(func() (step.Clients, error) { return step.Clients{Engine: e}, nil }, step.Options{}))
+		sp := serveStep(b, step.New(func() (step.Clients, error) { return step.Clients{Driver: &rollout.Driver{Engine: e}}, nil }, step.Options{}))
 		b.StartTimer()
 
 		// Argo's loop: Run with the status the last Run returned, until the step ends.
@@ -127,7 +127,7 @@ func BenchmarkArgoStepRun(b *testing.B) {
 		idleCalls := since(idle, counter.snapshot())
 
 		e2, counter2 := pluginEngine(b)
-		sp2 := serveStep(b, step.New(func() (step.Clients, error) { return step.Clients{Engine: e2}, nil }, step.Options{}))
+		sp2 := serveStep(b, step.New(func() (step.Clients, error) { return step.Clients{Driver: &rollout.Driver{Engine: e2}}, nil }, step.Options{}))
 		restartRuns := 0
 		for restartStart := time.Now(); ; restartRuns++ {
 			r, rpcErr = sp2.Run(ro, &types.RpcStepContext{PluginName: step.Name, Config: config, Status: status})
@@ -174,7 +174,7 @@ func BenchmarkArgoTrafficSetWeight(b *testing.B) {
 				"maxUnavailable": "10%",
 				"soak":           "1s",
 			})}}}
-		tp := serveTraffic(b, traffic.New(func() (*rollout.Engine, error) { return e, nil }, nil))
+		tp := serveTraffic(b, traffic.New(func() (*rollout.Driver, error) { return &rollout.Driver{Engine: e}, nil }, nil))
 		b.StartTimer()
 
 		var all, idle []time.Duration
