@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
 
 // Event components: the ReportingController of each driver's Events is inplace-rollout.io/ and
@@ -28,16 +28,16 @@ const serveEventDrain = 5 * time.Second
 // with its first engine, once, and closed as the process ends.
 type processEvents struct {
 	mu sync.Mutex
-	b  *inplace.EventBroadcaster
+	b  *rollout.EventBroadcaster
 }
 
 // recorder records the Events of component through client, with the broadcaster made by the
 // first call. Failed writes are logged on log.
-func (p *processEvents) recorder(client kubernetes.Interface, component string, log *slog.Logger) (inplace.EventRecorder, error) {
+func (p *processEvents) recorder(client kubernetes.Interface, component string, log *slog.Logger) (rollout.EventRecorder, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.b == nil {
-		b, err := inplace.NewEventBroadcaster(client, func(err error) { log.Warn("event not recorded", "err", err) })
+		b, err := rollout.NewEventBroadcaster(client, func(err error) { log.Warn("event not recorded", "err", err) })
 		if err != nil {
 			return nil, fmt.Errorf("recording Events: %w", err)
 		}

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/tekton/results"
@@ -164,7 +163,7 @@ func driveRollback(cmd *cobra.Command, client, events kubernetes.Interface, r ro
 type driver struct {
 	cmd     *cobra.Command
 	engine  *rollout.Driver
-	events  *inplace.EventBroadcaster // nil without a client
+	events  *rollout.EventBroadcaster // nil without a client
 	log     *slog.Logger
 	bar     *progressBar
 	target  string
@@ -180,10 +179,10 @@ type driver struct {
 func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref rollout.Ref, images map[string]string, batches []intstr.IntOrString) *driver {
 	stderr := cmd.ErrOrStderr()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	var recorder *inplace.EventBroadcaster
+	var recorder *rollout.EventBroadcaster
 	if events != nil {
 		var err error
-		recorder, err = inplace.NewEventBroadcaster(events, func(err error) {
+		recorder, err = rollout.NewEventBroadcaster(events, func(err error) {
 			log.Warn("event not recorded", "target", ref.String(), "err", err)
 		})
 		if err != nil {

@@ -50,6 +50,20 @@ func NewEvent(name string, ref corev1.ObjectReference, ev Event, component strin
 	return inplace.NewEvent(name, ref, ev, component, now)
 }
 
+// EventRecorder records the engine's Events about pods (Engine.Events).
+type EventRecorder = inplace.EventRecorder
+
+// EventBroadcaster records the Events of one process through client-go's events library, in
+// the background; its Recorder of a component is what Engine.Events takes. Close it before the
+// process exits, so that the Events still due are written.
+type EventBroadcaster = inplace.EventBroadcaster
+
+// NewEventBroadcaster starts recording Events through client; onErr gets each Event write that
+// failed.
+func NewEventBroadcaster(client kubernetes.Interface, onErr func(error)) (*EventBroadcaster, error) {
+	return inplace.NewEventBroadcaster(client, onErr)
+}
+
 // WatchPods watches the pods of the workload ref and, after each change, leaves a value on the
 // returned channel (at most one waits there), until ctx ends: what Driver.Changes takes, so that
 // a driver steps as soon as the pods change. It is a hint, never a fact a step relies on. Its
