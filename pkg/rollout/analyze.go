@@ -140,7 +140,7 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 	}
 	w, err := workload.Load(ctx, e.Client, target)
 	if err != nil {
-		return Status{}, asInvalid(err)
+		return Status{}, err
 	}
 	lock := w.Lock()
 	if lock == nil {

@@ -86,7 +86,7 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	}
 	w, err := workload.Load(ctx, e.Client, spec.Target)
 	if err != nil {
-		return prev, 0, asInvalid(err)
+		return prev, 0, err
 	}
 	lock := w.Lock()
 	if prev.RolloutID != "" && lock != nil && lock.RolloutID != prev.RolloutID && slices.Contains(lock.Superseded, prev.RolloutID) {
@@ -112,14 +112,6 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 		return e.paused(w, lock)
 	}
 	return e.progress(ctx, spec, w, lock)
-}
-
-func asInvalid(err error) error {
-	var wi *workload.InvalidError
-	if errors.As(err, &wi) {
-		return &InvalidError{Msg: wi.Msg, Fix: Fix(wi.Fix)}
-	}
-	return err
 }
 
 func (e *Engine) now() time.Time {
@@ -379,7 +371,7 @@ func refuseStart(c *startCensus, spec Spec) (d startDecision, ok bool) {
 	}
 	for _, err := range []error{c.startErr, c.keepErr, c.ownedErr} {
 		if err != nil {
-			return refuse(asInvalid(err))
+			return refuse(err)
 		}
 	}
 	for _, err := range []error{c.statesErr, c.beforeErr} {
@@ -506,7 +498,7 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *workload.Lock, hash st
 	default:
 		return refuse(invalid("%s: rollout %s is %s; wait for it to finish before starting another", c.ref, lock.RolloutID, lock.Phase))
 	}
-	for _, err := range []error{asInvalid(c.imagesErr), asInvalid(c.keepErr), c.statesErr} {
+	for _, err := range []error{c.imagesErr, c.keepErr, c.statesErr} {
 		if err != nil {
 			return refuse(err)
 		}

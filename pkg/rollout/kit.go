@@ -58,7 +58,7 @@ func NewEvent(name string, ref corev1.ObjectReference, ev Event, component strin
 func WatchPods(ctx context.Context, client kubernetes.Interface, ref Ref) (<-chan struct{}, error) {
 	w, err := workload.Load(ctx, client, ref)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s to watch its pods: %w", ref, asInvalid(err))
+		return nil, fmt.Errorf("reading %s to watch its pods: %w", ref, err)
 	}
 	return workload.WatchPods(ctx, client, ref.Namespace, w.PodSelector())
 }

@@ -46,10 +46,10 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	}
 	w, err := workload.Load(ctx, e.Client, spec.Target)
 	if err != nil {
-		return Plan{}, asInvalid(err)
+		return Plan{}, err
 	}
 	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
-		return Plan{}, asInvalid(err)
+		return Plan{}, err
 	}
 	counts, err := ResolveBatches(spec.Batches, w.Replicas())
 	if err != nil {

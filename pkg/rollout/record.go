@@ -100,7 +100,7 @@ func recordPhase(lockPhase string) Phase {
 func (e *Engine) Record(ctx context.Context, ref Ref) (*Record, error) {
 	lock, err := workload.ReadLock(ctx, e.Client, ref)
 	if err != nil {
-		return nil, asInvalid(err)
+		return nil, err
 	}
 	return recordOf(ref, lock), nil
 }

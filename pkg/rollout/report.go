@@ -40,7 +40,7 @@ type PodReport struct {
 func (e *Engine) Report(ctx context.Context, ref workload.Ref) (Report, error) {
 	w, err := workload.Load(ctx, e.Client, ref)
 	if err != nil {
-		return Report{}, asInvalid(err)
+		return Report{}, err
 	}
 	r := Report{Target: ref.String(), Lock: w.Lock()}
 	for _, p := range w.Pods() {

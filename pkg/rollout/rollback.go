@@ -72,7 +72,7 @@ func (e *Engine) abort(ctx context.Context, r RollbackSpec, prev Status) (Status
 	}
 	w, err := workload.Load(ctx, e.Client, r.Target)
 	if err != nil {
-		return prev, 0, asInvalid(err)
+		return prev, 0, err
 	}
 	return e.reconcileRollback(ctx, r, w, w.Lock())
 }

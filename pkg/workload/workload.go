@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/badinput"
 )
 
 // Kind is a kind of workload.
@@ -124,30 +126,13 @@ func Load(ctx context.Context, client kubernetes.Interface, ref Ref) (Workload, 
 }
 
 // InvalidError is bad input: the workload cannot be rolled out as asked, and nothing was written.
-type InvalidError struct {
-	// Msg says what is wrong and, when Fix is empty, what to do.
-	Msg string
-	// Fix names a choice the caller has besides fixing the input, for each driver to phrase
-	// its own way; Error says it in neutral words.
-	Fix Fix
-}
-
-func (e *InvalidError) Error() string { return e.Msg + e.Fix.Choice() }
+type InvalidError = badinput.InvalidError
 
 // Fix names a choice that lets bad input through: a driver maps it to its own flag or field.
-type Fix string
+type Fix = badinput.Fix
 
 // FixAllowOwned: update label-selected pods that a controller owns anyway.
-const FixAllowOwned Fix = "AllowOwned"
-
-// Choice says the choice in words that name no driver, as the end of an error message.
-func (f Fix) Choice() string {
-	switch f {
-	case FixAllowOwned:
-		return ", or allow pods a controller owns to be updated anyway"
-	}
-	return ""
-}
+const FixAllowOwned = badinput.FixAllowOwned
 
 // NotReadyError means the workload's controller has not caught up yet; try again shortly.
 type NotReadyError struct{ Msg string }
