@@ -199,7 +199,7 @@ func (e *Engine) tagMoved(ctx context.Context, namespace string, pods []*corev1.
 // stillPinned reports whether the images of a rollout that succeeded are still what its tags
 // name: a rollout pinned to digests is done only while the tags resolve to them. A tag that
 // cannot be resolved now counts as unmoved.
-func (e *Engine) stillPinned(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) bool {
+func (e *Engine) stillPinned(ctx context.Context, spec Spec, w workload.Workload, lock *Record) bool {
 	if e.Registry == nil || spec.pinMode() == PinNever {
 		return true
 	}

@@ -89,20 +89,20 @@ func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) b
 	return true
 }
 
-// ForeignImages returns the template's images for the lock's containers when someone other than
-// the rollout changed them while the lock held the workload, else nil. The rollout's own
-// template is its target images for a StatefulSet or DaemonSet (written when it starts) and, for
-// a Deployment, the previous images until it finishes (then the target images, which a rollback
-// of the finished rollout starts from).
-func ForeignImages(w Workload, lock *Lock) map[string]string {
+// ForeignImages returns the template's images for the rollout's containers (images, its target)
+// when someone other than the rollout changed them while its lock held the workload, else nil.
+// The rollout's own template is its target images for a StatefulSet or DaemonSet (written when
+// it starts) and, for a Deployment, the previous images the lock records until it finishes
+// (then the target images, which a rollback of the finished rollout starts from).
+func ForeignImages(w Workload, images map[string]string) map[string]string {
 	tmpl := w.Template()
-	if tmpl == nil || lock == nil || TemplateHasImages(tmpl, lock.Images) {
+	if tmpl == nil || images == nil || TemplateHasImages(tmpl, images) {
 		return nil
 	}
-	if _, ok := w.(*deployment); ok && TemplateHasImages(tmpl, lock.PreviousImages) {
+	if d, ok := w.(*deployment); ok && d.lock != nil && TemplateHasImages(tmpl, d.lock.PreviousImages) {
 		return nil
 	}
-	return TemplateImages(tmpl, lock.Images)
+	return TemplateImages(tmpl, images)
 }
 
 // RunsImages reports whether the pod spec runs these images, however each reference is spelled.
