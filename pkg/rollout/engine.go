@@ -215,7 +215,7 @@ const (
 )
 
 // observeStart reads what a start is decided on from the workload as loaded.
-func observeStart(spec Spec, w workload.Workload, lock *Record, canPrePull bool) *startCensus {
+func observeStart(spec Spec, w workload.Observed, lock *Record, canPrePull bool) *startCensus {
 	pods := w.Pods()
 	c := &startCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, canPrePull: canPrePull, looked: map[startFact]bool{}}
 	if lock != nil {
@@ -462,7 +462,7 @@ type supersedeCensus struct {
 
 // observeSupersede reads what a rollout that supersedes lock's is decided on from the workload
 // as loaded.
-func observeSupersede(spec Spec, w workload.Workload, lock *Record) *supersedeCensus {
+func observeSupersede(spec Spec, w workload.Observed, lock *Record) *supersedeCensus {
 	c := &supersedeCensus{ref: w.Ref()}
 	c.imagesErr = workload.CheckImages(w, spec.Images, spec.IncludeInit)
 	c.keepErr = workload.CheckKeep(w, spec.Keep)
@@ -572,7 +572,7 @@ func firstN(s []string, n int) []string {
 
 // checkStates reads every pod's state before the first write: one that cannot be read would
 // stop the rollout later, with the workload already frozen.
-func checkStates(w workload.Workload) error {
+func checkStates(w workload.Observed) error {
 	for _, p := range w.Pods() {
 		if _, err := inplace.ReadState(p); err != nil {
 			return &InvalidError{Msg: err.Error(), Fix: FixStateAnnotation}
@@ -588,7 +588,7 @@ const maxBeforeImages = 16
 // beforeImages returns known with, for each container of images it lacks, the distinct images
 // the workload's template and pods run: the images a revert may go back to. More than
 // maxBeforeImages for one container is refused, as the lock could not record them.
-func beforeImages(w workload.Workload, images map[string]string, known map[string][]string) (map[string][]string, error) {
+func beforeImages(w workload.Observed, images map[string]string, known map[string][]string) (map[string][]string, error) {
 	out := make(map[string][]string, len(images))
 	for name, imgs := range known {
 		out[name] = slices.Clone(imgs)

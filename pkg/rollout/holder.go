@@ -12,7 +12,7 @@ import (
 
 // holderRefusal is the error for a caller that is not the lock's holder and did not ask to take
 // it over: what holds it, and that it can be taken over once that holder is gone.
-func holderRefusal(w workload.Workload, lock *Record, holder, doing string) error {
+func holderRefusal(w workload.Observed, lock *Record, holder, doing string) error {
 	who := lock.Holder
 	if lock.Holder == holder {
 		// The same name, another object: the one that started the rollout was deleted.

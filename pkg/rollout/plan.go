@@ -94,7 +94,7 @@ func assignBatches(counts []int, already int, pending []string) [][]string {
 
 // currentImages are the images the named containers run now: the template's, or for
 // label-selected pods each distinct image with how many pods run it.
-func currentImages(w workload.Workload, names map[string]string) map[string]string {
+func currentImages(w workload.Observed, names map[string]string) map[string]string {
 	if tmpl := w.Template(); tmpl != nil {
 		return workload.TemplateImages(tmpl, names)
 	}

@@ -503,7 +503,7 @@ const maxTouched = 100
 // pods, and whether that changed it. Past maxTouched, it records instead how many of the
 // workload's pods carry a state of the rollout (or of one it superseded) without being named:
 // the most it ever saw, as those pods may lose their state later.
-func recordTouched(w workload.Workload, lock *Record, work []*corev1.Pod) (*Record, bool) {
+func recordTouched(w workload.Observed, lock *Record, work []*corev1.Pod) (*Record, bool) {
 	next := *lock
 	next.Touched = slices.Clone(lock.Touched)
 	named := func(p *corev1.Pod) bool {

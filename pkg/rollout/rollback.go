@@ -187,7 +187,7 @@ type rollbackCensus struct {
 
 // observeRollback sorts the pods rollbackPods found, and the namespace's pods (byName), by where
 // they stand in the rollback of lock.
-func observeRollback(w workload.Workload, lock *Record, pods []*corev1.Pod, byName map[string]*corev1.Pod) (*rollbackCensus, error) {
+func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byName map[string]*corev1.Pod) (*rollbackCensus, error) {
 	ours := lock.Rollouts()
 	before := lockBeforeImages(lock)
 	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.ForeignImages(w, lock.Images),
@@ -594,7 +594,7 @@ func lockBeforeImages(lock *Record) map[string][]string {
 // revertImages are the images a revert may put back, or nil to check none: a lock written
 // before BeforeImages existed recorded one image per container, from the first pod for
 // label-selected pods, which may have run others.
-func revertImages(w workload.Workload, lock *Record, before map[string][]string) map[string][]string {
+func revertImages(w workload.Observed, lock *Record, before map[string][]string) map[string][]string {
 	if lock.BeforeImages == nil && w.Ref().Kind == workload.Pods {
 		return nil
 	}
@@ -603,7 +603,7 @@ func revertImages(w workload.Workload, lock *Record, before map[string][]string)
 
 // untouched reports whether a pod, judged without its state, is one the rollout did not change:
 // its spec runs recorded before images, and it does not carry the new revision's labels.
-func untouched(w workload.Workload, lock *Record, before map[string][]string, p *corev1.Pod) bool {
+func untouched(w workload.Observed, lock *Record, before map[string][]string, p *corev1.Pod) bool {
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range list {
 			if _, ok := lock.Images[c.Name]; ok && !slices.ContainsFunc(before[c.Name], func(s string) bool { return inplace.SameImage(s, c.Image) }) {
