@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -245,5 +246,51 @@ func TestNativeSidecar(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	if !NativeSidecar(corev1.Container{RestartPolicy: &always}) || NativeSidecar(corev1.Container{}) {
 		t.Error("NativeSidecar does not tell an init container with restartPolicy Always from others")
+	}
+}
+
+// TestRecordJSONNames: a Record encodes each field under the name the lock annotation has
+// always used, so annotations written by any version read unchanged, and the Reason code and
+// the Message words keep their stored names (reasonCode, reason).
+func TestRecordJSONNames(t *testing.T) {
+	rec := Record{Target: workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName},
+		Holder: "argo:shop/web", HolderUID: "u1", RolloutID: "r1", SpecHash: "h",
+		Images: map[string]string{testApp: imageV2}, PreviousImages: map[string]string{testApp: imageV1},
+		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
+		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
+		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0,
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Analysis: json.RawMessage(`{"batch":1}`), stored: "not encoded"}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"holder": `"argo:shop/web"`, "holderUID": `"u1"`, "rolloutID": `"r1"`, "specHash": `"h"`,
+		"phase": `"Holding"`, "reason": `"why"`, "reasonCode": `"PodFailed"`, "touchedMore": `1`, "acceptedPods": `2`,
+		"acceptedAll": `true`, "heldAt": `3`, "analysis": `{"batch":1}`, "previousStrategy": `{"paused":true}`,
+		"superseded": `["r0"]`, "touched": `[{"name":"web-0","uid":"p0"}]`}
+	for name, value := range want {
+		if got := string(fields[name]); got != value {
+			t.Errorf("field %s = %s, want %s", name, got, value)
+		}
+	}
+	for _, name := range []string{"images", "previousImages", "beforeImages", "startedAt", "progressAt"} {
+		if _, ok := fields[name]; !ok {
+			t.Errorf("field %s missing from %s", name, data)
+		}
+	}
+	if len(fields) != len(want)+5 {
+		t.Errorf("%d fields, want %d: %s", len(fields), len(want)+5, data)
+	}
+	var back Record
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	back.Target, back.stored, rec.stored = rec.Target, "", ""
+	if !reflect.DeepEqual(back, rec) {
+		t.Errorf("decoded %+v\nwant %+v", back, rec)
 	}
 }
