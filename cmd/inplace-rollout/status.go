@@ -47,11 +47,11 @@ func printReport(out io.Writer, r rollout.Report) error {
 	fmt.Fprintf(out, "%s\n", r.Target)
 	if l := r.Lock; l != nil {
 		fmt.Fprintf(out, "rollout %s by %s: %s", l.RolloutID, l.Holder, l.Phase)
-		if l.ReasonCode != "" {
-			fmt.Fprintf(out, ", reason %s", l.ReasonCode)
-		}
 		if l.Reason != "" {
-			fmt.Fprintf(out, " (%s)", l.Reason)
+			fmt.Fprintf(out, ", reason %s", l.Reason)
+		}
+		if l.Message != "" {
+			fmt.Fprintf(out, " (%s)", l.Message)
 		}
 		fmt.Fprintf(out, "\n  images %s, previously %s\n", formatImages(l.Images), formatImages(l.PreviousImages))
 		var run analysis.Run

@@ -11,7 +11,6 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // statusPod is a two-container pod running app and sidecar, with a state annotation when st is
@@ -36,14 +35,14 @@ func statusPod(name, app string, st *inplace.State) *corev1.Pod {
 }
 
 func TestStatusRows(t *testing.T) {
-	lock := &workload.Lock{RolloutID: "new-2", Superseded: []string{"mid-1"}, Images: map[string]string{"app": "reg/app:v3"}, Phase: workload.LockProgressing}
+	lock := &rollout.Record{RolloutID: "new-2", Superseded: []string{"mid-1"}, Images: map[string]string{"app": "reg/app:v3"}, Phase: rollout.PhaseProgressing}
 	state := func(id string, stage inplace.Stage) *inplace.State {
 		return &inplace.State{RolloutID: id, Stage: stage, Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}}
 	}
 	tests := []struct {
 		name string
 		pod  *corev1.Pod
-		lock *workload.Lock
+		lock *rollout.Record
 		// want are the pod's rows, fields separated by single spaces.
 		want []string
 	}{

@@ -14,7 +14,7 @@ import (
 // measurement that is due. The analysis state is written to the lock with each measurement, so
 // a restarted driver continues it. A measurement taken goes in c.measured, for decideProgress to
 // decide on; otherwise the step ends here (done).
-func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, time.Duration, bool, error) {
+func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *census, d decision, st Status) (Status, time.Duration, bool, error) {
 	pods := d.counts[d.batch]
 	run, err := decodeRun(lock)
 	if err != nil {
@@ -23,7 +23,7 @@ func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lo
 	if run == nil || run.Pods != pods || run.Done() {
 		run = analysis.NewRun(spec.Analysis, d.batch+1, e.now())
 		run.Pods = pods
-		if err := w.SetLock(ctx, withRun(lock, run)); err != nil {
+		if err := w.SetLock(ctx, withRun(lock, run).lock()); err != nil {
 			return st, 0, true, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Info("analysis started", "batch", d.batch+1, "updatedPods", len(c.updated))
@@ -49,8 +49,8 @@ func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lo
 
 // recordMeasurement records a measurement that reached no verdict yet; the next is due after
 // wait.
-func (e *Engine) recordMeasurement(ctx context.Context, w workload.Workload, lock *workload.Lock, run *analysis.Run, wait time.Duration, st Status) (Status, time.Duration, error) {
-	if err := w.SetLock(ctx, withRun(lock, run)); err != nil {
+func (e *Engine) recordMeasurement(ctx context.Context, w workload.Workload, lock *Record, run *analysis.Run, wait time.Duration, st Status) (Status, time.Duration, error) {
+	if err := w.SetLock(ctx, withRun(lock, run).lock()); err != nil {
 		return st, 0, err
 	}
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(run))
@@ -58,12 +58,12 @@ func (e *Engine) recordMeasurement(ctx context.Context, w workload.Workload, loc
 }
 
 // passBatch accepts the batch analysed: the rollout goes on past its pod count.
-func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, time.Duration, error) {
+func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *Record, d decision, st Status) (Status, time.Duration, error) {
 	pods := d.counts[d.batch]
 	st.Phase = PhaseProgressing
 	next := withRun(lock, d.run)
 	next.AcceptedPods, next.AcceptedAll, next.ProgressAt = pods, pods >= st.Total, e.now().UTC().Truncate(time.Millisecond)
-	if err := w.SetLock(ctx, next); err != nil {
+	if err := w.SetLock(ctx, next.lock()); err != nil {
 		return st, 0, err
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
@@ -74,10 +74,10 @@ func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *workl
 }
 
 // pauseBatch pauses the rollout on an inconclusive analysis of the batch.
-func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *workload.Lock, d decision, st Status) (Status, time.Duration, error) {
+func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *Record, d decision, st Status) (Status, time.Duration, error) {
 	next := withRun(lock, d.run)
-	next.Phase, next.Reason, next.ReasonCode = workload.LockPaused, verdictReason(d), string(ReasonAnalysisInconclusive)
-	if err := w.SetLock(ctx, next); err != nil {
+	next.Phase, next.Message, next.Reason = PhasePaused, verdictReason(d), ReasonAnalysisInconclusive
+	if err := w.SetLock(ctx, next.lock()); err != nil {
 		return st, 0, err
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
@@ -86,7 +86,7 @@ func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *work
 }
 
 // withRun is a copy of lock with run recorded as its analysis; lock itself without a run.
-func withRun(lock *workload.Lock, run *analysis.Run) *workload.Lock {
+func withRun(lock *Record, run *analysis.Run) *Record {
 	if run == nil {
 		return lock
 	}
@@ -97,7 +97,7 @@ func withRun(lock *workload.Lock, run *analysis.Run) *workload.Lock {
 
 // paused reports a rollout paused by an inconclusive analysis. It stays paused until a driver
 // accepts the batch (Accept) or rolls it back.
-func (e *Engine) paused(w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
+func (e *Engine) paused(w workload.Workload, lock *Record) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Total: w.Replicas()}
 	run, err := decodeRun(lock)
 	if err != nil {
@@ -140,9 +140,9 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 	}
 	w, err := workload.Load(ctx, e.Client, target)
 	if err != nil {
-		return Status{}, asInvalid(err)
+		return Status{}, err
 	}
-	lock := w.Lock()
+	lock := recordOf(w.Ref(), w.Lock())
 	if lock == nil {
 		return Status{}, invalid("%s has no in-place rollout recorded; there is no batch to accept", w.Ref())
 	}
@@ -156,7 +156,7 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 		return st, invalid("%s is being rolled out by %s (rollout %s); only its holder can accept its batches", w.Ref(), lock.Holder, lock.RolloutID)
 	case lock.RolloutID != p.RolloutID:
 		return st, invalid("%s: rollout %s is not the workload's rollout (rollout %s is, %s); nothing was accepted", w.Ref(), p.RolloutID, lock.RolloutID, lock.Phase)
-	case lock.Phase != workload.LockPaused:
+	case lock.Phase != PhasePaused:
 		return st, invalid("%s: rollout %s is %s, not paused; nothing was accepted", w.Ref(), p.RolloutID, lock.Phase)
 	case run == nil:
 		return st, invalid("%s: rollout %s is paused with no analysis recorded; nothing was accepted", w.Ref(), p.RolloutID)
@@ -165,10 +165,10 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 			w.Ref(), p.RolloutID, run.Batch, run.Pods, p.Batch, p.Pods)
 	}
 	next := *lock
-	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
+	next.Phase, next.Message, next.Reason = PhaseProgressing, "", ""
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
 	next.AcceptedPods, next.AcceptedAll = run.Pods, run.Pods >= w.Replicas()
-	if err := w.SetLock(ctx, &next); err != nil {
+	if err := w.SetLock(ctx, next.lock()); err != nil {
 		return st, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("resumed: batch accepted after an inconclusive analysis", "batch", p.Batch, "acceptedPods", next.AcceptedPods)
@@ -176,13 +176,13 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 	return st, nil
 }
 
-func (e *Engine) pausedStatus(w workload.Workload, lock *workload.Lock, st Status, run *analysis.Run) (Status, time.Duration, error) {
+func (e *Engine) pausedStatus(w workload.Workload, lock *Record, st Status, run *analysis.Run) (Status, time.Duration, error) {
 	st.Phase, st.Analysis, st.Reason = PhasePaused, run, ReasonAnalysisInconclusive
-	st.Message = "paused: " + lock.Reason
+	st.Message = "paused: " + lock.Message
 	return st, 0, nil
 }
 
-func decodeRun(lock *workload.Lock) (*analysis.Run, error) {
+func decodeRun(lock *Record) (*analysis.Run, error) {
 	if len(lock.Analysis) == 0 {
 		return nil, nil
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // action is the next step of a progressing rollout.
@@ -121,7 +120,7 @@ func (d decision) code() Reason { return rollbackCauses[d.cause] }
 // decideProgress decides the next step of a progressing rollout from what observe saw, alone:
 // why a rollout halts, waits, rolls back, soaks, analyses, holds, finalizes or steps is decided
 // here, in this order, and nowhere else.
-func decideProgress(c *census, spec Spec, lock *workload.Lock, total int, now time.Time) (decision, error) {
+func decideProgress(c *census, spec Spec, lock *Record, total int, now time.Time) (decision, error) {
 	if d, ok := decideTemplate(c); ok {
 		return d, nil
 	}
@@ -238,7 +237,7 @@ func failingUpdated(soaking []podState) (*corev1.Pod, string) {
 // acceptedPods is the progress of the analysis: the pod count accepted. Until the batch of every
 // pod passed, a count at or above the pods there are now (the workload was scaled down) still
 // leaves the last batch to analyse.
-func acceptedPods(lock *workload.Lock, total int) int {
+func acceptedPods(lock *Record, total int) int {
 	if lock.AcceptedAll {
 		return lock.AcceptedPods
 	}
@@ -247,7 +246,7 @@ func acceptedPods(lock *workload.Lock, total int) int {
 
 // decideAnalysis analyses a complete batch before any pod of the next one starts: the first
 // batch that ends above the count accepted. A measurement just taken (c.measured) is decided on.
-func decideAnalysis(c *census, spec Spec, lock *workload.Lock, total int, d *decision) bool {
+func decideAnalysis(c *census, spec Spec, lock *Record, total int, d *decision) bool {
 	if spec.Analysis == nil {
 		return false
 	}
@@ -332,13 +331,13 @@ func decideVerdict(run *analysis.Run, onInconclusive string) verdictDecision {
 
 // decideEnd holds at the hold point, leaves a hold point now lower than asked, or finalizes
 // once every pod runs the new images.
-func decideEnd(c *census, spec Spec, lock *workload.Lock, total int, d *decision) bool {
+func decideEnd(c *census, spec Spec, lock *Record, total int, d *decision) bool {
 	updated := len(c.updated)
 	accepted := func(n int) bool { return spec.Analysis == nil || acceptedPods(lock, total) >= n }
 	switch {
 	case d.upTo < total && updated >= d.upTo && len(c.inflight) == 0 && accepted(d.upTo):
 		d.action, d.batch = actHold, slices.Index(d.counts, d.upTo)
-	case lock.Phase == workload.LockHolding:
+	case lock.Phase == PhaseHolding:
 		d.action = actMoveOn
 	case updated >= total && len(c.inflight) == 0 && len(c.pending) == 0 && len(c.arriving) == 0 && accepted(total):
 		d.action = actFinalize
@@ -350,7 +349,7 @@ func decideEnd(c *census, spec Spec, lock *workload.Lock, total int, d *decision
 
 // decideStep picks the pods to step: those in flight, then the batch's next pending pods in
 // order, while no more than max-unavailable pods are down.
-func decideStep(c *census, spec Spec, lock *workload.Lock, total int, d *decision) error {
+func decideStep(c *census, spec Spec, lock *Record, total int, d *decision) error {
 	var err error
 	d.action = actStep
 	if d.maxUnavailable, err = resolveMaxUnavailable(spec.MaxUnavailable, total); err != nil {
@@ -392,7 +391,7 @@ func decideStep(c *census, spec Spec, lock *workload.Lock, total int, d *decisio
 // rolls the rollout back, before any write to it. So does a batch that made no progress within
 // the progress deadline, judged only when the step would write to no pod: each one to step
 // waits to start, or none may start.
-func decideWork(c *census, spec Spec, lock *workload.Lock, now time.Time, d *decision) {
+func decideWork(c *census, spec Spec, lock *Record, now time.Time, d *decision) {
 	for _, p := range d.work {
 		if r := c.refused[p.Name]; r != nil {
 			d.rollBack(causeIneligible, r.Error())
@@ -410,7 +409,7 @@ func decideWork(c *census, spec Spec, lock *workload.Lock, now time.Time, d *dec
 // is in flight (those have their own deadline), and the batch's next pods could not start
 // (unscheduled, not Running, others down) or, created from the new template, did not become
 // Ready, for as long.
-func batchStalled(c *census, lock *workload.Lock, spec Spec, now time.Time) bool {
+func batchStalled(c *census, lock *Record, spec Spec, now time.Time) bool {
 	waiting := append(slices.Clone(c.arriving), c.pending...)
 	if len(c.inflight) > 0 || len(waiting) == 0 {
 		return false

@@ -13,7 +13,6 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // decideCensus is the census of a ten-pod workload with u pods updated and p pending, each on
@@ -35,7 +34,7 @@ func decideCensus(u, p int, done time.Time) *census {
 // Ten pods, batches 1, 50%, 100% (1, 5, 10), max-unavailable 2, a 10m progress deadline.
 func TestRollbackCausesDecided(t *testing.T) {
 	now := t0
-	lock := &workload.Lock{Phase: workload.LockProgressing, StartedAt: now.Add(-30 * time.Minute)}
+	lock := &Record{Phase: PhaseProgressing, StartedAt: now.Add(-30 * time.Minute)}
 	spec := Spec{Batches: []intstr.IntOrString{one, intstr.FromString("50%"), all}, MaxUnavailable: intstr.FromInt32(2), Timeout: 10 * time.Minute}
 	recent, stalled := now.Add(-time.Minute), now.Add(-11*time.Minute)
 	crashing := func(c *census) {
@@ -180,7 +179,7 @@ func TestDecideVerdict(t *testing.T) {
 // measurement of the analysis calls for.
 func TestDecideWaitsAndWrites(t *testing.T) {
 	now := t0
-	lock := &workload.Lock{Phase: workload.LockProgressing, StartedAt: now.Add(-30 * time.Minute)}
+	lock := &Record{Phase: PhaseProgressing, StartedAt: now.Add(-30 * time.Minute)}
 	spec := Spec{Batches: []intstr.IntOrString{one, intstr.FromString("50%"), all}, MaxUnavailable: intstr.FromInt32(2), Timeout: 10 * time.Minute}
 	prePull := func(s *Spec) { s.PrePull = true }
 	analysed := func(s *Spec) { s.Analysis = &analysis.Config{} }
@@ -239,7 +238,7 @@ func TestDecideWaitsAndWrites(t *testing.T) {
 // records; a state written before states recorded one is read from its reason, as then: a
 // rollback is DeadlineExceeded only when every failed pod missed its deadline.
 func TestObservedFailures(t *testing.T) {
-	lock := &workload.Lock{RolloutID: "r1", Phase: workload.LockProgressing}
+	lock := &Record{RolloutID: "r1", Phase: PhaseProgressing}
 	failed := func(name, raw string) *corev1.Pod {
 		p := runningPod(name, imageV2)
 		p.Annotations = map[string]string{inplace.StateAnnotation: `{"rolloutID":"r1","stage":"Failed",` + raw +

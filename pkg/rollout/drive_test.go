@@ -57,7 +57,7 @@ var driveSpec = Spec{
 // driveStatefulSet is web in shop, with no pods. lock, when not nil, is its rollout lock; a
 // StatefulSet with no lock is one its controller has not observed yet, so a rollout waits
 // without writing.
-func driveStatefulSet(t *testing.T, lock *workload.Lock) *appsv1.StatefulSet {
+func driveStatefulSet(t *testing.T, lock *Record) *appsv1.StatefulSet {
 	t.Helper()
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Generation: 2, Annotations: map[string]string{}},
@@ -86,7 +86,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 }
 
 // pausedLock is the lock of driveSpec's rollout, paused on the analysis of batch.
-func pausedLock(t *testing.T, batch int) *workload.Lock {
+func pausedLock(t *testing.T, batch int) *Record {
 	t.Helper()
 	cfg, err := analysis.Decode([]byte("prometheus: {address: 'http://prom:9090'}\n"))
 	if err != nil {
@@ -94,10 +94,10 @@ func pausedLock(t *testing.T, batch int) *workload.Lock {
 	}
 	run := analysis.NewRun(cfg, batch, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	run.Pods = batch
-	return &workload.Lock{
+	return &Record{
 		Holder: "cli", RolloutID: "r-1", SpecHash: driveSpec.Hash(), Images: driveSpec.Images,
 		PreviousImages: map[string]string{"app": "registry.example/app:v1"},
-		Phase:          workload.LockPaused, Reason: "analysis of batch 1: Inconclusive", ReasonCode: string(ReasonAnalysisInconclusive),
+		Phase:          PhasePaused, Message: "analysis of batch 1: Inconclusive", Reason: ReasonAnalysisInconclusive,
 		AcceptedPods: batch - 1, Analysis: encodeRun(run),
 	}
 }
@@ -121,7 +121,7 @@ func TestDrive(t *testing.T) {
 	tests := []struct {
 		name string
 		// lock is the StatefulSet's lock; nil leaves the rollout waiting for the controller.
-		lock   func(*testing.T) *workload.Lock
+		lock   func(*testing.T) *Record
 		fail   int // how many reads of the StatefulSet fail; -1: all
 		err    error
 		budget time.Duration
@@ -134,17 +134,17 @@ func TestDrive(t *testing.T) {
 		wantErr      func(error) bool
 	}{
 		{
-			name: "settles at once", lock: func(t *testing.T) *workload.Lock { return pausedLock(t, 1) },
+			name: "settles at once", lock: func(t *testing.T) *Record { return pausedLock(t, 1) },
 			wantPhase: PhasePaused, wantStatuses: 1,
 		},
 		{
-			name: "retries with a doubling backoff, then settles", lock: func(t *testing.T) *workload.Lock { return pausedLock(t, 1) },
+			name: "retries with a doubling backoff, then settles", lock: func(t *testing.T) *Record { return pausedLock(t, 1) },
 			fail: 7, err: unavailable,
 			wantPhase: PhasePaused, wantStatuses: 1,
 			wantWaits: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second},
 		},
 		{
-			name: "gives up after the error budget", lock: func(t *testing.T) *workload.Lock { return pausedLock(t, 1) },
+			name: "gives up after the error budget", lock: func(t *testing.T) *Record { return pausedLock(t, 1) },
 			fail: -1, err: unavailable, budget: time.Minute,
 			// Failures at 0, 1, 3, 7, 15, 31s and 61s: the last is past the minute.
 			wantWaits: []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second},
@@ -155,7 +155,7 @@ func TestDrive(t *testing.T) {
 			},
 		},
 		{
-			name: "a permanent error returns at once", lock: func(t *testing.T) *workload.Lock { return pausedLock(t, 1) },
+			name: "a permanent error returns at once", lock: func(t *testing.T) *Record { return pausedLock(t, 1) },
 			fail: -1, err: apierrors.NewForbidden(gr, "web", errors.New("no")),
 			wantErr: func(err error) bool {
 				var pe *PermanentError
@@ -163,7 +163,7 @@ func TestDrive(t *testing.T) {
 			},
 		},
 		{
-			name: "bad input returns at once", lock: func(t *testing.T) *workload.Lock { return pausedLock(t, 1) },
+			name: "bad input returns at once", lock: func(t *testing.T) *Record { return pausedLock(t, 1) },
 			fail: -1, err: apierrors.NewNotFound(gr, "web"),
 			wantErr: func(err error) bool {
 				var ie *InvalidError
@@ -171,13 +171,13 @@ func TestDrive(t *testing.T) {
 			},
 		},
 		{
-			name: "requeues as the step asks until cancelled", lock: func(*testing.T) *workload.Lock { return nil },
+			name: "requeues as the step asks until cancelled", lock: func(*testing.T) *Record { return nil },
 			stopAfter: 3,
 			wantPhase: PhaseProgressing, wantStatuses: 3, wantWaits: []time.Duration{busyRequeue, busyRequeue, busyRequeue},
 			wantErr: func(err error) bool { return errors.Is(err, context.Canceled) },
 		},
 		{
-			name: "cancelled while retrying", lock: func(t *testing.T) *workload.Lock { return pausedLock(t, 1) },
+			name: "cancelled while retrying", lock: func(t *testing.T) *Record { return pausedLock(t, 1) },
 			fail: -1, err: unavailable, stopAfter: -1,
 			wantWaits: []time.Duration{time.Second},
 			wantErr:   func(err error) bool { return errors.Is(err, context.Canceled) },
@@ -262,7 +262,7 @@ func TestDriveBackoffStartsAfreshAfterASuccess(t *testing.T) {
 // with RollingBack set, after the budget.
 func TestDriveAbortGivesUpAsARollback(t *testing.T) {
 	lock := pausedLock(t, 1)
-	lock.Phase = workload.LockProgressing
+	lock.Phase = PhaseProgressing
 	client := fake.NewClientset(driveStatefulSet(t, lock))
 	patches := failing(client, "patch", "statefulsets", -1, apierrors.NewTimeoutError("slow", 1))
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -281,25 +281,25 @@ func TestDriveAbortGivesUpAsARollback(t *testing.T) {
 func TestAccept(t *testing.T) {
 	tests := []struct {
 		name   string
-		lock   func(*testing.T) *workload.Lock
+		lock   func(*testing.T) *Record
 		holder string
 		pause  Pause
 		want   string // in the error; empty: accepted
 	}{
-		{"the paused batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 2, 2}, ""},
-		{"another batch", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 1, 1},
+		{"the paused batch", func(t *testing.T) *Record { return pausedLock(t, 2) }, "cli", Pause{"r-1", 2, 2}, ""},
+		{"another batch", func(t *testing.T) *Record { return pausedLock(t, 2) }, "cli", Pause{"r-1", 1, 1},
 			"rollout r-1 is paused on the analysis of batch 2 (2 pods), not batch 1 (1 pods); nothing was accepted"},
-		{"the same batch number at another pod count", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-1", 2, 3},
+		{"the same batch number at another pod count", func(t *testing.T) *Record { return pausedLock(t, 2) }, "cli", Pause{"r-1", 2, 3},
 			"rollout r-1 is paused on the analysis of batch 2 (2 pods), not batch 2 (3 pods); nothing was accepted"},
-		{"another rollout", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "cli", Pause{"r-0", 2, 2},
+		{"another rollout", func(t *testing.T) *Record { return pausedLock(t, 2) }, "cli", Pause{"r-0", 2, 2},
 			"rollout r-0 is not the workload's rollout (rollout r-1 is, Paused); nothing was accepted"},
-		{"another holder", func(t *testing.T) *workload.Lock { return pausedLock(t, 2) }, "argo:shop/web", Pause{"r-1", 2, 2}, "only its holder"},
-		{"not paused", func(t *testing.T) *workload.Lock {
+		{"another holder", func(t *testing.T) *Record { return pausedLock(t, 2) }, "argo:shop/web", Pause{"r-1", 2, 2}, "only its holder"},
+		{"not paused", func(t *testing.T) *Record {
 			l := pausedLock(t, 2)
-			l.Phase = workload.LockRollingBack
+			l.Phase = PhaseRollingBack
 			return l
 		}, "cli", Pause{"r-1", 2, 2}, "rollout r-1 is RollingBack, not paused; nothing was accepted"},
-		{"no rollout", func(*testing.T) *workload.Lock { return nil }, "cli", Pause{"r-1", 2, 2}, "no in-place rollout recorded"},
+		{"no rollout", func(*testing.T) *Record { return nil }, "cli", Pause{"r-1", 2, 2}, "no in-place rollout recorded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,8 +336,8 @@ func TestAccept(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l := w.Lock(); l.Phase != workload.LockProgressing || l.AcceptedPods != 2 || l.Reason != "" {
-				t.Errorf("lock after the accept: %s, accepted pods %d, reason %q; want Progressing, 2, none\n%s", l.Phase, l.AcceptedPods, l.Reason, sts.Annotations[workload.LockAnnotation])
+			if l := recordOf(w.Ref(), w.Lock()); l.Phase != PhaseProgressing || l.AcceptedPods != 2 || l.Message != "" {
+				t.Errorf("lock after the accept: %s, accepted pods %d, reason %q; want Progressing, 2, none\n%s", l.Phase, l.AcceptedPods, l.Message, sts.Annotations[workload.LockAnnotation])
 			}
 		})
 	}

@@ -76,9 +76,9 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	}
 	w, err := workload.Load(ctx, e.Client, spec.Target)
 	if err != nil {
-		return prev, 0, asInvalid(err)
+		return prev, 0, err
 	}
-	lock := w.Lock()
+	lock := recordOf(w.Ref(), w.Lock())
 	if prev.RolloutID != "" && lock != nil && lock.RolloutID != prev.RolloutID && slices.Contains(lock.Superseded, prev.RolloutID) {
 		return prev, 0, &SupersededError{RolloutID: prev.RolloutID, By: lock.RolloutID}
 	}
@@ -96,20 +96,12 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
 	case lock.SpecHash != hash:
 		return e.supersede(ctx, spec, w, lock, hash)
-	case lock.Phase == workload.LockRollingBack:
+	case lock.Phase == PhaseRollingBack:
 		return e.rollBack(ctx, spec.Rollback(), w, lock)
-	case lock.Phase == workload.LockPaused:
+	case lock.Phase == PhasePaused:
 		return e.paused(w, lock)
 	}
 	return e.progress(ctx, spec, w, lock)
-}
-
-func asInvalid(err error) error {
-	var wi *workload.InvalidError
-	if errors.As(err, &wi) {
-		return &InvalidError{Msg: wi.Msg, Fix: Fix(wi.Fix)}
-	}
-	return err
 }
 
 func (e *Engine) now() time.Time {
@@ -144,7 +136,7 @@ func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inpla
 // a rollout with this spec already succeeded: it observes the workload (observeStart), decides
 // (decideStart), observing what the network tells only once the decision needs it, and takes
 // the step.
-func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, time.Duration, error) {
+func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *Record, hash string) (Status, time.Duration, error) {
 	c := observeStart(spec, w, lock, e.PullerImage != "")
 	d := decideStart(c, spec, lock, hash, e.now())
 	for d.action == startLook {
@@ -213,7 +205,7 @@ const (
 )
 
 // observeStart reads what a start is decided on from the workload as loaded.
-func observeStart(spec Spec, w workload.Workload, lock *workload.Lock, canPrePull bool) *startCensus {
+func observeStart(spec Spec, w workload.Observed, lock *Record, canPrePull bool) *startCensus {
 	pods := w.Pods()
 	c := &startCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, canPrePull: canPrePull, looked: map[startFact]bool{}}
 	if lock != nil {
@@ -239,7 +231,7 @@ func observeStart(spec Spec, w workload.Workload, lock *workload.Lock, canPrePul
 
 // lookFurther observes what decideStart asked for: the registry for the digests, or
 // Prometheus.
-func (e *Engine) lookFurther(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *startCensus, what startFact) {
+func (e *Engine) lookFurther(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *startCensus, what startFact) {
 	c.looked[what] = true
 	switch what {
 	case factPinned:
@@ -292,7 +284,7 @@ type startDecision struct {
 	err     error
 	message string
 	// next is the lock startBegin writes.
-	next *workload.Lock
+	next *Record
 }
 
 // decideStart decides the start of a rollout from what observeStart (and lookFurther) saw,
@@ -300,8 +292,8 @@ type startDecision struct {
 // refuse, or wait for the controller, each in turn; a workload on the images already is
 // reported; else the rollout begins. A fact not observed yet that the decision needs is asked
 // for (startLook).
-func decideStart(c *startCensus, spec Spec, lock *workload.Lock, hash string, now time.Time) startDecision {
-	if lock != nil && lock.HeldBy(spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == workload.LockSucceeded {
+func decideStart(c *startCensus, spec Spec, lock *Record, hash string, now time.Time) startDecision {
+	if lock != nil && lock.HeldBy(spec.Holder, spec.HolderUID) && lock.SpecHash == hash && lock.Phase == PhaseSucceeded {
 		// A rollout to these images that was rolled back is no reason to refuse: running again
 		// starts a new one, from what the pods run now. Asked anew, a rollout is done only while
 		// every pod still has its images (someone may have moved them on since, or the workload
@@ -338,14 +330,14 @@ func decideStart(c *startCensus, spec Spec, lock *workload.Lock, hash string, no
 		}
 		return startDecision{action: startAlreadyThere, message: msg}
 	}
-	next := &workload.Lock{
+	next := &Record{
 		Holder:       spec.Holder,
 		HolderUID:    spec.HolderUID,
 		RolloutID:    rolloutID(hash, now),
 		SpecHash:     hash,
 		Images:       c.pin.images,
 		BeforeImages: c.before,
-		Phase:        workload.LockProgressing,
+		Phase:        PhaseProgressing,
 		StartedAt:    now.UTC().Truncate(time.Second),
 	}
 	if lock != nil && next.RolloutID == lock.RolloutID {
@@ -369,7 +361,7 @@ func refuseStart(c *startCensus, spec Spec) (d startDecision, ok bool) {
 	}
 	for _, err := range []error{c.startErr, c.keepErr, c.ownedErr} {
 		if err != nil {
-			return refuse(asInvalid(err))
+			return refuse(err)
 		}
 	}
 	for _, err := range []error{c.statesErr, c.beforeErr} {
@@ -395,14 +387,14 @@ func refuseStart(c *startCensus, spec Spec) (d startDecision, ok bool) {
 }
 
 // begin writes the lock next with the freeze: the rollout starts.
-func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *startCensus, next *workload.Lock) (Status, time.Duration, error) {
+func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *startCensus, next *Record) (Status, time.Duration, error) {
 	if lock != nil {
 		// Puller pods a rollout killed before its end left behind go with it.
 		if _, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil {
 			return Status{}, 0, err
 		}
 	}
-	if err := w.Start(ctx, next); err != nil {
+	if err := w.Start(ctx, next.lock()); err != nil {
 		return Status{}, 0, err
 	}
 	if tags := observeTagDigests(c.pods, c.pin.unpinned(spec.Images)); len(tags.split()) > 0 {
@@ -418,7 +410,7 @@ func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock
 // stable image as their BeforeImage, so a rollback returns to what ran before the first one. It
 // observes the workload (observeSupersede), decides (decideSupersede), asking the registry only
 // once the decision needs the digests, and writes the new lock.
-func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, hash string) (Status, time.Duration, error) {
+func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, lock *Record, hash string) (Status, time.Duration, error) {
 	c := observeSupersede(spec, w, lock)
 	d := decideSupersede(c, spec, lock, hash, e.now())
 	if d.needPins {
@@ -429,7 +421,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	if d.err != nil {
 		return Status{}, 0, d.err
 	}
-	if err := w.Retarget(ctx, d.next); err != nil {
+	if err := w.Retarget(ctx, d.next.lock()); err != nil {
 		return Status{}, 0, err
 	}
 	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)
@@ -460,7 +452,7 @@ type supersedeCensus struct {
 
 // observeSupersede reads what a rollout that supersedes lock's is decided on from the workload
 // as loaded.
-func observeSupersede(spec Spec, w workload.Workload, lock *workload.Lock) *supersedeCensus {
+func observeSupersede(spec Spec, w workload.Observed, lock *Record) *supersedeCensus {
 	c := &supersedeCensus{ref: w.Ref()}
 	c.imagesErr = workload.CheckImages(w, spec.Images, spec.IncludeInit)
 	c.keepErr = workload.CheckKeep(w, spec.Keep)
@@ -477,26 +469,26 @@ func observeSupersede(spec Spec, w workload.Workload, lock *workload.Lock) *supe
 type supersedeDecision struct {
 	needPins bool
 	err      error
-	next     *workload.Lock
+	next     *Record
 }
 
 // decideSupersede decides whether a rollout replaces lock's in flight, from what
 // observeSupersede saw, alone: it is refused unless asked to supersede, while the rollout in
 // flight is halted or ending, or when a check of the workload or the registry refuses.
-func decideSupersede(c *supersedeCensus, spec Spec, lock *workload.Lock, hash string, now time.Time) supersedeDecision {
+func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, now time.Time) supersedeDecision {
 	refuse := func(err error) supersedeDecision { return supersedeDecision{err: err} }
 	if !spec.Supersede {
 		return refuse(&InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
 			c.ref, lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede})
 	}
 	switch lock.Phase {
-	case workload.LockProgressing, workload.LockPaused, workload.LockHolding:
-	case workload.LockHalted:
-		return refuse(invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", c.ref, lock.RolloutID, lock.Reason))
+	case PhaseProgressing, PhasePaused, PhaseHolding:
+	case PhaseHalted:
+		return refuse(invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", c.ref, lock.RolloutID, lock.Message))
 	default:
 		return refuse(invalid("%s: rollout %s is %s; wait for it to finish before starting another", c.ref, lock.RolloutID, lock.Phase))
 	}
-	for _, err := range []error{asInvalid(c.imagesErr), asInvalid(c.keepErr), c.statesErr} {
+	for _, err := range []error{c.imagesErr, c.keepErr, c.statesErr} {
 		if err != nil {
 			return refuse(err)
 		}
@@ -518,32 +510,32 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *workload.Lock, hash st
 	next.SpecHash = hash
 	next.Images = c.pin.images
 	next.StartedAt = now.UTC().Truncate(time.Second)
-	next.Phase, next.Reason, next.ReasonCode = workload.LockProgressing, "", ""
+	next.Phase, next.Message, next.Reason = PhaseProgressing, "", ""
 	next.AcceptedPods, next.AcceptedAll, next.HeldAt, next.Analysis = 0, false, 0, nil
 	return supersedeDecision{next: &next}
 }
 
 // ended reports the end of the rollout lock records, which no longer holds the workload.
-func (e *Engine) ended(w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
+func (e *Engine) ended(w workload.Workload, lock *Record) (Status, time.Duration, error) {
 	id := lock.RolloutID
 	switch lock.Phase {
-	case workload.LockSucceeded:
+	case PhaseSucceeded:
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+id+" succeeded")
-	case workload.LockRolledBack:
-		return e.finished(w, lock, PhaseRolledBack, "rollout "+id+" rolled back: "+lock.Reason)
-	case workload.LockReleased:
+	case PhaseRolledBack:
+		return e.finished(w, lock, PhaseRolledBack, "rollout "+id+" rolled back: "+lock.Message)
+	case PhaseReleased:
 		return e.finished(w, lock, PhaseReleased, "rollout "+id+" was released")
 	}
-	st, res, err := e.finished(w, lock, PhaseFailed, "rollout "+id+" failed: "+lock.Reason)
-	st.Reason = Reason(lock.ReasonCode)
+	st, res, err := e.finished(w, lock, PhaseFailed, "rollout "+id+" failed: "+lock.Message)
+	st.Reason = Reason(lock.Reason)
 	return st, res, err
 }
 
 // finished reports a rollout that already ended, with its pods counted from their states.
-func (e *Engine) finished(w workload.Workload, lock *workload.Lock, phase Phase, msg string) (Status, time.Duration, error) {
+func (e *Engine) finished(w workload.Workload, lock *Record, phase Phase, msg string) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: phase, Total: w.Replicas(), Message: msg}
 	if phase == PhaseRolledBack {
-		st.Reason = Reason(lock.ReasonCode)
+		st.Reason = Reason(lock.Reason)
 	}
 	for _, p := range w.Pods() {
 		s, _ := inplace.ReadState(p)
@@ -570,7 +562,7 @@ func firstN(s []string, n int) []string {
 
 // checkStates reads every pod's state before the first write: one that cannot be read would
 // stop the rollout later, with the workload already frozen.
-func checkStates(w workload.Workload) error {
+func checkStates(w workload.Observed) error {
 	for _, p := range w.Pods() {
 		if _, err := inplace.ReadState(p); err != nil {
 			return &InvalidError{Msg: err.Error(), Fix: FixStateAnnotation}
@@ -586,7 +578,7 @@ const maxBeforeImages = 16
 // beforeImages returns known with, for each container of images it lacks, the distinct images
 // the workload's template and pods run: the images a revert may go back to. More than
 // maxBeforeImages for one container is refused, as the lock could not record them.
-func beforeImages(w workload.Workload, images map[string]string, known map[string][]string) (map[string][]string, error) {
+func beforeImages(w workload.Observed, images map[string]string, known map[string][]string) (map[string][]string, error) {
 	out := make(map[string][]string, len(images))
 	for name, imgs := range known {
 		out[name] = slices.Clone(imgs)

@@ -290,7 +290,7 @@ func TestProgressBatches(t *testing.T) {
 					t.Errorf("pod %s restarted %d times, want once", name, n)
 				}
 			}
-			if l := fc.lock(); l == nil || l.Phase != workload.LockSucceeded {
+			if l := fc.lock(); l == nil || l.Phase != PhaseSucceeded {
 				t.Errorf("lock = %+v, want phase Succeeded", l)
 			}
 			if tt.kind == workload.StatefulSet {
@@ -323,7 +323,7 @@ func TestStartFreezesBeforeAnyPodChanges(t *testing.T) {
 		t.Errorf("StatefulSet: strategy %s, template %s; want OnDelete and %s", sts.Spec.UpdateStrategy.Type, sts.Spec.Template.Spec.Containers[0].Image, imageV2)
 	}
 	l := fc.lock()
-	if l == nil || l.RolloutID != st.RolloutID || l.Phase != workload.LockProgressing || l.PreviousImages[testApp] != imageV1 || l.Holder != testOwner {
+	if l == nil || l.RolloutID != st.RolloutID || l.Phase != PhaseProgressing || l.PreviousImages[testApp] != imageV1 || l.Holder != testOwner {
 		t.Errorf("lock = %+v, want rollout %s progressing from %s", l, st.RolloutID, imageV1)
 	}
 	for _, p := range fc.pods() {
@@ -398,7 +398,7 @@ func TestAnalysisVerdicts(t *testing.T) {
 				if st.Phase != PhasePaused || st.Reason != ReasonAnalysisInconclusive || st.Analysis == nil || st.Analysis.Batch != 1 {
 					t.Fatalf("status = %+v, want Paused on batch 1, AnalysisInconclusive", st)
 				}
-				if l := fc.lock(); l.Phase != workload.LockPaused {
+				if l := fc.lock(); l.Phase != PhasePaused {
 					t.Errorf("lock phase %s, want Paused", l.Phase)
 				}
 				// Paused, it stays so and starts no pod, however often it is called.
@@ -567,7 +567,7 @@ func TestRollbackCauses(t *testing.T) {
 			if st.Phase != PhaseRollingBack || st.Reason != tt.want || !strings.Contains(st.Message, tt.message) {
 				t.Fatalf("status = phase %s, reason %s, message %q; want RollingBack, %s, saying %q", st.Phase, st.Reason, st.Message, tt.want, tt.message)
 			}
-			if l := fc.lock(); l == nil || l.Phase != workload.LockRollingBack || l.ReasonCode != string(tt.want) {
+			if l := fc.lock(); l == nil || l.Phase != PhaseRollingBack || l.Reason != tt.want {
 				t.Fatalf("lock = %+v, want phase RollingBack, reason %s", l, tt.want)
 			}
 			fc.play()
@@ -765,7 +765,7 @@ func TestHaltOnForeignTemplateChange(t *testing.T) {
 			if err != nil || st.Phase != PhaseFailed || st.Reason != ReasonTemplateChanged || !strings.Contains(st.Message, "someone else changed the template") {
 				t.Fatalf("status = %+v, %v; want Failed, TemplateChanged", st, err)
 			}
-			if l := fc.lock(); l.Phase != workload.LockHalted || l.ReasonCode != string(ReasonTemplateChanged) {
+			if l := fc.lock(); l.Phase != PhaseHalted || l.Reason != ReasonTemplateChanged {
 				t.Errorf("lock = %+v, want Halted, TemplateChanged", l)
 			}
 			// Halted, it stays so and touches no pod.

@@ -265,7 +265,7 @@ func (fc *fakeCluster) updatePod(p *corev1.Pod) {
 }
 
 // lock reads the rollout lock from the target, or nil.
-func (fc *fakeCluster) lock() *workload.Lock {
+func (fc *fakeCluster) lock() *Record {
 	fc.t.Helper()
 	var raw string
 	if fc.kind == workload.StatefulSet {
@@ -284,7 +284,7 @@ func (fc *fakeCluster) lock() *workload.Lock {
 	if raw == "" {
 		return nil
 	}
-	var l workload.Lock
+	var l Record
 	if err := json.Unmarshal([]byte(raw), &l); err != nil {
 		fc.t.Fatalf("lock annotation: %v", err)
 	}

@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // TestHoldPoints: a rollout held at 1 pod, then at 50%, then finished, each call with a fresh
@@ -37,7 +35,7 @@ func TestHoldPoints(t *testing.T) {
 			if st.Phase != step.phase || st.Updated != step.updated {
 				t.Fatalf("step %d: %s with %d updated (%s); want %s with %d", i+1, st.Phase, st.Updated, st.Message, step.phase, step.updated)
 			}
-			if l := fc.lock(); step.phase == PhaseHolding && (l.Phase != workload.LockHolding || l.AcceptedPods != step.updated) {
+			if l := fc.lock(); step.phase == PhaseHolding && (l.Phase != PhaseHolding || l.AcceptedPods != step.updated) {
 				t.Errorf("step %d: lock %s with %d pods accepted; want Holding with %d", i+1, l.Phase, l.AcceptedPods, step.updated)
 			}
 			if step.phase == PhaseHolding {

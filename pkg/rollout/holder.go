@@ -12,7 +12,7 @@ import (
 
 // holderRefusal is the error for a caller that is not the lock's holder and did not ask to take
 // it over: what holds it, and that it can be taken over once that holder is gone.
-func holderRefusal(w workload.Workload, lock *workload.Lock, holder, doing string) error {
+func holderRefusal(w workload.Observed, lock *Record, holder, doing string) error {
 	who := lock.Holder
 	if lock.Holder == holder {
 		// The same name, another object: the one that started the rollout was deleted.
@@ -25,10 +25,10 @@ func holderRefusal(w workload.Workload, lock *workload.Lock, holder, doing strin
 // takeOver makes holder (UID uid) the holder of lock, in one write, and changes nothing else:
 // the next step goes on as the new holder's. Only an explicit request does it (Spec.TakeOver,
 // RollbackSpec.TakeOver), for a lock whose holder no longer exists.
-func (e *Engine) takeOver(ctx context.Context, w workload.Workload, lock *workload.Lock, holder string, uid types.UID) (Status, time.Duration, error) {
+func (e *Engine) takeOver(ctx context.Context, w workload.Workload, lock *Record, holder string, uid types.UID) (Status, time.Duration, error) {
 	next := *lock
 	next.Holder, next.HolderUID = holder, uid
-	if err := w.SetLock(ctx, &next); err != nil {
+	if err := w.SetLock(ctx, next.lock()); err != nil {
 		return Status{}, 0, fmt.Errorf("taking over rollout %s from %s: %w", lock.RolloutID, lock.Holder, err)
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Warn("took the rollout over", "from", lock.Holder, "fromUID", lock.HolderUID, "holder", holder, "phase", lock.Phase)

@@ -7,8 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"strings"
 	"testing"
-
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // TestTakeOver: a rollout left by a holder that no longer exists refuses every other caller,
@@ -53,7 +51,7 @@ func TestTakeOver(t *testing.T) {
 				t.Fatalf("take-over = %+v, %v", st, err)
 			}
 			l := fc.lock()
-			if l.Holder != tc.holder || l.HolderUID != types.UID(tc.uid) || l.Phase != workload.LockProgressing || l.Images[testApp] != imageV2 {
+			if l.Holder != tc.holder || l.HolderUID != types.UID(tc.uid) || l.Phase != PhaseProgressing || l.Images[testApp] != imageV2 {
 				t.Errorf("lock after take-over = %+v; want holder %s (UID %q), the rollout as it was", l, tc.holder, tc.uid)
 			}
 			rb.TakeOver = false

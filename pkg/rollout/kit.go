@@ -72,7 +72,7 @@ func NewEventBroadcaster(client kubernetes.Interface, onErr func(error)) (*Event
 func WatchPods(ctx context.Context, client kubernetes.Interface, ref Ref) (<-chan struct{}, error) {
 	w, err := workload.Load(ctx, client, ref)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s to watch its pods: %w", ref, asInvalid(err))
+		return nil, fmt.Errorf("reading %s to watch its pods: %w", ref, err)
 	}
 	return workload.WatchPods(ctx, client, ref.Namespace, w.PodSelector())
 }

@@ -98,7 +98,7 @@ func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload,
 // every target already, and the rollout would report success with nothing restarted. A
 // container that every pod runs on its target while others change is the rollout's to leave
 // alone (a sidecar listed with the rest), as it was.
-func checkUnresolvedTags(w workload.Workload, images map[string]string, unresolved map[string]error) error {
+func checkUnresolvedTags(w workload.Observed, images map[string]string, unresolved map[string]error) error {
 	pods := w.Pods()
 	allThere := true
 	for _, p := range pods {
@@ -130,7 +130,7 @@ func checkUnresolvedTags(w workload.Workload, images map[string]string, unresolv
 // runsContent reports whether the template (if any) and every pod run container name as image,
 // each pod reporting digest: a container the rollout leaves as it is (a sidecar listed with
 // the rest, say).
-func runsContent(w workload.Workload, name, image, digest string) bool {
+func runsContent(w workload.Observed, name, image, digest string) bool {
 	if tmpl := w.Template(); tmpl != nil && !workload.TemplateHasImages(tmpl, map[string]string{name: image}) {
 		return false
 	}
@@ -199,7 +199,7 @@ func (e *Engine) tagMoved(ctx context.Context, namespace string, pods []*corev1.
 // stillPinned reports whether the images of a rollout that succeeded are still what its tags
 // name: a rollout pinned to digests is done only while the tags resolve to them. A tag that
 // cannot be resolved now counts as unmoved.
-func (e *Engine) stillPinned(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) bool {
+func (e *Engine) stillPinned(ctx context.Context, spec Spec, w workload.Workload, lock *Record) bool {
 	if e.Registry == nil || spec.pinMode() == PinNever {
 		return true
 	}

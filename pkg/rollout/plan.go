@@ -46,10 +46,10 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	}
 	w, err := workload.Load(ctx, e.Client, spec.Target)
 	if err != nil {
-		return Plan{}, asInvalid(err)
+		return Plan{}, err
 	}
 	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
-		return Plan{}, asInvalid(err)
+		return Plan{}, err
 	}
 	counts, err := ResolveBatches(spec.Batches, w.Replicas())
 	if err != nil {
@@ -94,7 +94,7 @@ func assignBatches(counts []int, already int, pending []string) [][]string {
 
 // currentImages are the images the named containers run now: the template's, or for
 // label-selected pods each distinct image with how many pods run it.
-func currentImages(w workload.Workload, names map[string]string) map[string]string {
+func currentImages(w workload.Observed, names map[string]string) map[string]string {
 	if tmpl := w.Template(); tmpl != nil {
 		return workload.TemplateImages(tmpl, names)
 	}

@@ -24,7 +24,7 @@ import (
 // planStatefulSet is a StatefulSet shop/web whose controller is caught up, with a pod per image
 // given (web-0 runs images[0]), each Ready at the update revision. lock, when not nil, is its
 // lock annotation.
-func planStatefulSet(lock *workload.Lock, images ...string) []runtime.Object {
+func planStatefulSet(lock *Record, images ...string) []runtime.Object {
 	replicas := int32(len(images))
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "sts-uid", Generation: 1},
@@ -181,8 +181,8 @@ func TestAssignBatches(t *testing.T) {
 }
 
 func TestReport(t *testing.T) {
-	lock := &workload.Lock{Holder: "cli", RolloutID: "r-2", Superseded: []string{"r-1"}, Images: map[string]string{"app": "reg/app:v2"},
-		PreviousImages: map[string]string{"app": "reg/app:v1"}, Phase: workload.LockProgressing}
+	lock := &Record{Holder: "cli", RolloutID: "r-2", Superseded: []string{"r-1"}, Images: map[string]string{"app": "reg/app:v2"},
+		PreviousImages: map[string]string{"app": "reg/app:v1"}, Phase: PhaseProgressing}
 	state := func(id string, stage inplace.Stage) string {
 		data, err := json.Marshal(inplace.State{RolloutID: id, Stage: stage, Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}})
 		if err != nil {
@@ -232,11 +232,11 @@ func TestRolloutContainers(t *testing.T) {
 	row := PodReport{Images: map[string]string{"app": "a", "sidecar": "s", "init": "i"}}
 	tests := []struct {
 		name string
-		lock *workload.Lock
+		lock *Record
 		want []string
 	}{
 		{"no rollout: every container", nil, []string{"app", "init", "sidecar"}},
-		{"the rollout's containers", &workload.Lock{Images: map[string]string{"sidecar": "s2", "app": "a2"}}, []string{"app", "sidecar"}},
+		{"the rollout's containers", &Record{Images: map[string]string{"sidecar": "s2", "app": "a2"}}, []string{"app", "sidecar"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

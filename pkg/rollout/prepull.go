@@ -114,7 +114,7 @@ func decidePrePull(c *census, spec Spec, now time.Time, d *decision) {
 
 // pull takes the pre-pull work decided: it removes the pullers that are done, or creates the
 // missing ones (one write each), and the step ends there.
-func (e *Engine) pull(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, plan pullPlan, st Status) (Status, time.Duration, error) {
+func (e *Engine) pull(ctx context.Context, w workload.Workload, lock *Record, c *census, plan pullPlan, st Status) (Status, time.Duration, error) {
 	ns := w.Ref().Namespace
 	if len(plan.remove) > 0 {
 		if _, err := prepull.Delete(ctx, e.Client, plan.remove); err != nil {

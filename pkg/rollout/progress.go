@@ -21,7 +21,7 @@ import (
 // finalize, or step the pods of the current batch while no more than max-unavailable pods are
 // down. The analysis measures first when a measurement is due; what it measured is decided on
 // with the rest.
-func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
+func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *Record) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: w.Replicas()}
 	c, err := e.observe(ctx, spec, w, lock)
 	if err != nil {
@@ -51,7 +51,7 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 
 // act takes the step decided, with the one write it calls for, if any. Every rollback a
 // progressing rollout starts, whatever its cause, starts here.
-func (e *Engine) act(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, time.Duration, error) {
+func (e *Engine) act(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *census, d decision, st Status) (Status, time.Duration, error) {
 	switch d.action {
 	case actHalt:
 		return e.halt(ctx, w, lock, c.foreign, st)
@@ -97,11 +97,11 @@ func waiting(st Status, requeue time.Duration, msg string) (Status, time.Duratio
 }
 
 // stepBatch steps the pods decided, once the lock names them, and reports the batch.
-func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock, c *census, d decision, st Status) (Status, time.Duration, error) {
+func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *census, d decision, st Status) (Status, time.Duration, error) {
 	if next, ok := recordTouched(w, lock, d.work); ok {
 		// The lock names a pod before its first write, so that a rollback can find it whatever
 		// becomes of its state; the pods are stepped on the next call.
-		if err := w.SetLock(ctx, next); err != nil {
+		if err := w.SetLock(ctx, next.lock()); err != nil {
 			return st, 0, err
 		}
 		// The next call steps them: it reads the lock afresh, so it need not wait.
@@ -193,12 +193,12 @@ type podFailure struct {
 // its template, whether its controller recorded the new revision, its pods sorted by where they
 // stand in the rollout of lock and which of them cannot start, and, with pre-pull, the
 // rollout's puller pods.
-func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lock *workload.Lock) (*census, error) {
+func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lock *Record) (*census, error) {
 	c := &census{}
-	if c.foreign = workload.ForeignImages(w, lock); c.foreign != nil {
+	if c.foreign = workload.ForeignImages(w, lock.Images); c.foreign != nil {
 		return c, nil
 	}
-	if lock.Phase == workload.LockHalted {
+	if lock.Phase == PhaseHalted {
 		c.halted = true
 		return c, nil
 	}
@@ -228,7 +228,7 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 }
 
 // observePod sorts one pod by where it stands in the rollout of lock.
-func (c *census) observePod(w workload.Workload, lock *workload.Lock, p *corev1.Pod) error {
+func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod) error {
 	if p.DeletionTimestamp != nil {
 		c.deleting = append(c.deleting, p.Name) // the controller recreates it; the new pod is judged then
 		c.down = append(c.down, p.Name)
@@ -298,11 +298,11 @@ func (c *census) refusal(p *corev1.Pod, s *inplace.State) {
 
 // hold records that the rollout reached its hold point, once, and reports it. The workload
 // stays held.
-func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, upTo int, st Status) (Status, time.Duration, error) {
-	if lock.Phase != workload.LockHolding || lock.HeldAt != upTo {
+func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *Record, c *census, upTo int, st Status) (Status, time.Duration, error) {
+	if lock.Phase != PhaseHolding || lock.HeldAt != upTo {
 		next := *lock
-		next.Phase, next.HeldAt = workload.LockHolding, upTo
-		if err := w.SetLock(ctx, &next); err != nil {
+		next.Phase, next.HeldAt = PhaseHolding, upTo
+		if err := w.SetLock(ctx, next.lock()); err != nil {
 			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Info("holding", "updated", st.Updated, "upTo", upTo)
@@ -316,11 +316,11 @@ func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *workload.L
 }
 
 // moveOn puts a halted or holding rollout back to progressing, its deadline counted from now.
-func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload.Lock, st Status, msg string) (Status, time.Duration, error) {
+func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *Record, st Status, msg string) (Status, time.Duration, error) {
 	next := *lock
-	next.Phase, next.Reason, next.ReasonCode, next.HeldAt = workload.LockProgressing, "", "", 0
+	next.Phase, next.Message, next.Reason, next.HeldAt = PhaseProgressing, "", "", 0
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
-	if err := w.SetLock(ctx, &next); err != nil {
+	if err := w.SetLock(ctx, next.lock()); err != nil {
 		return st, 0, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("progressing again", "why", msg)
@@ -329,13 +329,13 @@ func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *workload
 }
 
 // finalize hands the workload back with the new images once every pod runs them.
-func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *workload.Lock, c *census, st Status) (Status, time.Duration, error) {
+func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record, c *census, st Status) (Status, time.Duration, error) {
 	// Puller pods never outlive the rollout.
 	if removed, err := e.removePullers(ctx, w.Ref().Namespace, lock.Rollouts()); err != nil || removed {
 		st.Message = "removing the puller pods"
 		return st, busyRequeue, err
 	}
-	done, err := w.Finalize(ctx, lock)
+	done, err := w.Finalize(ctx, lock.lock())
 	if err != nil {
 		return st, 0, err
 	}
@@ -355,13 +355,13 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *worklo
 // template stays, and a person decides. The lock records it (phase Halted, reason
 // TemplateChanged), so every driver, and `status`, sees the same until the template has the
 // rollout's images again (progress then resumes) or the rollout is rolled back.
-func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *workload.Lock, foreign map[string]string, st Status) (Status, time.Duration, error) {
+func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, foreign map[string]string, st Status) (Status, time.Duration, error) {
 	reason := fmt.Sprintf("someone else changed the template of %s during rollout %s: it has %s now, the rollout wants %s",
 		w.Ref(), lock.RolloutID, mustJSON(foreign), mustJSON(lock.Images))
-	if lock.Phase != workload.LockHalted {
+	if lock.Phase != PhaseHalted {
 		next := *lock
-		next.Phase, next.Reason, next.ReasonCode = workload.LockHalted, reason, string(ReasonTemplateChanged)
-		if err := w.SetLock(ctx, &next); err != nil {
+		next.Phase, next.Message, next.Reason = PhaseHalted, reason, ReasonTemplateChanged
+		if err := w.SetLock(ctx, next.lock()); err != nil {
 			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
@@ -417,7 +417,7 @@ func unreadySince(p *corev1.Pod, t time.Time) bool {
 
 // lastProgress is when the rollout last made progress: it started, a batch passed its analysis,
 // one of its pods entered a stage, or a batch's soak ended.
-func lastProgress(lock *workload.Lock, states []*inplace.State, soak time.Duration) time.Time {
+func lastProgress(lock *Record, states []*inplace.State, soak time.Duration) time.Time {
 	t := latest(lock.StartedAt, lock.ProgressAt)
 	for _, s := range states {
 		at := s.StageAt
@@ -503,15 +503,15 @@ const maxTouched = 100
 // pods, and whether that changed it. Past maxTouched, it records instead how many of the
 // workload's pods carry a state of the rollout (or of one it superseded) without being named:
 // the most it ever saw, as those pods may lose their state later.
-func recordTouched(w workload.Workload, lock *workload.Lock, work []*corev1.Pod) (*workload.Lock, bool) {
+func recordTouched(w workload.Observed, lock *Record, work []*corev1.Pod) (*Record, bool) {
 	next := *lock
 	next.Touched = slices.Clone(lock.Touched)
 	named := func(p *corev1.Pod) bool {
-		return slices.ContainsFunc(next.Touched, func(t workload.TouchedPod) bool { return t.UID == p.UID })
+		return slices.ContainsFunc(next.Touched, func(t TouchedPod) bool { return t.UID == p.UID })
 	}
 	for _, p := range work {
 		if len(next.Touched) < maxTouched && !named(p) {
-			next.Touched = append(next.Touched, workload.TouchedPod{Name: p.Name, UID: p.UID})
+			next.Touched = append(next.Touched, TouchedPod{Name: p.Name, UID: p.UID})
 		}
 	}
 	if len(next.Touched) >= maxTouched {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 func TestUnreadySince(t *testing.T) {
@@ -96,16 +95,16 @@ func TestDecideProgress(t *testing.T) {
 	upTo := func(s Spec, v intstr.IntOrString) Spec { s.UpTo = &v; return s }
 	soaked := spec
 	soaked.Soak = 5 * time.Minute
-	lock := func(phase string, accepted int) *workload.Lock {
-		return &workload.Lock{Phase: phase, AcceptedPods: accepted, AcceptedAll: accepted >= 10, StartedAt: started}
+	lock := func(phase Phase, accepted int) *Record {
+		return &Record{Phase: phase, AcceptedPods: accepted, AcceptedAll: accepted >= 10, StartedAt: started}
 	}
-	progressing := lock(workload.LockProgressing, 0)
+	progressing := lock(PhaseProgressing, 0)
 
 	tests := []struct {
 		name   string
 		c      *census
 		spec   Spec
-		lock   *workload.Lock
+		lock   *Record
 		want   action
 		code   Reason
 		batch  int // 1-based, as in Status
@@ -135,7 +134,7 @@ func TestDecideProgress(t *testing.T) {
 		{name: "a complete batch is analysed", c: at(1, 9), spec: analysed, lock: progressing, want: actAnalyze, batch: 1},
 		{name: "no analysis while a pod is in flight", c: with(at(1, 8), func(c *census) { c.inflight = pending(1) }),
 			spec: analysed, lock: progressing, want: actStep, batch: 1, work: 1},
-		{name: "an accepted batch is not analysed again", c: at(1, 9), spec: analysed, lock: lock(workload.LockProgressing, 1), want: actStep, batch: 2, work: 2},
+		{name: "an accepted batch is not analysed again", c: at(1, 9), spec: analysed, lock: lock(PhaseProgressing, 1), want: actStep, batch: 2, work: 2},
 		{name: "the next batch waits for the analysis of the one before", c: at(3, 7), spec: analysed, lock: progressing, want: actAnalyze, batch: 1},
 		{name: "acceptance is a pod count: a changed batch list analyses its first batch ending above it", c: at(5, 5),
 			spec: func() Spec {
@@ -143,28 +142,28 @@ func TestDecideProgress(t *testing.T) {
 				s.Batches = []intstr.IntOrString{intstr.FromInt32(3), intstr.FromString("50%"), intstr.FromString("100%")}
 				return s
 			}(),
-			lock: lock(workload.LockProgressing, 1), want: actAnalyze, batch: 1},
+			lock: lock(PhaseProgressing, 1), want: actAnalyze, batch: 1},
 		{name: "acceptance is a pod count: fewer batches than were accepted still analyse the last", c: at(10, 0),
 			spec: func() Spec {
 				s := analysed
 				s.Batches = []intstr.IntOrString{intstr.FromString("50%"), intstr.FromString("100%")}
 				return s
 			}(),
-			lock: lock(workload.LockProgressing, 5), want: actAnalyze, batch: 2},
+			lock: lock(PhaseProgressing, 5), want: actAnalyze, batch: 2},
 
 		{name: "hold point reached", c: at(5, 5), spec: upTo(spec, intstr.FromString("50%")), lock: progressing, want: actHold, batch: 2},
-		{name: "hold point reached, still analysed first", c: at(5, 5), spec: upTo(analysed, intstr.FromString("50%")), lock: lock(workload.LockProgressing, 1), want: actAnalyze, batch: 2},
-		{name: "hold point reached and accepted", c: at(5, 5), spec: upTo(analysed, intstr.FromString("50%")), lock: lock(workload.LockProgressing, 5), want: actHold, batch: 2},
+		{name: "hold point reached, still analysed first", c: at(5, 5), spec: upTo(analysed, intstr.FromString("50%")), lock: lock(PhaseProgressing, 1), want: actAnalyze, batch: 2},
+		{name: "hold point reached and accepted", c: at(5, 5), spec: upTo(analysed, intstr.FromString("50%")), lock: lock(PhaseProgressing, 5), want: actHold, batch: 2},
 		{name: "a hold point between batches ends a batch of its own", c: at(2, 8), spec: upTo(spec, intstr.FromInt32(3)), lock: progressing, want: actStep, batch: 2, work: 1},
-		{name: "a lower hold point than reached holds where it is", c: at(5, 5), spec: upTo(spec, intstr.FromInt32(1)), lock: lock(workload.LockHolding, 0), want: actHold, batch: 1},
-		{name: "a higher hold point moves on", c: at(5, 5), spec: upTo(spec, intstr.FromString("100%")), lock: lock(workload.LockHolding, 0), want: actMoveOn, batch: 3},
-		{name: "no hold point moves on", c: at(5, 5), spec: spec, lock: lock(workload.LockHolding, 0), want: actMoveOn, batch: 3},
+		{name: "a lower hold point than reached holds where it is", c: at(5, 5), spec: upTo(spec, intstr.FromInt32(1)), lock: lock(PhaseHolding, 0), want: actHold, batch: 1},
+		{name: "a higher hold point moves on", c: at(5, 5), spec: upTo(spec, intstr.FromString("100%")), lock: lock(PhaseHolding, 0), want: actMoveOn, batch: 3},
+		{name: "no hold point moves on", c: at(5, 5), spec: spec, lock: lock(PhaseHolding, 0), want: actMoveOn, batch: 3},
 
 		{name: "every pod updated: finalize", c: at(10, 0), spec: spec, lock: progressing, want: actFinalize, batch: 3},
-		{name: "every pod updated, the last batch not analysed", c: at(10, 0), spec: analysed, lock: lock(workload.LockProgressing, 5), want: actAnalyze, batch: 3},
-		{name: "every pod updated and accepted: finalize", c: at(10, 0), spec: analysed, lock: lock(workload.LockProgressing, 10), want: actFinalize, batch: 3},
+		{name: "every pod updated, the last batch not analysed", c: at(10, 0), spec: analysed, lock: lock(PhaseProgressing, 5), want: actAnalyze, batch: 3},
+		{name: "every pod updated and accepted: finalize", c: at(10, 0), spec: analysed, lock: lock(PhaseProgressing, 10), want: actFinalize, batch: 3},
 		{name: "scaled down below the pods accepted, the last batch is still analysed", c: at(10, 0), spec: analysed,
-			lock: &workload.Lock{Phase: workload.LockProgressing, AcceptedPods: 12, StartedAt: started}, want: actAnalyze, batch: 3},
+			lock: &Record{Phase: PhaseProgressing, AcceptedPods: 12, StartedAt: started}, want: actAnalyze, batch: 3},
 		{name: "a hold point lowered below the pods in flight starts no pod", c: with(at(3, 6), func(c *census) { c.inflight = pending(1) }),
 			spec: upTo(spec, intstr.FromInt32(2)), lock: progressing, want: actStep, batch: 3, work: 1},
 		{name: "a pod arriving from the new template holds the finalize", c: with(at(9, 0), func(c *census) { c.arriving = pending(1); c.down = []string{"p0"} }),
@@ -257,7 +256,7 @@ func BenchmarkDecideProgress(b *testing.B) {
 	}
 	spec := Spec{Batches: []intstr.IntOrString{intstr.FromString("10%"), intstr.FromString("50%"), intstr.FromString("100%")},
 		MaxUnavailable: intstr.FromString("2%"), Timeout: time.Minute, Analysis: &analysis.Config{}}
-	lock := &workload.Lock{Phase: workload.LockProgressing, AcceptedPods: 500, StartedAt: now.Add(-2 * time.Hour)}
+	lock := &Record{Phase: PhaseProgressing, AcceptedPods: 500, StartedAt: now.Add(-2 * time.Hour)}
 	b.ReportAllocs()
 	for b.Loop() {
 		d, err := decideProgress(c, spec, lock, total, now)

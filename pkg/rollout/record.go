@@ -4,34 +4,106 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-// Record is a workload's rollout as its lock records it, as much as a driver reads: who holds
-// it, which rollout, and where it is. Two Records are equal (==) when their locks say the same,
-// to the last field: a driver that knows how a rollout ended knows that it still stands while a
-// new read is equal to the one it made then.
+// Record is the record of a rollout on its workload: who runs it, what it changes, where it is,
+// and what a rollback puts back. While its phase is Progressing, Paused, Holding, RollingBack or
+// Halted the workload belongs to the holder; a finished Record stays as the record of the last
+// rollout, for a rollback and for a report. It is stored, as JSON, in the workload's annotation
+// workload.LockAnnotation, under the field names below, so that every annotation an earlier
+// version wrote reads unchanged.
+//
+// Equal, not ==, compares two Records: two reads are Equal when their annotations say the same,
+// to the last field, so a driver that knows how a rollout ended knows that it still stands while
+// a new read is Equal to the one it made then.
 type Record struct {
-	// Target is the workload.
-	Target Ref
-	// Holder names who runs the rollout (Spec.Holder); HolderUID the object it names, when it
-	// names one and the lock records it.
-	Holder    string
-	HolderUID types.UID
-	// RolloutID is the rollout; SpecHash the Spec.Hash of its spec.
-	RolloutID string
-	SpecHash  string
+	// Target is the workload; it is not stored, the annotation being on the workload itself.
+	Target Ref `json:"-"`
+	// Holder names who runs the rollout (Spec.Holder): cli, argo:NS/NAME, tekton:NS/NAME.
+	Holder string `json:"holder"`
+	// HolderUID is the UID of the object named by Holder (the Argo Rollout, the CustomRun), so
+	// that an object deleted and created again under the same name is not taken for the one that
+	// started the rollout. Empty for the CLI, and in records written before it existed.
+	HolderUID types.UID `json:"holderUID,omitempty"`
+	// RolloutID identifies the rollout on the pods' state annotations.
+	RolloutID string `json:"rolloutID"`
+	// SpecHash is the Spec.Hash of the rollout's spec.
+	SpecHash string `json:"specHash"`
+	// Images are the target images by container.
+	Images map[string]string `json:"images"`
+	// PreviousImages are the template images before the first of the rollouts chained by
+	// superseding, by container.
+	PreviousImages map[string]string `json:"previousImages"`
+	// BeforeImages are the distinct images, by container, that the template and the pods ran
+	// when the rollout started (a few per container, bounded): the only images a revert may put
+	// back. Records written before this field have none; PreviousImages then stands for them.
+	BeforeImages map[string][]string `json:"beforeImages,omitempty"`
+	// PreviousStrategy is the workload's update strategy before the rollout, as the workload
+	// records it.
+	PreviousStrategy json.RawMessage `json:"previousStrategy,omitempty"`
+	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
+	Superseded []string `json:"superseded,omitempty"`
+	// Touched names the pods the rollout, and those it superseded, set out to update, each
+	// recorded before its first write, up to maxTouched; TouchedMore counts the pods updated
+	// beyond it. A rollback checks them, so that a touched pod it cannot find by its state (the
+	// annotation removed, the pod gone to another owner) is reported, not passed over.
+	Touched     []TouchedPod `json:"touched,omitempty"`
+	TouchedMore int          `json:"touchedMore,omitempty"`
 	// Phase is where the rollout is: a phase of Status, or PhaseHalted.
-	Phase Phase
-	// Reason and Message say why the rollout is rolling back, rolled back, paused or halted: as
-	// a code (empty in locks that predate codes) and in words.
-	Reason  Reason
-	Message string
-	// lock is the lock, encoded: what makes two Records equal.
-	lock string
+	Phase Phase `json:"phase"`
+	// Message says why the rollout is rolling back, rolled back, paused or halted, in words;
+	// Reason says it as a code (empty in records that predate codes).
+	Message string `json:"reason,omitempty"`
+	Reason  Reason `json:"reasonCode,omitempty"`
+	// StartedAt is when the rollout started.
+	StartedAt time.Time `json:"startedAt"`
+	// ProgressAt is when the rollout last moved on in a way no pod records: a batch passed its
+	// analysis, or was accepted after a pause. A batch whose pods make no progress fails its
+	// deadline counted from the latest of this, StartedAt and the pods' stage times.
+	ProgressAt time.Time `json:"progressAt,omitzero"`
+	// AcceptedPods is the updated pod count up to which batches passed their analysis (or were
+	// accepted after an inconclusive one). A count, not a batch index, so that a changed batch
+	// list, a hold point or a scale changes which batch is next but never repeats or skips an
+	// analysis.
+	AcceptedPods int `json:"acceptedPods,omitempty"`
+	// AcceptedAll says the batch of every pod passed its analysis (or was accepted), so that a
+	// workload scaled down below AcceptedPods still has its last batch analysed when it did not.
+	AcceptedAll bool `json:"acceptedAll,omitempty"`
+	// HeldAt is the hold point, as a pod count, while the phase is Holding.
+	HeldAt int `json:"heldAt,omitempty"`
+	// Analysis is the state of the analysis in progress or last finished, as the analysis
+	// package encodes it.
+	Analysis json.RawMessage `json:"analysis,omitempty"`
+	// stored is the annotation the Record was read from: what makes two reads Equal.
+	stored string
+}
+
+// TouchedPod is a pod a rollout set out to update: by name, to report it, and UID, so that a pod
+// recreated under the same name is not taken for it.
+type TouchedPod struct {
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
+}
+
+// Equal reports whether two reads of a rollout say the same, to the last field of the
+// annotation they were read from. Two nil Records are Equal.
+func (r *Record) Equal(o *Record) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return r.Target == o.Target && r.stored == o.stored
+}
+
+// Rollouts are the IDs of the rollout and of those it superseded: the rollouts whose pod states
+// and puller pods are its own.
+func (r *Record) Rollouts() []string {
+	return append(slices.Clone(r.Superseded), r.RolloutID)
 }
 
 // Active reports whether the rollout still holds the workload: in progress, paused, holding,
@@ -53,44 +125,34 @@ func (r *Record) HeldBy(holder string, uid types.UID) bool {
 	return r.Holder == holder && (r.HolderUID == "" || uid == "" || r.HolderUID == uid)
 }
 
-// recordOf is the Record of lock, the lock of target; nil for none.
+// recordOf is the Record of lock, the lock of target; nil for none. The lock was checked when it
+// was read, and its fields are the Record's, so it converts whole.
 func recordOf(target Ref, lock *workload.Lock) *Record {
 	if lock == nil {
 		return nil
 	}
 	encoded, err := json.Marshal(lock)
 	if err != nil {
-		// Only JSON fields that are not JSON fail to encode, and a lock read was decoded from JSON;
-		// a lock made otherwise still compares by its content.
-		encoded = fmt.Appendf(nil, "%+v", *lock)
+		panic(fmt.Sprintf("encoding rollout lock: %v", err))
 	}
-	return &Record{Target: target, Holder: lock.Holder, HolderUID: lock.HolderUID, RolloutID: lock.RolloutID, SpecHash: lock.SpecHash,
-		Phase: recordPhase(lock.Phase), Reason: Reason(lock.ReasonCode), Message: lock.Reason, lock: string(encoded)}
+	r := &Record{Target: target, stored: string(encoded)}
+	if err := json.Unmarshal(encoded, r); err != nil {
+		panic(fmt.Sprintf("decoding rollout lock: %v", err))
+	}
+	return r
 }
 
-// recordPhase is the phase of a lock's phase. Every lock phase is a Phase of the same name:
-// Halted is the one Status never reports (it says Failed, reason TemplateChanged). A lock that
-// cannot be read is refused when it is read, so no other phase reaches here.
-func recordPhase(lockPhase string) Phase {
-	switch lockPhase {
-	case workload.LockProgressing:
-		return PhaseProgressing
-	case workload.LockPaused:
-		return PhasePaused
-	case workload.LockHolding:
-		return PhaseHolding
-	case workload.LockRollingBack:
-		return PhaseRollingBack
-	case workload.LockSucceeded:
-		return PhaseSucceeded
-	case workload.LockRolledBack:
-		return PhaseRolledBack
-	case workload.LockHalted:
-		return PhaseHalted
-	case workload.LockReleased:
-		return PhaseReleased
+// lock is the lock that records r, for the workload to write.
+func (r *Record) lock() *workload.Lock {
+	encoded, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("encoding rollout record: %v", err))
 	}
-	return Phase(lockPhase)
+	var l workload.Lock
+	if err := json.Unmarshal(encoded, &l); err != nil {
+		panic(fmt.Sprintf("decoding rollout record: %v", err))
+	}
+	return &l
 }
 
 // Record reads the rollout recorded on the workload ref, nil when it has none, with one GET (of
@@ -100,7 +162,7 @@ func recordPhase(lockPhase string) Phase {
 func (e *Engine) Record(ctx context.Context, ref Ref) (*Record, error) {
 	lock, err := workload.ReadLock(ctx, e.Client, ref)
 	if err != nil {
-		return nil, asInvalid(err)
+		return nil, err
 	}
 	return recordOf(ref, lock), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestRecordOneGet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Start(context.Background(), &workload.Lock{Holder: "argo:shop/web", RolloutID: "abc-1", Phase: workload.LockSucceeded}); err != nil {
+		if err := w.Start(context.Background(), (&Record{Holder: "argo:shop/web", RolloutID: "abc-1", Phase: PhaseSucceeded}).lock()); err != nil {
 			t.Fatal(err)
 		}
 		cms, err := client.CoreV1().ConfigMaps(testNS).List(context.Background(), metav1.ListOptions{})
@@ -106,22 +107,19 @@ func TestRecordPhase(t *testing.T) {
 		phase  Phase
 		active bool
 	}{
-		{workload.LockProgressing, PhaseProgressing, true},
-		{workload.LockPaused, PhasePaused, true},
-		{workload.LockHolding, PhaseHolding, true},
-		{workload.LockRollingBack, PhaseRollingBack, true},
-		{workload.LockHalted, PhaseHalted, true},
-		{workload.LockSucceeded, PhaseSucceeded, false},
-		{workload.LockRolledBack, PhaseRolledBack, false},
-		{workload.LockReleased, PhaseReleased, false},
+		{"Progressing", PhaseProgressing, true},
+		{"Paused", PhasePaused, true},
+		{"Holding", PhaseHolding, true},
+		{"RollingBack", PhaseRollingBack, true},
+		{"Halted", PhaseHalted, true},
+		{"Succeeded", PhaseSucceeded, false},
+		{"RolledBack", PhaseRolledBack, false},
+		{"Released", PhaseReleased, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.lock, func(t *testing.T) {
-			if got := recordPhase(tt.lock); got != tt.phase || string(got) != tt.lock {
-				t.Errorf("recordPhase(%q) = %q, want %q", tt.lock, got, tt.phase)
-			}
-			lock := &workload.Lock{Holder: "cli", RolloutID: "r1", Phase: tt.lock, Reason: "why", ReasonCode: string(ReasonPodFailed)}
-			rec := recordOf(workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, lock)
+			lock := &Record{Holder: "cli", RolloutID: "r1", Phase: Phase(tt.lock), Message: "why", Reason: ReasonPodFailed}
+			rec := recordOf(workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, lock.lock())
 			if rec.Active() != tt.active || lock.Active() != tt.active {
 				t.Errorf("Active() = %t (the lock's %t), want %t", rec.Active(), lock.Active(), tt.active)
 			}
@@ -153,8 +151,8 @@ func TestRecordHeldBy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lock := &workload.Lock{Holder: "argo:shop/web", HolderUID: tt.recordUID, Phase: workload.LockProgressing}
-			rec := recordOf(workload.Ref{}, lock)
+			lock := &Record{Holder: "argo:shop/web", HolderUID: tt.recordUID, Phase: PhaseProgressing}
+			rec := recordOf(workload.Ref{}, lock.lock())
 			if got := rec.HeldBy(tt.holder, tt.uid); got != tt.want || lock.HeldBy(tt.holder, tt.uid) != tt.want {
 				t.Errorf("HeldBy(%q, %q) = %t, want %t", tt.holder, tt.uid, got, tt.want)
 			}
@@ -166,23 +164,23 @@ func TestRecordHeldBy(t *testing.T) {
 // the lock, even one a Record does not show, makes them differ.
 func TestRecordEqual(t *testing.T) {
 	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}
-	lock := func() *workload.Lock {
-		return &workload.Lock{Holder: "cli", RolloutID: "r1", SpecHash: "h", Phase: workload.LockHolding, HeldAt: 2,
+	lock := func() *Record {
+		return &Record{Holder: "cli", RolloutID: "r1", SpecHash: "h", Phase: PhaseHolding, HeldAt: 2,
 			Images: map[string]string{testApp: imageV2}, StartedAt: t0}
 	}
-	if a, b := recordOf(ref, lock()), recordOf(ref, lock()); *a != *b {
+	if a, b := recordOf(ref, lock().lock()), recordOf(ref, lock().lock()); !a.Equal(b) {
 		t.Errorf("two reads of one lock differ: %+v, %+v", a, b)
 	}
-	changes := map[string]func(*workload.Lock){
-		"hold point": func(l *workload.Lock) { l.HeldAt = 3 },
-		"touched":    func(l *workload.Lock) { l.Touched = []workload.TouchedPod{{Name: "web-0", UID: "p0"}} },
-		"phase":      func(l *workload.Lock) { l.Phase = workload.LockSucceeded },
-		"images":     func(l *workload.Lock) { l.Images[testApp] = imageV3 },
+	changes := map[string]func(*Record){
+		"hold point": func(l *Record) { l.HeldAt = 3 },
+		"touched":    func(l *Record) { l.Touched = []TouchedPod{{Name: "web-0", UID: "p0"}} },
+		"phase":      func(l *Record) { l.Phase = PhaseSucceeded },
+		"images":     func(l *Record) { l.Images[testApp] = imageV3 },
 	}
 	for name, change := range changes {
 		changed := lock()
 		change(changed)
-		if a, b := recordOf(ref, lock()), recordOf(ref, changed); *a == *b {
+		if a, b := recordOf(ref, lock().lock()), recordOf(ref, changed.lock()); a.Equal(b) {
 			t.Errorf("%s changed, yet the records are equal", name)
 		}
 	}
@@ -191,18 +189,18 @@ func TestRecordEqual(t *testing.T) {
 // TestListRecords lists the records that hold a workload for holders of a prefix, each naming
 // its workload.
 func TestListRecords(t *testing.T) {
-	lockOn := func(name, holder, phase string) *appsv1.StatefulSet {
-		raw, err := json.Marshal(workload.Lock{Holder: holder, RolloutID: "r-" + name, Phase: phase, StartedAt: t0})
+	lockOn := func(name, holder string, phase Phase) *appsv1.StatefulSet {
+		raw, err := json.Marshal(Record{Holder: holder, RolloutID: "r-" + name, Phase: phase, StartedAt: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, Annotations: map[string]string{workload.LockAnnotation: string(raw)}}}
 	}
 	client := fake.NewClientset(
-		lockOn("a", "argo:shop/a", workload.LockProgressing),
-		lockOn("b", "argo:shop/b", workload.LockSucceeded),
-		lockOn("c", "tekton:shop/c", workload.LockRollingBack),
-		lockOn("d", "argo:shop/d", workload.LockHalted),
+		lockOn("a", "argo:shop/a", PhaseProgressing),
+		lockOn("b", "argo:shop/b", PhaseSucceeded),
+		lockOn("c", "tekton:shop/c", PhaseRollingBack),
+		lockOn("d", "argo:shop/d", PhaseHalted),
 	)
 	recs, err := (&Engine{Client: client}).ListRecords(context.Background(), metav1.NamespaceAll, "argo:")
 	if err != nil {
@@ -248,5 +246,51 @@ func TestNativeSidecar(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	if !NativeSidecar(corev1.Container{RestartPolicy: &always}) || NativeSidecar(corev1.Container{}) {
 		t.Error("NativeSidecar does not tell an init container with restartPolicy Always from others")
+	}
+}
+
+// TestRecordJSONNames: a Record encodes each field under the name the lock annotation has
+// always used, so annotations written by any version read unchanged, and the Reason code and
+// the Message words keep their stored names (reasonCode, reason).
+func TestRecordJSONNames(t *testing.T) {
+	rec := Record{Target: workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName},
+		Holder: "argo:shop/web", HolderUID: "u1", RolloutID: "r1", SpecHash: "h",
+		Images: map[string]string{testApp: imageV2}, PreviousImages: map[string]string{testApp: imageV1},
+		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
+		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
+		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0,
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Analysis: json.RawMessage(`{"batch":1}`), stored: "not encoded"}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"holder": `"argo:shop/web"`, "holderUID": `"u1"`, "rolloutID": `"r1"`, "specHash": `"h"`,
+		"phase": `"Holding"`, "reason": `"why"`, "reasonCode": `"PodFailed"`, "touchedMore": `1`, "acceptedPods": `2`,
+		"acceptedAll": `true`, "heldAt": `3`, "analysis": `{"batch":1}`, "previousStrategy": `{"paused":true}`,
+		"superseded": `["r0"]`, "touched": `[{"name":"web-0","uid":"p0"}]`}
+	for name, value := range want {
+		if got := string(fields[name]); got != value {
+			t.Errorf("field %s = %s, want %s", name, got, value)
+		}
+	}
+	for _, name := range []string{"images", "previousImages", "beforeImages", "startedAt", "progressAt"} {
+		if _, ok := fields[name]; !ok {
+			t.Errorf("field %s missing from %s", name, data)
+		}
+	}
+	if len(fields) != len(want)+5 {
+		t.Errorf("%d fields, want %d: %s", len(fields), len(want)+5, data)
+	}
+	var back Record
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	back.Target, back.stored, rec.stored = rec.Target, "", ""
+	if !reflect.DeepEqual(back, rec) {
+		t.Errorf("decoded %+v\nwant %+v", back, rec)
 	}
 }

@@ -14,9 +14,9 @@ import (
 // Report is a workload's rollout as the cluster records it: the lock, and a row per pod.
 type Report struct {
 	// Target names the workload, as workload.Ref.String does.
-	Target string         `json:"target"`
-	Lock   *workload.Lock `json:"rollout,omitempty"`
-	Pods   []PodReport    `json:"pods"`
+	Target string      `json:"target"`
+	Lock   *Record     `json:"rollout,omitempty"`
+	Pods   []PodReport `json:"pods"`
 }
 
 // PodReport is one pod of a Report.
@@ -40,9 +40,9 @@ type PodReport struct {
 func (e *Engine) Report(ctx context.Context, ref workload.Ref) (Report, error) {
 	w, err := workload.Load(ctx, e.Client, ref)
 	if err != nil {
-		return Report{}, asInvalid(err)
+		return Report{}, err
 	}
-	r := Report{Target: ref.String(), Lock: w.Lock()}
+	r := Report{Target: ref.String(), Lock: recordOf(w.Ref(), w.Lock())}
 	for _, p := range w.Pods() {
 		r.Pods = append(r.Pods, PodRow(p, r.Lock))
 	}
@@ -51,7 +51,7 @@ func (e *Engine) Report(ctx context.Context, ref workload.Ref) (Report, error) {
 
 // PodRow reports one pod. A state left by an earlier rollout than the lock's (and not one it
 // superseded) is not this rollout's: the pod shows no stage, and the reason says whose it is.
-func PodRow(p *corev1.Pod, lock *workload.Lock) PodReport {
+func PodRow(p *corev1.Pod, lock *Record) PodReport {
 	r := PodReport{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Images: map[string]string{}}
 	r.Ready = inplace.PodReady(p)
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
@@ -74,7 +74,7 @@ func PodRow(p *corev1.Pod, lock *workload.Lock) PodReport {
 
 // RolloutContainers are the containers that matter to the rollout on a pod without its state:
 // those the lock's rollout changes, or every container when no rollout is recorded. Sorted.
-func (r PodReport) RolloutContainers(lock *workload.Lock) []string {
+func (r PodReport) RolloutContainers(lock *Record) []string {
 	var names []string
 	for name := range r.Images {
 		if lock == nil {

@@ -72,16 +72,16 @@ func (e *Engine) abort(ctx context.Context, r RollbackSpec, prev Status) (Status
 	}
 	w, err := workload.Load(ctx, e.Client, r.Target)
 	if err != nil {
-		return prev, 0, asInvalid(err)
+		return prev, 0, err
 	}
-	return e.reconcileRollback(ctx, r, w, w.Lock())
+	return e.reconcileRollback(ctx, r, w, recordOf(w.Ref(), w.Lock()))
 }
 
 // beginRollback writes lock (with any other change it carries) marked rolling back, and why.
-func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *workload.Lock, code Reason, reason string, st Status) (Status, time.Duration, error) {
+func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *Record, code Reason, reason string, st Status) (Status, time.Duration, error) {
 	next := *lock
-	next.Phase, next.Reason, next.ReasonCode = workload.LockRollingBack, reason, string(code)
-	if err := w.SetLock(ctx, &next); err != nil {
+	next.Phase, next.Message, next.Reason = PhaseRollingBack, reason, code
+	if err := w.SetLock(ctx, next.lock()); err != nil {
 		// The rollout failed and its rollback could not begin: as incomplete as a rollback gets.
 		st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
 		return st, 0, err
@@ -93,25 +93,25 @@ func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *w
 
 // reconcileRollback handles an explicit rollback request: of the rollout in flight, or of the
 // last finished one.
-func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
+func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record) (Status, time.Duration, error) {
 	switch {
 	case lock == nil:
 		return Status{}, 0, invalid("%s has no in-place rollout recorded; nothing to roll back", w.Ref())
 	case !lock.HeldBy(spec.Holder, spec.HolderUID) && !spec.TakeOver:
 		return Status{}, 0, holderRefusal(w, lock, spec.Holder, "roll it back")
-	case !lock.HeldBy(spec.Holder, spec.HolderUID) && lock.Phase != workload.LockRolledBack:
+	case !lock.HeldBy(spec.Holder, spec.HolderUID) && lock.Phase != PhaseRolledBack:
 		return e.takeOver(ctx, w, lock, spec.Holder, spec.HolderUID)
-	case lock.Phase == workload.LockRolledBack:
+	case lock.Phase == PhaseRolledBack:
 		return e.finished(w, lock, PhaseRolledBack, fmt.Sprintf("rollout %s is rolled back", lock.RolloutID))
-	case lock.Phase == workload.LockRollingBack:
+	case lock.Phase == PhaseRollingBack:
 		return e.rollBack(ctx, spec, w, lock)
-	case lock.Phase == workload.LockProgressing, lock.Phase == workload.LockPaused, lock.Phase == workload.LockHalted, lock.Phase == workload.LockHolding:
+	case lock.Phase == PhaseProgressing, lock.Phase == PhasePaused, lock.Phase == PhaseHalted, lock.Phase == PhaseHolding:
 		return e.beginRollback(ctx, w, lock, ReasonRollbackRequested, rollbackRequested(lock, spec), Status{RolloutID: lock.RolloutID, Total: w.Replicas()})
 	}
 	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout.
 	next := *lock
-	next.Phase, next.Reason, next.ReasonCode = workload.LockRollingBack, "rollback requested", string(ReasonRollbackRequested)
-	if err := w.Start(ctx, &next); err != nil {
+	next.Phase, next.Message, next.Reason = PhaseRollingBack, "rollback requested", ReasonRollbackRequested
+	if err := w.Start(ctx, next.lock()); err != nil {
 		return Status{}, 0, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolling back a finished rollout")
@@ -122,8 +122,8 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 // rollBack reverts every pod the rollout (and the rollouts it superseded) touched, most recent
 // first, then restores the workload's previous images and strategy: it observes the pods
 // (observeRollback), decides the next step (decideRollback) and takes it.
-func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock) (Status, time.Duration, error) {
-	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Reason: Reason(lock.ReasonCode)}
+func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record) (Status, time.Duration, error) {
+	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Reason: Reason(lock.Reason)}
 	pods, byName, err := e.rollbackPods(ctx, w, lock.Rollouts())
 	if err != nil {
 		return st, 0, err
@@ -187,10 +187,10 @@ type rollbackCensus struct {
 
 // observeRollback sorts the pods rollbackPods found, and the namespace's pods (byName), by where
 // they stand in the rollback of lock.
-func observeRollback(w workload.Workload, lock *workload.Lock, pods []*corev1.Pod, byName map[string]*corev1.Pod) (*rollbackCensus, error) {
+func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byName map[string]*corev1.Pod) (*rollbackCensus, error) {
 	ours := lock.Rollouts()
 	before := lockBeforeImages(lock)
-	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.ForeignImages(w, lock),
+	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.ForeignImages(w, lock.Images),
 		revertImages: revertImages(w, lock, before),
 		adoption:     inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}}
 	// found are the pods that carry a state of the rollout, or go back with it as strays.
@@ -229,7 +229,7 @@ func observeRollback(w workload.Workload, lock *workload.Lock, pods []*corev1.Po
 
 // add sorts a pod that carries a state of the rollout, and records what it ran before for the
 // adoption of strays.
-func (c *rollbackCensus) add(lock *workload.Lock, ps podState) {
+func (c *rollbackCensus) add(lock *Record, ps podState) {
 	for _, ct := range ps.state.Containers {
 		if ct.BeforeImage == lock.PreviousImages[ct.Name] && ct.BeforeImageID != "" {
 			c.adoption.ImageIDs[ct.Name] = ct.BeforeImageID
@@ -258,7 +258,7 @@ func (c *rollbackCensus) add(lock *workload.Lock, ps podState) {
 // runs the rollout's images and not the previous ones. One that does not run (unscheduled,
 // pending) is left to the controller once the template is restored: a revert could never
 // complete on it.
-func stray(kind workload.Kind, lock *workload.Lock, p *corev1.Pod, s *inplace.State) bool {
+func stray(kind workload.Kind, lock *Record, p *corev1.Pod, s *inplace.State) bool {
 	return kind != workload.Pods && (s == nil || s.Stage.Terminal()) && p.Status.Phase == corev1.PodRunning &&
 		workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages)
 }
@@ -311,7 +311,7 @@ type rollbackDecision struct {
 // whose pod got back since is recorded rolled back; then the pods to revert go back, most
 // recently started first; once none is left, puller pods are removed, and the rollback ends
 // for a person when a pod is stuck, or with the workload restored.
-func decideRollback(c *rollbackCensus, spec RollbackSpec, lock *workload.Lock, now time.Time) (rollbackDecision, error) {
+func decideRollback(c *rollbackCensus, spec RollbackSpec, lock *Record, now time.Time) (rollbackDecision, error) {
 	d := rollbackDecision{rolledBack: c.rolledBack}
 	if len(c.strays) > 0 {
 		d.action, d.work = rbAdopt, c.strays
@@ -333,7 +333,7 @@ func decideRollback(c *rollbackCensus, spec RollbackSpec, lock *workload.Lock, n
 	todo := revertOrder(c.todo)
 	if len(d.work) > 0 {
 		d.action, d.rolledBack = rbRetry, d.rolledBack+len(d.work)
-		d.message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", d.rolledBack, len(todo), lock.Reason, notes)
+		d.message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", d.rolledBack, len(todo), lock.Message, notes)
 		return d, nil
 	}
 	if len(todo) > 0 {
@@ -345,7 +345,7 @@ func decideRollback(c *rollbackCensus, spec RollbackSpec, lock *workload.Lock, n
 		for _, t := range todo[:d.updating] {
 			d.work = append(d.work, t.pod)
 		}
-		d.message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", d.rolledBack, len(todo), lock.Reason, notes)
+		d.message = fmt.Sprintf("rolling back: %d pods reverted, %d to go: %s%s", d.rolledBack, len(todo), lock.Message, notes)
 		return d, nil
 	}
 	switch {
@@ -401,17 +401,17 @@ func revertOrder(todo []podState) []podState {
 // rolledBackMessage is the message of a rollback that ends with the workload restored: a
 // template someone else changed during the rollout keeps their images unless the rollback
 // restores the template.
-func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *workload.Lock, rolledBack int) string {
+func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *Record, rolledBack int) string {
 	if c.foreign != nil && !spec.RestoreTemplate {
 		return fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
-			rolledBack, mustJSON(lock.PreviousImages), mustJSON(c.foreign), c.ref, mustJSON(lock.PreviousImages), lock.Reason)
+			rolledBack, mustJSON(lock.PreviousImages), mustJSON(c.foreign), c.ref, mustJSON(lock.PreviousImages), lock.Message)
 	}
-	return fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", rolledBack, c.ref, mustJSON(lock.PreviousImages), lock.Reason)
+	return fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", rolledBack, c.ref, mustJSON(lock.PreviousImages), lock.Message)
 }
 
 // adoptStrays records the strays as updated from the previous images, so that they go back with
 // the rest.
-func (e *Engine) adoptStrays(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, time.Duration, error) {
+func (e *Engine) adoptStrays(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record, c *rollbackCensus, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) { return u.AdoptPod(ctx, p, c.adoption) })
 	if err != nil {
@@ -423,7 +423,7 @@ func (e *Engine) adoptStrays(ctx context.Context, spec RollbackSpec, w workload.
 
 // revertPods takes the next revert step on each pod of the decision: a failed revert whose pod
 // got back is recorded rolled back, another pod goes on with its revert.
-func (e *Engine) revertPods(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, c *rollbackCensus, d rollbackDecision, st Status) (Status, time.Duration, error) {
+func (e *Engine) revertPods(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record, c *rollbackCensus, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	u.Options.RevertImages = c.revertImages
 	u.TagMoved = e.tagMoved(ctx, c.ref.Namespace, c.pods)
@@ -451,8 +451,8 @@ func needsPerson(d rollbackDecision, st Status) (Status, time.Duration, error) {
 
 // restoreWorkload takes the next step of handing the workload back with its previous images and
 // strategy.
-func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *workload.Lock, d rollbackDecision, st Status) (Status, time.Duration, error) {
-	done, err := w.Restore(ctx, lock, spec.RestoreTemplate)
+func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record, d rollbackDecision, st Status) (Status, time.Duration, error) {
+	done, err := w.Restore(ctx, lock.lock(), spec.RestoreTemplate)
 	if err != nil {
 		return st, 0, err
 	}
@@ -478,15 +478,15 @@ func revertFailed(s *inplace.State) bool {
 
 // rollbackRequested is the reason a requested rollback records; a halted rollout keeps what
 // halted it.
-func rollbackRequested(lock *workload.Lock, spec RollbackSpec) string {
-	if lock.Phase != workload.LockHalted {
+func rollbackRequested(lock *Record, spec RollbackSpec) string {
+	if lock.Phase != PhaseHalted {
 		return "rollback requested"
 	}
 	what := "the other person's template stays"
 	if spec.RestoreTemplate {
 		what = "the template goes back to " + mustJSON(lock.PreviousImages)
 	}
-	return fmt.Sprintf("rollback requested after %s; %s", lock.Reason, what)
+	return fmt.Sprintf("rollback requested after %s; %s", lock.Message, what)
 }
 
 // rollbackPods are the workload's pods and, from the rest of the namespace, the pods whose state
@@ -528,7 +528,7 @@ func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []s
 // puts its images back by hand; a touched pod deleted since (another may have its name now), or
 // back on a before image, is not. note says how many pods touched beyond those the lock names
 // were not found, as those cannot be named.
-func lostPods(lock *workload.Lock, before map[string][]string, byName map[string]*corev1.Pod, found map[types.UID]bool) (lost []string, note string) {
+func lostPods(lock *Record, before map[string][]string, byName map[string]*corev1.Pod, found map[types.UID]bool) (lost []string, note string) {
 	for _, t := range lock.Touched {
 		p := byName[t.Name]
 		if p == nil || p.UID != t.UID || found[p.UID] || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
@@ -551,7 +551,7 @@ func lostPods(lock *workload.Lock, before map[string][]string, byName map[string
 	if lock.TouchedMore > 0 {
 		unnamed := 0
 		for uid := range found {
-			if !slices.ContainsFunc(lock.Touched, func(t workload.TouchedPod) bool { return t.UID == uid }) {
+			if !slices.ContainsFunc(lock.Touched, func(t TouchedPod) bool { return t.UID == uid }) {
 				unnamed++
 			}
 		}
@@ -565,7 +565,7 @@ func lostPods(lock *workload.Lock, before map[string][]string, byName map[string
 
 // rolloutImage is the first image the pod's spec runs, for a container of the rollout, that is
 // not one of the before images: an image a rollout put there. It is "" when there is none.
-func rolloutImage(p *corev1.Pod, lock *workload.Lock, before map[string][]string) string {
+func rolloutImage(p *corev1.Pod, lock *Record, before map[string][]string) string {
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range list {
 			if _, ok := lock.Images[c.Name]; ok && !slices.ContainsFunc(before[c.Name], func(s string) bool { return inplace.SameImage(s, c.Image) }) {
@@ -578,7 +578,7 @@ func rolloutImage(p *corev1.Pod, lock *workload.Lock, before map[string][]string
 
 // lockBeforeImages are the images, by container, the lock records as run before the rollout:
 // its BeforeImages and PreviousImages.
-func lockBeforeImages(lock *workload.Lock) map[string][]string {
+func lockBeforeImages(lock *Record) map[string][]string {
 	out := make(map[string][]string, len(lock.PreviousImages))
 	for name, imgs := range lock.BeforeImages {
 		out[name] = slices.Clone(imgs)
@@ -594,7 +594,7 @@ func lockBeforeImages(lock *workload.Lock) map[string][]string {
 // revertImages are the images a revert may put back, or nil to check none: a lock written
 // before BeforeImages existed recorded one image per container, from the first pod for
 // label-selected pods, which may have run others.
-func revertImages(w workload.Workload, lock *workload.Lock, before map[string][]string) map[string][]string {
+func revertImages(w workload.Observed, lock *Record, before map[string][]string) map[string][]string {
 	if lock.BeforeImages == nil && w.Ref().Kind == workload.Pods {
 		return nil
 	}
@@ -603,7 +603,7 @@ func revertImages(w workload.Workload, lock *workload.Lock, before map[string][]
 
 // untouched reports whether a pod, judged without its state, is one the rollout did not change:
 // its spec runs recorded before images, and it does not carry the new revision's labels.
-func untouched(w workload.Workload, lock *workload.Lock, before map[string][]string, p *corev1.Pod) bool {
+func untouched(w workload.Observed, lock *Record, before map[string][]string, p *corev1.Pod) bool {
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range list {
 			if _, ok := lock.Images[c.Name]; ok && !slices.ContainsFunc(before[c.Name], func(s string) bool { return inplace.SameImage(s, c.Image) }) {

@@ -59,9 +59,9 @@ func rbWorkload() *stubWorkload {
 }
 
 // rbLock is the lock of rollout r2, rolling back.
-func rbLock() *workload.Lock {
-	return &workload.Lock{
-		Holder: testOwner, RolloutID: rbRollout, Phase: workload.LockRollingBack, Reason: "pod web-0 failed", StartedAt: rbStarted,
+func rbLock() *Record {
+	return &Record{
+		Holder: testOwner, RolloutID: rbRollout, Phase: PhaseRollingBack, Message: "pod web-0 failed", StartedAt: rbStarted,
 		Images: map[string]string{testApp: imageV2}, PreviousImages: map[string]string{testApp: imageV1},
 		BeforeImages: map[string][]string{testApp: {imageV1}},
 	}
@@ -141,10 +141,10 @@ func rbOwnedBy(p *corev1.Pod, name string) *corev1.Pod {
 // pods rollbackPods found (pods) and of the rest of the namespace (others). StatefulSet
 // shop/web, four pods, rolled back two at a time, unless a case says otherwise.
 func TestDecideRollback(t *testing.T) {
-	touched := func(names ...string) func(*workload.Lock) {
-		return func(l *workload.Lock) {
+	touched := func(names ...string) func(*Record) {
+		return func(l *Record) {
 			for _, n := range names {
-				l.Touched = append(l.Touched, workload.TouchedPod{Name: n, UID: types.UID("uid-" + n)})
+				l.Touched = append(l.Touched, TouchedPod{Name: n, UID: types.UID("uid-" + n)})
 			}
 		}
 	}
@@ -153,7 +153,7 @@ func TestDecideRollback(t *testing.T) {
 		pods   []*corev1.Pod
 		others []*corev1.Pod
 		w      func(*stubWorkload)
-		lock   func(*workload.Lock)
+		lock   func(*Record)
 		spec   func(*RollbackSpec)
 		want   rollbackAction
 		// work names the pods of the step, in order; rolledBack and updating are its counts.
@@ -178,7 +178,7 @@ func TestDecideRollback(t *testing.T) {
 		{name: "a pod whose update failed goes back like the others", pods: []*corev1.Pod{rbUpdated("web-0", 0), rbCarrying(runningPod("web-1", imageV2), rbEdit(rbState(inplace.StageFailed, 1), func(s *inplace.State) { s.Reason = "CrashLoopBackOff" }))},
 			want: rbRevert, work: []string{"web-1", "web-0"}, updating: 2},
 		{name: "a pod of a superseded rollout goes back too", pods: []*corev1.Pod{rbCarrying(runningPod("web-0", imageV2), rbEdit(rbState(inplace.StageUpdated, 0), func(s *inplace.State) { s.RolloutID = "r1" }))},
-			lock: func(l *workload.Lock) { l.Superseded = []string{"r1"} }, want: rbRevert, work: []string{"web-0"}, updating: 1},
+			lock: func(l *Record) { l.Superseded = []string{"r1"} }, want: rbRevert, work: []string{"web-0"}, updating: 1},
 		{name: "a pod found outside the workload by its state goes back too", pods: []*corev1.Pod{rbRolledBack("web-0"), rbOwnedBy(rbUpdated("loose-1", 0), "other")},
 			want: rbRevert, work: []string{"loose-1"}, rolledBack: 1, updating: 1},
 		{name: "a pod deleted mid-revert is left to the controller", pods: []*corev1.Pod{rbRolledBack("web-0"), rbDeleting(rbCarrying(runningPod("web-1", imageV1), rbState(inplace.StageRollingBack, 0)))},
@@ -223,7 +223,7 @@ func TestDecideRollback(t *testing.T) {
 			want: rbNeedsPerson, rolledBack: 1,
 			says: []string{"a person must look: pod web-3 was updated by rollout r2 and still runs reg.example/app:v2, but its state annotation inplace-rollout.io/state is gone, and ReplicaSet other owns it"}},
 		{name: "pods touched beyond those the lock names, not found", pods: []*corev1.Pod{rbRolledBack("web-0"), rbRolledBack("web-1")},
-			lock: func(l *workload.Lock) { touched("web-0")(l); l.TouchedMore = 3 }, want: rbRestore, rolledBack: 2,
+			lock: func(l *Record) { touched("web-0")(l); l.TouchedMore = 3 }, want: rbRestore, rolledBack: 2,
 			says: []string{"rolled back 2 pods", "; 2 of the pods touched beyond the 1 the lock names were not found by their state: look for pods still on {\"app\":\"reg.example/app:v2\"}"}},
 
 		// The end: puller pods go, then the workload is restored.
@@ -288,15 +288,15 @@ func TestDecideRollback(t *testing.T) {
 // TestLostPods: the pods the lock names that the rollback did not find by their state are for a
 // person only while they still run an image the rollout put there.
 func TestLostPods(t *testing.T) {
-	named := func(l *workload.Lock, names ...string) *workload.Lock {
+	named := func(l *Record, names ...string) *Record {
 		for _, n := range names {
-			l.Touched = append(l.Touched, workload.TouchedPod{Name: n, UID: types.UID("uid-" + n)})
+			l.Touched = append(l.Touched, TouchedPod{Name: n, UID: types.UID("uid-" + n)})
 		}
 		return l
 	}
 	tests := []struct {
 		name  string
-		lock  *workload.Lock
+		lock  *Record
 		pods  []*corev1.Pod
 		found []string
 		// lost are in the pods' messages, one each; note is in the note, empty for none.
@@ -309,7 +309,7 @@ func TestLostPods(t *testing.T) {
 		{name: "a pod being deleted", lock: named(rbLock(), "web-0"), pods: []*corev1.Pod{rbDeleting(runningPod("web-0", imageV2))}},
 		{name: "a pod that ended", lock: named(rbLock(), "web-0"), pods: []*corev1.Pod{rbEdit(runningPod("web-0", imageV2), func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })}},
 		{name: "a pod back on its before image", lock: named(rbLock(), "web-0"), pods: []*corev1.Pod{runningPod("web-0", imageV1)}},
-		{name: "a pod on another before image the lock records", lock: rbEdit(named(rbLock(), "web-0"), func(l *workload.Lock) { l.BeforeImages[testApp] = append(l.BeforeImages[testApp], imageV3) }),
+		{name: "a pod on another before image the lock records", lock: rbEdit(named(rbLock(), "web-0"), func(l *Record) { l.BeforeImages[testApp] = append(l.BeforeImages[testApp], imageV3) }),
 			pods: []*corev1.Pod{runningPod("web-0", imageV3)}},
 		{name: "state removed", lock: named(rbLock(), "web-0"), pods: []*corev1.Pod{runningPod("web-0", imageV2)},
 			lost: []string{"pod web-0 was updated by rollout r2 and still runs reg.example/app:v2, but its state annotation inplace-rollout.io/state is gone; put its images back by hand ({\"app\":\"reg.example/app:v1\"}), then run rollback again"}},
@@ -317,14 +317,14 @@ func TestLostPods(t *testing.T) {
 			lost: []string{"but its state names rollout r9;"}},
 		{name: "gone to another owner", lock: named(rbLock(), "web-0", "web-1"), pods: []*corev1.Pod{rbOwnedBy(runningPod("web-0", imageV2), "other"), runningPod("web-1", imageV1)},
 			lost: []string{"pod web-0 was updated by rollout r2 and still runs reg.example/app:v2, but its state annotation inplace-rollout.io/state is gone, and ReplicaSet other owns it;"}},
-		{name: "an init container on the rollout's image", lock: rbEdit(named(rbLock(), "web-0"), func(l *workload.Lock) { l.Images["setup"] = "reg.example/setup:v2" }),
+		{name: "an init container on the rollout's image", lock: rbEdit(named(rbLock(), "web-0"), func(l *Record) { l.Images["setup"] = "reg.example/setup:v2" }),
 			pods: []*corev1.Pod{rbEdit(runningPod("web-0", imageV1), func(p *corev1.Pod) {
 				p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "reg.example/setup:v2"}}
 			})},
 			lost: []string{"still runs reg.example/setup:v2"}},
-		{name: "pods beyond those named, all found", lock: rbEdit(named(rbLock(), "web-0"), func(l *workload.Lock) { l.TouchedMore = 2 }),
+		{name: "pods beyond those named, all found", lock: rbEdit(named(rbLock(), "web-0"), func(l *Record) { l.TouchedMore = 2 }),
 			pods: []*corev1.Pod{rbUpdated("web-0", 0), rbUpdated("web-1", 1), rbUpdated("web-2", 2)}, found: []string{"web-0", "web-1", "web-2"}},
-		{name: "pods beyond those named, some not found", lock: rbEdit(named(rbLock(), "web-0"), func(l *workload.Lock) { l.TouchedMore = 2 }),
+		{name: "pods beyond those named, some not found", lock: rbEdit(named(rbLock(), "web-0"), func(l *Record) { l.TouchedMore = 2 }),
 			pods: []*corev1.Pod{rbUpdated("web-0", 0), rbUpdated("web-1", 1)}, found: []string{"web-0", "web-1"},
 			note: "; 1 of the pods touched beyond the 1 the lock names were not found by their state: look for pods still on {\"app\":\"reg.example/app:v2\"}"},
 	}

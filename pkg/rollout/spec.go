@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/badinput"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -115,16 +116,9 @@ const (
 	InconclusiveContinue = "continue"
 )
 
-// InvalidError is bad input: the rollout cannot run as asked, and nothing was written.
-type InvalidError struct {
-	// Msg says what is wrong and, when Fix is empty, what to do.
-	Msg string
-	// Fix names a choice the caller has besides fixing the input, for each driver to phrase
-	// its own way (a flag, a field); Error says it in neutral words.
-	Fix Fix
-}
-
-func (e *InvalidError) Error() string { return e.Msg + e.Fix.Choice() }
+// InvalidError is bad input: the rollout cannot run as asked, and nothing was written. It is the
+// one type of bad input, whichever package finds it (see badinput).
+type InvalidError = badinput.InvalidError
 
 func invalid(format string, args ...any) error {
 	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
@@ -133,49 +127,28 @@ func invalid(format string, args ...any) error {
 // Fix names what a person can do about bad input besides what the message says: a choice that
 // lets it through, a setting it lacks, a repair. A driver maps it to its own flag, field or
 // command, so the engine's messages name none.
-type Fix string
+type Fix = badinput.Fix
 
 // Fixes.
 const (
 	// FixAllowUnready: start although some pods are not Ready.
-	FixAllowUnready Fix = "AllowUnready"
+	FixAllowUnready = badinput.FixAllowUnready
 	// FixSupersede: replace the holder's rollout in flight to other images with this one.
-	FixSupersede Fix = "Supersede"
+	FixSupersede = badinput.FixSupersede
 	// FixAllowOwned: update label-selected pods that a controller owns anyway.
-	FixAllowOwned = Fix(workload.FixAllowOwned)
+	FixAllowOwned = badinput.FixAllowOwned
 	// FixPrometheusAddress: give the address of the Prometheus the analysis queries.
-	FixPrometheusAddress Fix = "PrometheusAddress"
+	FixPrometheusAddress = badinput.FixPrometheusAddress
 	// FixStateAnnotation: a pod's state annotation cannot be read; it must be restored or
 	// removed before anything is written.
-	FixStateAnnotation Fix = "StateAnnotation"
+	FixStateAnnotation = badinput.FixStateAnnotation
 	// FixPinNever: pods already run a target tag that cannot be resolved; turning digest pinning
 	// off judges them by the tag alone.
-	FixPinNever Fix = "PinNever"
+	FixPinNever = badinput.FixPinNever
 	// FixTakeOver: another holder's rollout holds the workload; once that holder no longer
 	// exists, taking the lock over lets this caller roll it back or supersede it.
-	FixTakeOver Fix = "TakeOver"
+	FixTakeOver = badinput.FixTakeOver
 )
-
-// Choice says the choice in words that name no driver, as the end of an error message.
-func (f Fix) Choice() string {
-	switch f {
-	case FixAllowUnready:
-		return ", or allow the rollout to start with pods that are not Ready"
-	case FixSupersede:
-		return "; supersede it with this rollout, or roll it back first"
-	case FixAllowOwned:
-		return workload.FixAllowOwned.Choice()
-	case FixPrometheusAddress:
-		return ": give prometheus.address in the analysis config"
-	case FixStateAnnotation:
-		return "; restore it or remove it, then run again. Nothing was changed"
-	case FixPinNever:
-		return ", or turn digest pinning off (never) to take the pods on the tag as done, whatever content it names"
-	case FixTakeOver:
-		return "; if that holder no longer exists, take the rollout over to roll it back or replace it"
-	}
-	return ""
-}
 
 // Rollback is the rollback of the spec's rollout at the rollout's own pace (its max-unavailable,
 // grace period and progress deadline), by its holder, leaving a template someone else changed as

@@ -29,10 +29,10 @@ func TestDecideStart(t *testing.T) {
 			before: map[string][]string{testApp: {imageV1}}, looked: map[startFact]bool{factPinned: true, factPrometheus: true, factPins: true},
 			pin: pinning{images: map[string]string{testApp: imageV2}, digests: map[string]string{}, unresolved: map[string]error{}, current: map[string]string{}}}
 	}
-	ended := func(phase string, id string, startedAt time.Time) *workload.Lock {
-		return &workload.Lock{Holder: testOwner, RolloutID: id, SpecHash: hash, Phase: phase, Images: map[string]string{testApp: imageV2}, StartedAt: startedAt}
+	ended := func(phase Phase, id string, startedAt time.Time) *Record {
+		return &Record{Holder: testOwner, RolloutID: id, SpecHash: hash, Phase: phase, Images: map[string]string{testApp: imageV2}, StartedAt: startedAt}
 	}
-	succeeded := ended(workload.LockSucceeded, "r1", now.Add(-time.Hour))
+	succeeded := ended(PhaseSucceeded, "r1", now.Add(-time.Hour))
 	rerun := func(s *Spec) { s.Rerun = true }
 	analysed := func(s *Spec) { s.Analysis = &analysis.Config{} }
 	unready := func(c *startCensus) { c.unready = []string{"web-1"} }
@@ -42,7 +42,7 @@ func TestDecideStart(t *testing.T) {
 		name string
 		c    func(*startCensus)
 		spec func(*Spec)
-		lock *workload.Lock
+		lock *Record
 		want startAction
 		look startFact
 		// says is in the refusal or the message; fix is the refusal's Fix.
@@ -59,9 +59,9 @@ func TestDecideStart(t *testing.T) {
 		{name: "asked anew after a tag moved, it starts again", c: func(c *startCensus) { c.applied = true }, spec: rerun, lock: succeeded, want: startBegin, id: fresh},
 		{name: "asked anew after the pods moved on, it starts again, asking no registry of the old tags",
 			c: func(c *startCensus) { c.looked[factPinned] = false }, spec: rerun, lock: succeeded, want: startBegin, id: fresh},
-		{name: "a rollout of this spec that was rolled back is no reason to refuse", lock: ended(workload.LockRolledBack, "r1", now.Add(-time.Hour)), want: startBegin, id: fresh},
-		{name: "another holder's rollout that succeeded", lock: func() *workload.Lock { l := *succeeded; l.Holder = "argo:shop/web"; return &l }(), want: startBegin, id: fresh},
-		{name: "started again within the second the last one did", lock: ended(workload.LockRolledBack, fresh, now), want: startBegin, id: rolloutID(hash, now.Add(time.Second))},
+		{name: "a rollout of this spec that was rolled back is no reason to refuse", lock: ended(PhaseRolledBack, "r1", now.Add(-time.Hour)), want: startBegin, id: fresh},
+		{name: "another holder's rollout that succeeded", lock: func() *Record { l := *succeeded; l.Holder = "argo:shop/web"; return &l }(), want: startBegin, id: fresh},
+		{name: "started again within the second the last one did", lock: ended(PhaseRolledBack, fresh, now), want: startBegin, id: rolloutID(hash, now.Add(time.Second))},
 
 		{name: "pre-pull without the puller image", c: func(c *startCensus) { c.canPrePull = false }, spec: func(s *Spec) { s.PrePull = true },
 			want: startRefuse, says: "StatefulSet shop/web: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull"},
@@ -134,7 +134,7 @@ func TestDecideStart(t *testing.T) {
 			if tt.want != startBegin {
 				return
 			}
-			if n := d.next; n.RolloutID != tt.id || n.SpecHash != hash || n.Phase != workload.LockProgressing || n.Holder != testOwner ||
+			if n := d.next; n.RolloutID != tt.id || n.SpecHash != hash || n.Phase != PhaseProgressing || n.Holder != testOwner ||
 				n.Images[testApp] != imageV2 || n.BeforeImages[testApp][0] != imageV1 || !n.StartedAt.Equal(now) {
 				t.Errorf("lock %+v, want rollout %s of %s, progressing, from %s to %s, started %s", n, tt.id, testOwner, imageV1, imageV2, now)
 			}
@@ -151,10 +151,10 @@ func TestDecideSupersede(t *testing.T) {
 	spec := Spec{Target: ref, Images: map[string]string{testApp: imageV2}, MaxUnavailable: intstr.FromInt32(1), Timeout: time.Minute, Holder: testOwner, Supersede: true}
 	hash := spec.Hash()
 	now := t0
-	inFlight := func(phase string) *workload.Lock {
-		return &workload.Lock{Holder: testOwner, RolloutID: "r1", Superseded: []string{"r0"}, SpecHash: "old", Phase: phase, Reason: "someone else changed the template",
+	inFlight := func(phase Phase) *Record {
+		return &Record{Holder: testOwner, RolloutID: "r1", Superseded: []string{"r0"}, SpecHash: "old", Phase: phase, Message: "someone else changed the template",
 			Images: map[string]string{testApp: imageV3}, PreviousImages: map[string]string{testApp: imageV1}, BeforeImages: map[string][]string{testApp: {imageV1}},
-			Touched: []workload.TouchedPod{{Name: "web-0", UID: "uid-web-0"}}, AcceptedPods: 1, HeldAt: 1, StartedAt: now.Add(-time.Hour)}
+			Touched: []TouchedPod{{Name: "web-0", UID: "uid-web-0"}}, AcceptedPods: 1, HeldAt: 1, StartedAt: now.Add(-time.Hour)}
 	}
 	census := func() *supersedeCensus {
 		return &supersedeCensus{ref: ref, before: map[string][]string{testApp: {imageV1}, "setup": {"reg.example/setup:v1"}}, pinned: true,
@@ -164,32 +164,32 @@ func TestDecideSupersede(t *testing.T) {
 		name string
 		c    func(*supersedeCensus)
 		spec func(*Spec)
-		lock *workload.Lock
+		lock *Record
 		// needPins: the registry is to be asked; says is in the refusal, fix its Fix; neither:
 		// the rollout replaces r1.
 		needPins bool
 		says     string
 		fix      Fix
 	}{
-		{name: "not asked to supersede", spec: func(s *Spec) { s.Supersede = false }, lock: inFlight(workload.LockProgressing),
+		{name: "not asked to supersede", spec: func(s *Spec) { s.Supersede = false }, lock: inFlight(PhaseProgressing),
 			says: `StatefulSet shop/web has rollout r1 in progress to other images ({"app":"reg.example/app:v3"})`, fix: FixSupersede},
-		{name: "a halted rollout is rolled back first", lock: inFlight(workload.LockHalted),
+		{name: "a halted rollout is rolled back first", lock: inFlight(PhaseHalted),
 			says: "StatefulSet shop/web: rollout r1 stopped because someone else changed the template (someone else changed the template); roll it back first"},
-		{name: "a rollout rolling back ends first", lock: inFlight(workload.LockRollingBack), says: "rollout r1 is RollingBack; wait for it to finish before starting another"},
-		{name: "a paused rollout is superseded", lock: inFlight(workload.LockPaused)},
-		{name: "a holding rollout is superseded", lock: inFlight(workload.LockHolding)},
+		{name: "a rollout rolling back ends first", lock: inFlight(PhaseRollingBack), says: "rollout r1 is RollingBack; wait for it to finish before starting another"},
+		{name: "a paused rollout is superseded", lock: inFlight(PhasePaused)},
+		{name: "a holding rollout is superseded", lock: inFlight(PhaseHolding)},
 		{name: "a container the template lacks", c: func(c *supersedeCensus) { c.imagesErr = &workload.InvalidError{Msg: `no container named "db"`} },
-			lock: inFlight(workload.LockProgressing), says: `no container named "db"`},
+			lock: inFlight(PhaseProgressing), says: `no container named "db"`},
 		{name: "an init container to keep that runs another image", c: func(c *supersedeCensus) { c.keepErr = &workload.InvalidError{Msg: `init container "setup" runs`} },
-			lock: inFlight(workload.LockProgressing), says: `init container "setup" runs`},
+			lock: inFlight(PhaseProgressing), says: `init container "setup" runs`},
 		{name: "an unreadable state", c: func(c *supersedeCensus) { c.statesErr = &InvalidError{Msg: "not valid JSON", Fix: FixStateAnnotation} },
-			lock: inFlight(workload.LockProgressing), says: "not valid JSON", fix: FixStateAnnotation},
-		{name: "the registry is asked once the checks pass", c: func(c *supersedeCensus) { c.pinned = false }, lock: inFlight(workload.LockProgressing), needPins: true},
+			lock: inFlight(PhaseProgressing), says: "not valid JSON", fix: FixStateAnnotation},
+		{name: "the registry is asked once the checks pass", c: func(c *supersedeCensus) { c.pinned = false }, lock: inFlight(PhaseProgressing), needPins: true},
 		{name: "a refused rollout asks no registry", c: func(c *supersedeCensus) { c.pinned, c.keepErr = false, &workload.InvalidError{Msg: "keep"} },
-			lock: inFlight(workload.LockProgressing), says: "keep"},
-		{name: "the registry refuses", c: func(c *supersedeCensus) { c.pinErr = invalid("the registry has no such image") }, lock: inFlight(workload.LockProgressing), says: "no such image"},
+			lock: inFlight(PhaseProgressing), says: "keep"},
+		{name: "the registry refuses", c: func(c *supersedeCensus) { c.pinErr = invalid("the registry has no such image") }, lock: inFlight(PhaseProgressing), says: "no such image"},
 		{name: "too many before images", c: func(c *supersedeCensus) { c.beforeErr = invalid("runs more than 16 different images") },
-			lock: inFlight(workload.LockProgressing), says: "more than 16"},
+			lock: inFlight(PhaseProgressing), says: "more than 16"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,7 +212,7 @@ func TestDecideSupersede(t *testing.T) {
 				return
 			}
 			n := d.next
-			if n.RolloutID != rolloutID(hash, now) || n.SpecHash != hash || n.Phase != workload.LockProgressing || n.Reason != "" || !n.StartedAt.Equal(now) ||
+			if n.RolloutID != rolloutID(hash, now) || n.SpecHash != hash || n.Phase != PhaseProgressing || n.Message != "" || n.Reason != "" || !n.StartedAt.Equal(now) ||
 				!slices.Equal(n.Superseded, []string{"r0", "r1"}) || n.Images[testApp] != imageV2 || len(n.BeforeImages["setup"]) != 1 ||
 				n.AcceptedPods != 0 || n.HeldAt != 0 || len(n.Touched) != 1 || n.PreviousImages[testApp] != imageV1 {
 				t.Errorf("lock %+v, want rollout %s superseding r0 and r1, to %s, progressing from now, keeping the touched pods and the previous images", n, rolloutID(hash, now), imageV2)
@@ -220,7 +220,7 @@ func TestDecideSupersede(t *testing.T) {
 		})
 	}
 	t.Run("a lock that records no before images records none", func(t *testing.T) {
-		lock := inFlight(workload.LockProgressing)
+		lock := inFlight(PhaseProgressing)
 		lock.BeforeImages = nil
 		if d := decideSupersede(census(), spec, lock, hash, now); d.err != nil || d.next.BeforeImages != nil {
 			t.Errorf("decision %+v, want a lock with no before images", d)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // constQuerier answers every query with one value, or fails every one quoting it, as a
@@ -51,10 +50,10 @@ func lockAfterAnalysis(t *testing.T, pods int, q analysis.Querier) []byte {
 	for i := range 5 {
 		run, _ = a.Step(context.Background(), run, analysis.Scope{Namespace: "shop", Pods: updated, StablePods: stable}, t0.Add(time.Duration(i)*time.Second))
 	}
-	lock := &workload.Lock{
+	lock := &Record{
 		Holder: "argo:shop/web", RolloutID: "0123456789-1767225600", SpecHash: "0123456789abcdef",
 		Images: map[string]string{"app": "registry.example/app:v2"}, PreviousImages: map[string]string{"app": "registry.example/app:v1"},
-		Phase: workload.LockProgressing, StartedAt: t0, ProgressAt: t0, AcceptedPods: 1, Analysis: encodeRun(run),
+		Phase: PhaseProgressing, StartedAt: t0, ProgressAt: t0, AcceptedPods: 1, Analysis: encodeRun(run),
 	}
 	if run.Queries == 0 || len(run.Last) == 0 {
 		t.Fatalf("the analysis measured nothing: %+v", run)

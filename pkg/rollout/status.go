@@ -23,7 +23,7 @@ const (
 	// images and their batch passed analysis. The workload stays held; a call with a higher
 	// UpTo and the same images goes on, a rollback undoes.
 	PhaseHolding Phase = "Holding"
-	// PhaseReleased: the last rollout was let go of part way (workload.LockReleased, which
+	// PhaseReleased: the last rollout was let go of part way (PhaseReleased, which
 	// versions before full promotion went in place wrote): the workload has its update strategy
 	// back.
 	PhaseReleased Phase = "Released"

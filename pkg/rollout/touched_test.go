@@ -26,7 +26,7 @@ func TestLockNamesTheTouchedPods(t *testing.T) {
 			}
 			for i := range 3 {
 				name := fmt.Sprintf("%s-%d", testName, i)
-				want := workload.TouchedPod{Name: name, UID: types.UID("uid-" + name)}
+				want := TouchedPod{Name: name, UID: types.UID("uid-" + name)}
 				found := false
 				for _, tp := range lock.Touched {
 					found = found || tp == want
@@ -49,7 +49,7 @@ func TestRecordTouchedIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := w.Pods()
-	lock := &workload.Lock{RolloutID: "r2", Superseded: []string{"r1"}}
+	lock := &Record{RolloutID: "r2", Superseded: []string{"r1"}}
 	for _, tt := range []struct {
 		name string
 		// work are the pods stepped; states the rollout IDs the pods' states carry, by index.

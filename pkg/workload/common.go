@@ -89,20 +89,20 @@ func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) b
 	return true
 }
 
-// ForeignImages returns the template's images for the lock's containers when someone other than
-// the rollout changed them while the lock held the workload, else nil. The rollout's own
-// template is its target images for a StatefulSet or DaemonSet (written when it starts) and, for
-// a Deployment, the previous images until it finishes (then the target images, which a rollback
-// of the finished rollout starts from).
-func ForeignImages(w Workload, lock *Lock) map[string]string {
+// ForeignImages returns the template's images for the rollout's containers (images, its target)
+// when someone other than the rollout changed them while its lock held the workload, else nil.
+// The rollout's own template is its target images for a StatefulSet or DaemonSet (written when
+// it starts) and, for a Deployment, the previous images the lock records until it finishes
+// (then the target images, which a rollback of the finished rollout starts from).
+func ForeignImages(w Observed, images map[string]string) map[string]string {
 	tmpl := w.Template()
-	if tmpl == nil || lock == nil || TemplateHasImages(tmpl, lock.Images) {
+	if tmpl == nil || images == nil || TemplateHasImages(tmpl, images) {
 		return nil
 	}
-	if _, ok := w.(*deployment); ok && TemplateHasImages(tmpl, lock.PreviousImages) {
+	if d, ok := w.(*deployment); ok && d.lock != nil && TemplateHasImages(tmpl, d.lock.PreviousImages) {
 		return nil
 	}
-	return TemplateImages(tmpl, lock.Images)
+	return TemplateImages(tmpl, images)
 }
 
 // RunsImages reports whether the pod spec runs these images, however each reference is spelled.
@@ -183,7 +183,7 @@ func sortByOrdinalDesc(pods []*corev1.Pod) {
 
 // CheckImages refuses images that name a container the workload's template (or, for
 // label-selected pods, a pod) lacks, an init container without includeInit, or an invalid image.
-func CheckImages(w Workload, images map[string]string, includeInit bool) error {
+func CheckImages(w Observed, images map[string]string, includeInit bool) error {
 	if tmpl := w.Template(); tmpl != nil {
 		return checkImages(w.Ref(), tmpl, images, includeInit)
 	}
@@ -198,7 +198,7 @@ func CheckImages(w Workload, images map[string]string, includeInit bool) error {
 // CheckKeep refuses a workload whose init containers named in keep do not run the images keep
 // gives them: in its template, or in each pod for label-selected pods. A rollout leaves those
 // containers alone, so its success would hide that they run other images than asked.
-func CheckKeep(w Workload, keep map[string]string) error {
+func CheckKeep(w Observed, keep map[string]string) error {
 	if len(keep) == 0 {
 		return nil
 	}

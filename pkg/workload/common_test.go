@@ -94,7 +94,7 @@ func TestForeignImages(t *testing.T) {
 		return &daemonSet{ds: &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: webTemplate(app)}}}
 	}
 	dep := func(app string) Workload {
-		return &deployment{dep: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: webTemplate(app)}}}
+		return &deployment{dep: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: webTemplate(app)}}, lock: lock}
 	}
 	tests := []struct {
 		name string
@@ -115,7 +115,11 @@ func TestForeignImages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ForeignImages(tt.w, tt.lock); !reflect.DeepEqual(got, tt.want) {
+			var images map[string]string
+			if tt.lock != nil {
+				images = tt.lock.Images
+			}
+			if got := ForeignImages(tt.w, images); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("ForeignImages = %v, want %v", got, tt.want)
 			}
 		})

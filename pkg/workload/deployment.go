@@ -172,7 +172,7 @@ func (d *deployment) Finalize(ctx context.Context, lock *Lock) (bool, error) {
 // rollout keeps their images unless restoreForeign: unpaused, its controller then rolls them out.
 func (d *deployment) Restore(ctx context.Context, lock *Lock, restoreForeign bool) (bool, error) {
 	depImages := lock.PreviousImages
-	if !restoreForeign && ForeignImages(d, lock) != nil {
+	if !restoreForeign && ForeignImages(d, lock.Images) != nil {
 		depImages = nil
 	}
 	return d.handBack(ctx, lock, lock.PreviousImages, depImages, LockRolledBack)

@@ -90,7 +90,7 @@ func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
 // CheckOwned refuses label-selected pods (target Pods) that a controller owns, unless allowed:
 // the controller recreates such a pod from its own template, on the old images, and a
 // StatefulSet, DaemonSet or Deployment is better targeted itself. Other kinds pass.
-func CheckOwned(w Workload, allow bool) error {
+func CheckOwned(w Observed, allow bool) error {
 	if w.Ref().Kind != Pods || allow {
 		return nil
 	}

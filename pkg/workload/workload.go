@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/badinput"
 )
 
 // Kind is a kind of workload.
@@ -53,9 +55,15 @@ func (r Ref) String() string {
 }
 
 // Workload is a workload as observed at one moment, with the writes that adapt it to in-place
-// updates. Every write is one API call carrying the resourceVersion observed; on a conflict the
-// caller observes again.
+// updates: what decides reads the Observed side, what acts writes through the Writer side.
 type Workload interface {
+	Observed
+	Writer
+}
+
+// Observed is a workload as observed at one moment: what it is, what it runs, and the checks a
+// rollout starts from. Nothing on it writes.
+type Observed interface {
 	Ref() Ref
 	// Lock returns the rollout lock, or nil.
 	Lock() *Lock
@@ -71,6 +79,17 @@ type Workload interface {
 	// or an unfinished rollout of the controller's own (pods not at the template's revision,
 	// whose template may differ from the pods' in more than images).
 	CheckStart(images map[string]string, includeInit bool) error
+	// RevisionLabels are the labels an updated pod carries so that the controller counts it as
+	// updated. ok is false while the controller has not yet computed the new revision.
+	RevisionLabels(images map[string]string) (labels map[string]string, ok bool, err error)
+	// Counted reports whether a pod the rollout never touched already runs images and carries
+	// the revision labels: the controller created it from the new template.
+	Counted(pod *corev1.Pod, images map[string]string, labels map[string]string) bool
+}
+
+// Writer is the writes that adapt a workload to in-place updates and hand it back. Every write
+// is one API call carrying the resourceVersion observed; on a conflict the caller observes again.
+type Writer interface {
 	// Start writes the lock and freezes the controller, so that no pod is recreated while it
 	// changes. StatefulSets and DaemonSets get their template images in the same write, which
 	// makes the controller compute the revision updated pods are labelled with. A lock that
@@ -81,12 +100,6 @@ type Workload interface {
 	Retarget(ctx context.Context, lock *Lock) error
 	// SetLock writes the lock alone (its phase or reason changed).
 	SetLock(ctx context.Context, lock *Lock) error
-	// RevisionLabels are the labels an updated pod carries so that the controller counts it as
-	// updated. ok is false while the controller has not yet computed the new revision.
-	RevisionLabels(images map[string]string) (labels map[string]string, ok bool, err error)
-	// Counted reports whether a pod the rollout never touched already runs images and carries
-	// the revision labels: the controller created it from the new template.
-	Counted(pod *corev1.Pod, images map[string]string, labels map[string]string) bool
 	// Finalize takes the next step of handing the workload back with the new images; done once
 	// the original strategy is restored and the lock marked Succeeded.
 	Finalize(ctx context.Context, lock *Lock) (done bool, err error)
@@ -124,30 +137,13 @@ func Load(ctx context.Context, client kubernetes.Interface, ref Ref) (Workload, 
 }
 
 // InvalidError is bad input: the workload cannot be rolled out as asked, and nothing was written.
-type InvalidError struct {
-	// Msg says what is wrong and, when Fix is empty, what to do.
-	Msg string
-	// Fix names a choice the caller has besides fixing the input, for each driver to phrase
-	// its own way; Error says it in neutral words.
-	Fix Fix
-}
-
-func (e *InvalidError) Error() string { return e.Msg + e.Fix.Choice() }
+type InvalidError = badinput.InvalidError
 
 // Fix names a choice that lets bad input through: a driver maps it to its own flag or field.
-type Fix string
+type Fix = badinput.Fix
 
 // FixAllowOwned: update label-selected pods that a controller owns anyway.
-const FixAllowOwned Fix = "AllowOwned"
-
-// Choice says the choice in words that name no driver, as the end of an error message.
-func (f Fix) Choice() string {
-	switch f {
-	case FixAllowOwned:
-		return ", or allow pods a controller owns to be updated anyway"
-	}
-	return ""
-}
+const FixAllowOwned = badinput.FixAllowOwned
 
 // NotReadyError means the workload's controller has not caught up yet; try again shortly.
 type NotReadyError struct{ Msg string }

@@ -151,8 +151,5 @@ func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Driver, req requ
 
 // sameRecord reports whether two reads of a record say the same.
 func sameRecord(a, b *rollout.Record) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
+	return a.Equal(b)
 }
