@@ -294,3 +294,42 @@ func TestRecordJSONNames(t *testing.T) {
 		t.Errorf("decoded %+v\nwant %+v", back, rec)
 	}
 }
+
+// TestRecordMirrorsLock: a Record and the workload's lock carry the same fields under the same
+// JSON names, and recordOf and Record.lock copy every one of them, both ways: a lock with every
+// field set encodes the same after it went through a Record.
+func TestRecordMirrorsLock(t *testing.T) {
+	lock := &workload.Lock{Holder: "argo:shop/web", HolderUID: "u1", RolloutID: "r1", SpecHash: "h",
+		Images: map[string]string{testApp: imageV2}, PreviousImages: map[string]string{testApp: imageV1},
+		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
+		Superseded: []string{"r0"}, Touched: []workload.TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
+		Phase: workload.LockHolding, Reason: "why", ReasonCode: string(ReasonPodFailed), StartedAt: t0, ProgressAt: t0.Add(time.Second),
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Analysis: json.RawMessage(`{"batch":1}`)}
+	// Every field of the lock is set above: a field added to the lock and not to the Record fails
+	// here first.
+	v := reflect.ValueOf(*lock)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("lock field %s is not set in this test", v.Type().Field(i).Name)
+		}
+	}
+	rec := recordOf(workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, lock)
+	fromLock, err := json.Marshal(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromRecord, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := json.Marshal(rec.lock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(fromRecord) != string(fromLock) || string(back) != string(fromLock) {
+		t.Errorf("lock %s\nas a Record %s\nand back %s; want all three the same", fromLock, fromRecord, back)
+	}
+	if !rec.Equal(recordOf(rec.Target, rec.lock())) {
+		t.Error("a Record is not Equal to the Record of its own lock")
+	}
+}
