@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -245,5 +246,54 @@ func TestStrategyJSON(t *testing.T) {
 	}
 	if got := string(strategyJSON(deploymentStrategy{Paused: true})); got != `{"paused":true}` {
 		t.Errorf("strategyJSON = %s", got)
+	}
+}
+
+// TestCheckKeep: an init container a rollout leaves alone must run the image the spec keeps for
+// it, in the template, or in every pod of a label selector; the refusal names the container,
+// where it runs another image, and the way out.
+func TestCheckKeep(t *testing.T) {
+	sts := func(init string) Observed {
+		tmpl := webTemplate("reg/app:v1")
+		tmpl.Spec.InitContainers[0].Image = init
+		return &statefulSet{onDelete: &onDelete{ref: Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"}, template: &tmpl}}
+	}
+	pods := func(inits ...string) Observed {
+		set := &podSet{ref: Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"}}
+		for i, img := range inits {
+			p := runningPod(fmt.Sprintf("web-%d", i), "reg/app:v1", nil, nil)
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: img}}
+			set.pods = append(set.pods, p)
+		}
+		return set
+	}
+	tests := []struct {
+		name string
+		w    Observed
+		keep map[string]string
+		want string // "" or a part of the error
+	}{
+		{"nothing kept", sts("reg/init:v9"), nil, ""},
+		{"template runs the kept image", sts("reg/init:v1"), map[string]string{"init": "reg/init:v1"}, ""},
+		{"spelled otherwise", sts("docker.io/library/busybox:latest"), map[string]string{"init": "busybox"}, ""},
+		{"template runs another image", sts("reg/init:v0"), map[string]string{"init": "reg/init:v1"},
+			`StatefulSet ns/web: init container "init" runs reg/init:v0, and the pod template the images come from gives it reg/init:v1`},
+		{"no such init container", sts("reg/init:v1"), map[string]string{"setup": "reg/setup:v1"},
+			`StatefulSet ns/web has no init container "setup"`},
+		{"every pod runs the kept image", pods("reg/init:v1", "reg/init:v1"), map[string]string{"init": "reg/init:v1"}, ""},
+		{"one pod runs another image", pods("reg/init:v1", "reg/init:v0"), map[string]string{"init": "reg/init:v1"},
+			`pod ns/web-1: init container "init" runs reg/init:v0`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckKeep(tt.w, tt.keep)
+			var inv *InvalidError
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("CheckKeep = %v, want nil", err)
+			case tt.want != "" && (!errors.As(err, &inv) || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("CheckKeep = %T %v, want an *InvalidError saying %q", err, err, tt.want)
+			}
+		})
 	}
 }

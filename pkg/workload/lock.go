@@ -115,12 +115,6 @@ type TouchedPod struct {
 	UID  types.UID `json:"uid"`
 }
 
-// Rollouts are the IDs of the rollout and of those it superseded: the rollouts whose pod states
-// and puller pods are its own.
-func (l *Lock) Rollouts() []string {
-	return append(slices.Clone(l.Superseded), l.RolloutID)
-}
-
 // HeldBy reports whether the lock is the lock of holder, the object of that name with UID uid.
 // A lock or a caller that records no UID (the CLI, a lock written before UIDs were recorded) is
 // judged by the name alone. An object of the holder's name with another UID is another holder:
