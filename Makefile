@@ -102,12 +102,13 @@ fuzz:
 	hack/fuzz.sh $(FUZZTIME) ./pkg/inplace FuzzReadState 50000 || rc=1; \
 	exit $$rc
 
-## lint: gofmt, go vet, staticcheck
+## lint: gofmt, go vet, staticcheck, and no function over 80 lines in the engine and its drivers
 lint:
 	hack/tools/build.sh staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
+	$(GO) run ./hack/funclen -max 80 pkg plugin tekton cmd
 
 ## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, and pre-pull's not-Ready window
 bench: tools build
