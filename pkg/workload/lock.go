@@ -115,14 +115,6 @@ type TouchedPod struct {
 	UID  types.UID `json:"uid"`
 }
 
-// HeldBy reports whether the lock is the lock of holder, the object of that name with UID uid.
-// A lock or a caller that records no UID (the CLI, a lock written before UIDs were recorded) is
-// judged by the name alone. An object of the holder's name with another UID is another holder:
-// the one that started the rollout was deleted.
-func (l *Lock) HeldBy(holder string, uid types.UID) bool {
-	return l.Holder == holder && (l.HolderUID == "" || uid == "" || l.HolderUID == uid)
-}
-
 // Active reports whether the lock still holds the workload.
 func (l *Lock) Active() bool {
 	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack || l.Phase == LockHalted || l.Phase == LockHolding)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestLockActive(t *testing.T) {
@@ -122,30 +120,6 @@ func TestLockEncodeDecode(t *testing.T) {
 			again, err := parseLock(StatefulSet, "ns", "web", map[string]string{LockAnnotation: got.encode()})
 			if err != nil || !reflect.DeepEqual(again, got) {
 				t.Errorf("lock does not survive encoding: %+v, %v", again, err)
-			}
-		})
-	}
-}
-
-func TestHeldBy(t *testing.T) {
-	tests := []struct {
-		name        string
-		lockHolder  string
-		lockUID     string
-		holder, uid string
-		want        bool
-	}{
-		{"same holder, same UID", "argo:shop/web", "u1", "argo:shop/web", "u1", true},
-		{"same holder, no UID recorded", "argo:shop/web", "", "argo:shop/web", "u2", true},
-		{"same holder, caller without UID", "argo:shop/web", "u1", "argo:shop/web", "", true},
-		{"same name, another object", "argo:shop/web", "u1", "argo:shop/web", "u2", false},
-		{"another holder", "argo:shop/web", "u1", "cli", "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			lock := &Lock{Holder: tt.lockHolder, HolderUID: types.UID(tt.lockUID)}
-			if got := lock.HeldBy(tt.holder, types.UID(tt.uid)); got != tt.want {
-				t.Errorf("HeldBy = %v, want %v", got, tt.want)
 			}
 		})
 	}

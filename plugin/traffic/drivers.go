@@ -40,7 +40,7 @@ func (p *Plugin) driverFor(e *rollout.Driver, req request, o op) *driver {
 		}
 		if old.Job.recErr == nil && !old.Outcome().Transient() {
 			rec, err := e.Record(context.Background(), req.Spec.Target)
-			if err == nil && sameRecord(rec, old.Job.rec) {
+			if err == nil && rec.Equal(old.Job.rec) {
 				return old
 			}
 		}
@@ -147,9 +147,4 @@ func (p *Plugin) finishRollback(ctx context.Context, e *rollout.Driver, req requ
 			rec.RolloutID, st.Phase, st.Message)}
 	}
 	return nil
-}
-
-// sameRecord reports whether two reads of a record say the same.
-func sameRecord(a, b *rollout.Record) bool {
-	return a.Equal(b)
 }
