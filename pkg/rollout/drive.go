@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -182,7 +181,7 @@ func (r *retrier) succeeded() {
 // failed returns how long to wait before trying again after err, or the error to return: err
 // itself when no retry fixes it, an *APIUnavailableError once errors outlasted the budget.
 func (r *retrier) failed(err error, rollingBack bool) (time.Duration, error) {
-	if !Retryable(err) {
+	if !OutcomeOf(Status{}, err).Transient() {
 		return 0, err
 	}
 	now := r.e.now()
@@ -195,19 +194,6 @@ func (r *retrier) failed(err error, rollingBack bool) (time.Duration, error) {
 	wait := r.backoff.When(r.target)
 	r.e.logFor(r.target, r.rolloutID).Warn("retrying", "err", err, "in", wait.String())
 	return wait, nil
-}
-
-// Retryable reports whether an error of the engine may go away by itself: not one of the typed
-// errors that say otherwise (bad input, superseded, blocked, permanent). Drivers use it to tell
-// trouble worth retrying from a verdict.
-func Retryable(err error) bool {
-	var (
-		inv *InvalidError
-		sup *SupersededError
-		blk *BlockedError
-		per *PermanentError
-	)
-	return !errors.As(err, &inv) && !errors.As(err, &sup) && !errors.As(err, &blk) && !errors.As(err, &per)
 }
 
 // sleep waits d, or until ctx is done.

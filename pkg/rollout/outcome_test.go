@@ -75,21 +75,25 @@ func TestOutcomeOf(t *testing.T) {
 	}
 }
 
-// TestOutcomeTransient: only trouble that may pass is transient, and it is exactly what Retryable
-// says of an error.
+// TestOutcomeTransient: only trouble that may pass is transient: the error Drive retries, and no
+// other.
 func TestOutcomeTransient(t *testing.T) {
-	errs := []error{
-		nil, context.Canceled, &InvalidError{Msg: "x"}, &SupersededError{}, &BlockedError{Msg: "x"}, &PermanentError{Err: errors.New("x")},
-		&APIUnavailableError{Err: errors.New("x")}, errors.New("x"),
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{context.Canceled, true},
+		{&InvalidError{Msg: "x"}, false},
+		{&SupersededError{}, false},
+		{&BlockedError{Msg: "x"}, false},
+		{&PermanentError{Err: errors.New("x")}, false},
+		{&APIUnavailableError{Err: errors.New("x")}, true},
+		{errors.New("x"), true},
 	}
-	for _, err := range errs {
-		o := OutcomeOf(Status{Phase: PhaseProgressing}, err)
-		want := o.Kind == Retry || o.Kind == Unavailable || o.Kind == Interrupted
-		if o.Transient() != want {
-			t.Errorf("%v: Transient() = %t, want %t", o.Kind, o.Transient(), want)
-		}
-		if err != nil && o.Transient() != Retryable(err) {
-			t.Errorf("%v: Transient() = %t, Retryable = %t", o.Kind, o.Transient(), Retryable(err))
+	for _, tt := range tests {
+		if o := OutcomeOf(Status{Phase: PhaseProgressing}, tt.err); o.Transient() != tt.want {
+			t.Errorf("%T %v: %v, Transient() = %t, want %t", tt.err, tt.err, o.Kind, o.Transient(), tt.want)
 		}
 	}
 }
