@@ -126,7 +126,7 @@ func TestProgressBarDrawsOnlyOnATerminal(t *testing.T) {
 }
 
 // webStatefulSet is shop/web with no pods yet, and the lock when not nil.
-func webStatefulSet(t *testing.T, lock *workload.Lock) *appsv1.StatefulSet {
+func webStatefulSet(t *testing.T, lock *rollout.Record) *appsv1.StatefulSet {
 	t.Helper()
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", Generation: 2, Annotations: map[string]string{}},
@@ -249,9 +249,9 @@ func TestDriveEndsAsTheRolloutSettles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paused := &workload.Lock{Holder: "cli", RolloutID: "r-1", SpecHash: spec.Hash(), Images: webImages,
-		PreviousImages: map[string]string{"app": "reg/app:v1"}, Phase: workload.LockPaused,
-		Reason: "analysis of batch 1: Inconclusive", ReasonCode: string(rollout.ReasonAnalysisInconclusive), Analysis: raw}
+	paused := &rollout.Record{Holder: "cli", RolloutID: "r-1", SpecHash: spec.Hash(), Images: webImages,
+		PreviousImages: map[string]string{"app": "reg/app:v1"}, Phase: rollout.PhasePaused,
+		Message: "analysis of batch 1: Inconclusive", Reason: rollout.ReasonAnalysisInconclusive, Analysis: raw}
 	tests := []struct {
 		name       string
 		objs       []runtime.Object

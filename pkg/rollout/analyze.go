@@ -23,7 +23,7 @@ func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lo
 	if run == nil || run.Pods != pods || run.Done() {
 		run = analysis.NewRun(spec.Analysis, d.batch+1, e.now())
 		run.Pods = pods
-		if err := w.SetLock(ctx, withRun(lock, run).lock()); err != nil {
+		if err := w.SetLock(ctx, withRun(lock, run).encode()); err != nil {
 			return st, 0, true, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Info("analysis started", "batch", d.batch+1, "updatedPods", len(c.updated))
@@ -50,7 +50,7 @@ func (e *Engine) measure(ctx context.Context, spec Spec, w workload.Workload, lo
 // recordMeasurement records a measurement that reached no verdict yet; the next is due after
 // wait.
 func (e *Engine) recordMeasurement(ctx context.Context, w workload.Workload, lock *Record, run *analysis.Run, wait time.Duration, st Status) (Status, time.Duration, error) {
-	if err := w.SetLock(ctx, withRun(lock, run).lock()); err != nil {
+	if err := w.SetLock(ctx, withRun(lock, run).encode()); err != nil {
 		return st, 0, err
 	}
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated; analysing (%d measurements)", st.Batch, st.Batches, st.Updated, st.Total, measured(run))
@@ -63,7 +63,7 @@ func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *Recor
 	st.Phase = PhaseProgressing
 	next := withRun(lock, d.run)
 	next.AcceptedPods, next.AcceptedAll, next.ProgressAt = pods, pods >= st.Total, e.now().UTC().Truncate(time.Millisecond)
-	if err := w.SetLock(ctx, next.lock()); err != nil {
+	if err := w.SetLock(ctx, next.encode()); err != nil {
 		return st, 0, err
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
@@ -77,7 +77,7 @@ func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *Recor
 func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *Record, d decision, st Status) (Status, time.Duration, error) {
 	next := withRun(lock, d.run)
 	next.Phase, next.Message, next.Reason = PhasePaused, verdictReason(d), ReasonAnalysisInconclusive
-	if err := w.SetLock(ctx, next.lock()); err != nil {
+	if err := w.SetLock(ctx, next.encode()); err != nil {
 		return st, 0, err
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
@@ -138,11 +138,10 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 	if err := checkTarget(target); err != nil {
 		return Status{}, err
 	}
-	w, err := workload.Load(ctx, e.Client, target)
+	w, lock, err := e.load(ctx, target)
 	if err != nil {
 		return Status{}, err
 	}
-	lock := recordOf(w.Ref(), w.Lock())
 	if lock == nil {
 		return Status{}, invalid("%s has no in-place rollout recorded; there is no batch to accept", w.Ref())
 	}
@@ -168,7 +167,7 @@ func (e *Engine) accept(ctx context.Context, target workload.Ref, holder string,
 	next.Phase, next.Message, next.Reason = PhaseProgressing, "", ""
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
 	next.AcceptedPods, next.AcceptedAll = run.Pods, run.Pods >= w.Replicas()
-	if err := w.SetLock(ctx, next.lock()); err != nil {
+	if err := w.SetLock(ctx, next.encode()); err != nil {
 		return st, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("resumed: batch accepted after an inconclusive analysis", "batch", p.Batch, "acceptedPods", next.AcceptedPods)

@@ -336,7 +336,7 @@ func TestAccept(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l := recordOf(w.Ref(), w.Lock()); l.Phase != PhaseProgressing || l.AcceptedPods != 2 || l.Message != "" {
+			if l := mustRecordOf(t, w.Ref(), w.Lock()); l.Phase != PhaseProgressing || l.AcceptedPods != 2 || l.Message != "" {
 				t.Errorf("lock after the accept: %s, accepted pods %d, reason %q; want Progressing, 2, none\n%s", l.Phase, l.AcceptedPods, l.Message, sts.Annotations[workload.LockAnnotation])
 			}
 		})

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,11 +75,10 @@ func (e *Engine) reconcile(ctx context.Context, spec Spec, prev Status) (Status,
 	if err := spec.Validate(); err != nil {
 		return prev, 0, err
 	}
-	w, err := workload.Load(ctx, e.Client, spec.Target)
+	w, lock, err := e.load(ctx, spec.Target)
 	if err != nil {
 		return prev, 0, err
 	}
-	lock := recordOf(w.Ref(), w.Lock())
 	if prev.RolloutID != "" && lock != nil && lock.RolloutID != prev.RolloutID && slices.Contains(lock.Superseded, prev.RolloutID) {
 		return prev, 0, &SupersededError{RolloutID: prev.RolloutID, By: lock.RolloutID}
 	}
@@ -179,6 +179,9 @@ type startCensus struct {
 	unready          []string
 	onTarget         int
 	templateOnTarget bool
+	// previousImages and previousStrategy are what the workload records to be handed back.
+	previousImages   map[string]string
+	previousStrategy json.RawMessage
 
 	// looked are the facts lookFurther observed, below.
 	looked map[startFact]bool
@@ -226,6 +229,7 @@ func observeStart(spec Spec, w workload.Observed, lock *Record, canPrePull bool)
 	}
 	tmpl := w.Template()
 	c.templateOnTarget = tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images)
+	c.previousImages, c.previousStrategy = w.Previous(spec.Images)
 	return c
 }
 
@@ -339,6 +343,9 @@ func decideStart(c *startCensus, spec Spec, lock *Record, hash string, now time.
 		BeforeImages: c.before,
 		Phase:        PhaseProgressing,
 		StartedAt:    now.UTC().Truncate(time.Second),
+		// Recorded now, for the workload to be handed back as it was.
+		PreviousImages:   c.previousImages,
+		PreviousStrategy: c.previousStrategy,
 	}
 	if lock != nil && next.RolloutID == lock.RolloutID {
 		// Started again within the second the last one did: the pods must tell them apart.
@@ -394,9 +401,10 @@ func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock
 			return Status{}, 0, err
 		}
 	}
-	if err := w.Start(ctx, next.lock()); err != nil {
+	if err := w.Start(ctx, next.encode(), next.Images); err != nil {
 		return Status{}, 0, err
 	}
+	e.collectPodLocks(ctx, w.Ref())
 	if tags := observeTagDigests(c.pods, c.pin.unpinned(spec.Images)); len(tags.split()) > 0 {
 		e.warnTagDigests(ctx, w.Ref(), next.RolloutID, c.pods, tags, spec.Images)
 	}
@@ -421,7 +429,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	if d.err != nil {
 		return Status{}, 0, d.err
 	}
-	if err := w.Retarget(ctx, d.next.lock()); err != nil {
+	if err := w.Retarget(ctx, d.next.encode(), d.next.Images); err != nil {
 		return Status{}, 0, err
 	}
 	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)

@@ -271,14 +271,12 @@ func (fc *fakeCluster) lock() *Record {
 	if fc.kind == workload.StatefulSet {
 		raw = fc.sts().Annotations[workload.LockAnnotation]
 	} else {
-		cms, err := fc.client.CoreV1().ConfigMaps(testNS).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
+		cm, err := fc.client.CoreV1().ConfigMaps(testNS).Get(context.Background(), workload.PodLockName("app="+testName), metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
 			fc.t.Fatal(err)
 		}
-		for _, cm := range cms.Items {
-			if v, ok := cm.Annotations[workload.LockAnnotation]; ok {
-				raw = v
-			}
+		if err == nil {
+			raw = cm.Annotations[workload.LockAnnotation]
 		}
 	}
 	if raw == "" {

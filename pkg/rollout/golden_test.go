@@ -71,11 +71,11 @@ func checkNoOpWrite(t *testing.T, raw string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := recordOf(ref, w.Lock())
+	rec := mustRecordOf(t, ref, w.Lock())
 	if rec == nil {
 		t.Fatal("no record read")
 	}
-	if err := w.SetLock(ctx, rec.lock()); err != nil {
+	if err := w.SetLock(ctx, rec.encode()); err != nil {
 		t.Fatal(err)
 	}
 	sts, err := client.AppsV1().StatefulSets(testNS).Get(ctx, testName, metav1.GetOptions{})
@@ -98,7 +98,7 @@ func checkNoOpWrite(t *testing.T, raw string) {
 		t.Fatal(err)
 	}
 	// Compared field by field: the bytes may order the fields otherwise.
-	got := recordOf(ref, again.Lock())
+	got := mustRecordOf(t, ref, again.Lock())
 	got.stored, rec.stored = "", ""
 	if !reflect.DeepEqual(got, rec) {
 		t.Errorf("the record read back differs: %+v, want %+v", got, rec)

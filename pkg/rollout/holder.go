@@ -28,7 +28,7 @@ func holderRefusal(w workload.Observed, lock *Record, holder, doing string) erro
 func (e *Engine) takeOver(ctx context.Context, w workload.Workload, lock *Record, holder string, uid types.UID) (Status, time.Duration, error) {
 	next := *lock
 	next.Holder, next.HolderUID = holder, uid
-	if err := w.SetLock(ctx, next.lock()); err != nil {
+	if err := w.SetLock(ctx, next.encode()); err != nil {
 		return Status{}, 0, fmt.Errorf("taking over rollout %s from %s: %w", lock.RolloutID, lock.Holder, err)
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Warn("took the rollout over", "from", lock.Holder, "fromUID", lock.HolderUID, "holder", holder, "phase", lock.Phase)

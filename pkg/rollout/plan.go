@@ -44,7 +44,8 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	if err := spec.Validate(); err != nil {
 		return Plan{}, err
 	}
-	w, err := workload.Load(ctx, e.Client, spec.Target)
+	// The Record too: a lock no version writes stops a plan as it stops a start.
+	w, _, err := e.load(ctx, spec.Target)
 	if err != nil {
 		return Plan{}, err
 	}

@@ -101,7 +101,7 @@ func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, 
 	if next, ok := recordTouched(w, lock, d.work); ok {
 		// The lock names a pod before its first write, so that a rollback can find it whatever
 		// becomes of its state; the pods are stepped on the next call.
-		if err := w.SetLock(ctx, next.lock()); err != nil {
+		if err := w.SetLock(ctx, next.encode()); err != nil {
 			return st, 0, err
 		}
 		// The next call steps them: it reads the lock afresh, so it need not wait.
@@ -302,7 +302,7 @@ func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *Record, c 
 	if lock.Phase != PhaseHolding || lock.HeldAt != upTo {
 		next := *lock
 		next.Phase, next.HeldAt = PhaseHolding, upTo
-		if err := w.SetLock(ctx, next.lock()); err != nil {
+		if err := w.SetLock(ctx, next.encode()); err != nil {
 			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Info("holding", "updated", st.Updated, "upTo", upTo)
@@ -320,7 +320,7 @@ func (e *Engine) moveOn(ctx context.Context, w workload.Workload, lock *Record, 
 	next := *lock
 	next.Phase, next.Message, next.Reason, next.HeldAt = PhaseProgressing, "", "", 0
 	next.ProgressAt = e.now().UTC().Truncate(time.Millisecond)
-	if err := w.SetLock(ctx, next.lock()); err != nil {
+	if err := w.SetLock(ctx, next.encode()); err != nil {
 		return st, 0, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Info("progressing again", "why", msg)
@@ -335,7 +335,9 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 		st.Message = "removing the puller pods"
 		return st, busyRequeue, err
 	}
-	done, err := w.Finalize(ctx, lock.lock())
+	final := *lock
+	final.Phase = PhaseSucceeded
+	done, err := w.Finalize(ctx, final.encode(), lock.Images)
 	if err != nil {
 		return st, 0, err
 	}
@@ -343,6 +345,7 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 		st.Message = "finalizing " + w.Ref().String()
 		return st, busyRequeue, nil
 	}
+	e.collectPodLocks(ctx, w.Ref())
 	st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new images", st.Updated, st.Total, w.Ref())
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
@@ -361,7 +364,7 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, fo
 	if lock.Phase != PhaseHalted {
 		next := *lock
 		next.Phase, next.Message, next.Reason = PhaseHalted, reason, ReasonTemplateChanged
-		if err := w.SetLock(ctx, next.lock()); err != nil {
+		if err := w.SetLock(ctx, next.encode()); err != nil {
 			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))

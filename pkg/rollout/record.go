@@ -3,11 +3,15 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -125,41 +129,81 @@ func (r *Record) HeldBy(holder string, uid types.UID) bool {
 	return r.Holder == holder && (r.HolderUID == "" || uid == "" || r.HolderUID == uid)
 }
 
-// recordOf is the Record of lock, the lock of target; nil for none. The lock was checked when
-// it was read. The two carry the same fields under the same JSON names (TestRecordMirrorsLock),
-// field for field.
-func recordOf(target Ref, lock *workload.Lock) *Record {
+// recordOf decodes the Record of lock, the lock of target as the workload read it: nil for none.
+// A field no version writes (someone edited the annotation) is a *workload.LockError naming the
+// object and the field.
+func recordOf(target Ref, lock *workload.Lock) (*Record, error) {
 	if lock == nil {
-		return nil
+		return nil, nil
 	}
-	stored, err := json.Marshal(lock)
-	if err != nil {
-		// Only a raw JSON field that is not JSON fails to encode, and a lock read was decoded
-		// from JSON; a lock made otherwise still compares by its content.
-		stored = fmt.Appendf(nil, "%#v", *lock)
+	r := &Record{Target: target, stored: lock.Record}
+	if err := json.Unmarshal([]byte(lock.Record), r); err != nil {
+		return nil, workload.LockErrorOf(target, err, true)
 	}
-	r := &Record{Target: target, Holder: lock.Holder, HolderUID: lock.HolderUID, RolloutID: lock.RolloutID, SpecHash: lock.SpecHash,
-		Images: lock.Images, PreviousImages: lock.PreviousImages, BeforeImages: lock.BeforeImages, PreviousStrategy: lock.PreviousStrategy,
-		Superseded: lock.Superseded, TouchedMore: lock.TouchedMore, Phase: Phase(lock.Phase), Message: lock.Reason, Reason: Reason(lock.ReasonCode),
-		StartedAt: lock.StartedAt, ProgressAt: lock.ProgressAt, AcceptedPods: lock.AcceptedPods, AcceptedAll: lock.AcceptedAll, HeldAt: lock.HeldAt,
-		Analysis: lock.Analysis, stored: string(stored)}
-	for _, t := range lock.Touched {
-		r.Touched = append(r.Touched, TouchedPod{Name: t.Name, UID: t.UID})
+	if err := r.check(); err != nil {
+		return nil, workload.LockErrorOf(target, err, false)
 	}
-	return r
+	return r, nil
 }
 
-// lock is the lock that records r, for the workload to write.
-func (r *Record) lock() *workload.Lock {
-	l := &workload.Lock{Holder: r.Holder, HolderUID: r.HolderUID, RolloutID: r.RolloutID, SpecHash: r.SpecHash,
-		Images: r.Images, PreviousImages: r.PreviousImages, BeforeImages: r.BeforeImages, PreviousStrategy: r.PreviousStrategy,
-		Superseded: r.Superseded, TouchedMore: r.TouchedMore, Phase: string(r.Phase), Reason: r.Message, ReasonCode: string(r.Reason),
-		StartedAt: r.StartedAt, ProgressAt: r.ProgressAt, AcceptedPods: r.AcceptedPods, AcceptedAll: r.AcceptedAll, HeldAt: r.HeldAt,
-		Analysis: r.Analysis}
-	for _, t := range r.Touched {
-		l.Touched = append(l.Touched, workload.TouchedPod{Name: t.Name, UID: t.UID})
+// load observes the workload ref, its pods and the Record on it (nil for none).
+func (e *Engine) load(ctx context.Context, ref Ref) (workload.Workload, *Record, error) {
+	w, err := workload.Load(ctx, e.Client, ref)
+	if err != nil {
+		return nil, nil, err
 	}
-	return l
+	r, err := recordOf(w.Ref(), w.Lock())
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", w.Ref(), err)
+	}
+	return w, r, nil
+}
+
+// check refuses a decoded Record that no version writes: an unknown phase, no holder, a negative
+// count, an image that is not a reference. Each error names the field. The workload checks the
+// fields it reads itself (previousImages, previousStrategy) when it reads the annotation.
+func (r *Record) check() error {
+	switch r.Phase {
+	case PhaseProgressing, PhasePaused, PhaseRollingBack, PhaseSucceeded, PhaseRolledBack, PhaseHalted, PhaseHolding, PhaseReleased:
+	default:
+		return fmt.Errorf("phase %q is none of %s, %s, %s, %s, %s, %s, %s, %s", r.Phase,
+			PhaseProgressing, PhasePaused, PhaseHolding, PhaseHalted, PhaseRollingBack, PhaseSucceeded, PhaseRolledBack, PhaseReleased)
+	}
+	if r.Holder == "" {
+		return errors.New("holder is empty")
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"acceptedPods", r.AcceptedPods}, {"heldAt", r.HeldAt}, {"touchedMore", r.TouchedMore}} {
+		if f.n < 0 {
+			return fmt.Errorf("%s is %d, below 0", f.name, f.n)
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(r.Images)) {
+		if err := workload.CheckLockImage("images", c, r.Images[c]); err != nil {
+			return err
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(r.BeforeImages)) {
+		for _, img := range r.BeforeImages[c] {
+			if err := workload.CheckLockImage("beforeImages", c, img); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// encode is the annotation that stores r, for the workload to write.
+func (r *Record) encode() string {
+	data, err := json.Marshal(r)
+	if err != nil {
+		// Only a raw JSON field that is not JSON fails to encode: the analysis state, which its
+		// package encodes, and the previous strategy, which the workload does.
+		panic(fmt.Sprintf("encoding the record of rollout %s: %v", r.RolloutID, err))
+	}
+	return string(data)
 }
 
 // Record reads the rollout recorded on the workload ref, nil when it has none, with one GET (of
@@ -167,11 +211,16 @@ func (r *Record) lock() *workload.Lock {
 // that already knows how a rollout ended confirms with it that the cluster still says so. Errors
 // of type *InvalidError are bad input (no such workload).
 func (e *Engine) Record(ctx context.Context, ref Ref) (*Record, error) {
-	lock, err := workload.ReadLock(ctx, e.Client, ref)
+	return ReadRecord(ctx, e.Client, ref)
+}
+
+// ReadRecord is Engine.Record for a caller with a client and no Engine.
+func ReadRecord(ctx context.Context, client kubernetes.Interface, ref Ref) (*Record, error) {
+	lock, err := workload.ReadLock(ctx, client, ref)
 	if err != nil {
 		return nil, err
 	}
-	return recordOf(ref, lock), nil
+	return recordOf(ref, lock)
 }
 
 // ListRecords lists the rollouts that still hold a workload (Record.Active) in namespace (every
@@ -180,10 +229,18 @@ func (e *Engine) Record(ctx context.Context, ref Ref) (*Record, error) {
 // since a driver runs this periodically over the whole cluster. A lock that cannot be read is
 // left out and reported in the error, joined, after the others are listed.
 func (e *Engine) ListRecords(ctx context.Context, namespace, holderPrefix string) ([]Record, error) {
-	locks, err := workload.ListLocks(ctx, e.Client, namespace, holderPrefix)
-	out := make([]Record, 0, len(locks))
-	for _, h := range locks {
-		out = append(out, *recordOf(h.Ref, h.Lock))
+	locks, err := workload.ListLocks(ctx, e.Client, namespace)
+	errs := []error{err}
+	var out []Record
+	for _, l := range locks {
+		r, err := recordOf(l.Ref, l.Lock)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if r.Active() && strings.HasPrefix(r.Holder, holderPrefix) {
+			out = append(out, *r)
+		}
 	}
-	return out, err
+	return out, errors.Join(errs...)
 }

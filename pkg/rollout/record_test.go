@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestRecordOneGet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Start(context.Background(), (&Record{Holder: "argo:shop/web", RolloutID: "abc-1", Phase: PhaseSucceeded}).lock()); err != nil {
+		if err := w.Start(context.Background(), (&Record{Holder: "argo:shop/web", RolloutID: "abc-1", Phase: PhaseSucceeded}).encode(), nil); err != nil {
 			t.Fatal(err)
 		}
 		cms, err := client.CoreV1().ConfigMaps(testNS).List(context.Background(), metav1.ListOptions{})
@@ -119,7 +120,7 @@ func TestRecordPhase(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.lock, func(t *testing.T) {
 			lock := &Record{Holder: "cli", RolloutID: "r1", Phase: Phase(tt.lock), Message: "why", Reason: ReasonPodFailed}
-			rec := recordOf(workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, lock.lock())
+			rec := mustRecordOf(t, workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, lockOf(lock))
 			if rec.Active() != tt.active || lock.Active() != tt.active {
 				t.Errorf("Active() = %t (the lock's %t), want %t", rec.Active(), lock.Active(), tt.active)
 			}
@@ -129,7 +130,7 @@ func TestRecordPhase(t *testing.T) {
 		})
 	}
 	var none *Record
-	if none.Active() || recordOf(workload.Ref{}, nil) != nil {
+	if none.Active() || mustRecordOf(t, workload.Ref{}, nil) != nil {
 		t.Error("no lock, yet a record that holds the workload")
 	}
 }
@@ -152,7 +153,7 @@ func TestRecordHeldBy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lock := &Record{Holder: "argo:shop/web", HolderUID: tt.recordUID, Phase: PhaseProgressing}
-			rec := recordOf(workload.Ref{}, lock.lock())
+			rec := mustRecordOf(t, workload.Ref{}, lockOf(lock))
 			if got := rec.HeldBy(tt.holder, tt.uid); got != tt.want || lock.HeldBy(tt.holder, tt.uid) != tt.want {
 				t.Errorf("HeldBy(%q, %q) = %t, want %t", tt.holder, tt.uid, got, tt.want)
 			}
@@ -168,7 +169,7 @@ func TestRecordEqual(t *testing.T) {
 		return &Record{Holder: "cli", RolloutID: "r1", SpecHash: "h", Phase: PhaseHolding, HeldAt: 2,
 			Images: map[string]string{testApp: imageV2}, StartedAt: t0}
 	}
-	if a, b := recordOf(ref, lock().lock()), recordOf(ref, lock().lock()); !a.Equal(b) {
+	if a, b := mustRecordOf(t, ref, lockOf(lock())), mustRecordOf(t, ref, lockOf(lock())); !a.Equal(b) {
 		t.Errorf("two reads of one lock differ: %+v, %+v", a, b)
 	}
 	changes := map[string]func(*Record){
@@ -180,7 +181,7 @@ func TestRecordEqual(t *testing.T) {
 	for name, change := range changes {
 		changed := lock()
 		change(changed)
-		if a, b := recordOf(ref, lock().lock()), recordOf(ref, changed.lock()); a.Equal(b) {
+		if a, b := mustRecordOf(t, ref, lockOf(lock())), mustRecordOf(t, ref, lockOf(changed)); a.Equal(b) {
 			t.Errorf("%s changed, yet the records are equal", name)
 		}
 	}
@@ -216,6 +217,64 @@ func TestListRecords(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"a:Progressing", "d:Halted"}; !slices.Equal(got, want) {
 		t.Errorf("ListRecords = %v, want %v", got, want)
+	}
+}
+
+// TestListRecordsOfEveryKind: the holders' prefix and the namespace choose, over every kind of
+// workload and label-selected pods; a lock that cannot be read, by the workload or as a record,
+// is reported with the others listed.
+func TestListRecordsOfEveryKind(t *testing.T) {
+	meta := func(ns, name, holder string, phase Phase) metav1.ObjectMeta {
+		raw := (&Record{Holder: holder, RolloutID: "r1", Phase: phase, Images: map[string]string{testApp: imageV2}}).encode()
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{workload.LockAnnotation: raw}}
+	}
+	podLock := func(ns, sel, holder string, phase Phase) *corev1.ConfigMap {
+		m := meta(ns, workload.PodLockName(sel), holder, phase)
+		m.Annotations[workload.SelectorAnnotation] = sel
+		return &corev1.ConfigMap{ObjectMeta: m}
+	}
+	objects := []runtime.Object{
+		&appsv1.StatefulSet{ObjectMeta: meta("a", "web", "argo:a/web", PhaseProgressing)},
+		&appsv1.StatefulSet{ObjectMeta: meta("a", "done", "argo:a/done", PhaseSucceeded)},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "plain"}},
+		&appsv1.DaemonSet{ObjectMeta: meta("b", "agent", "argo:b/agent", PhaseRollingBack)},
+		&appsv1.Deployment{ObjectMeta: meta("b", "api", "tekton:b/run", PhasePaused)},
+		&appsv1.Deployment{ObjectMeta: meta("a", "cli", "cli", PhaseHolding)},
+		podLock("a", "app=loose", "argo:a/loose", PhaseHalted),
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "bad", Annotations: map[string]string{workload.LockAnnotation: "{"}}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: "edited", Annotations: map[string]string{workload.LockAnnotation: `{"holder":"argo:c/edited","phase":"Done"}`}}},
+	}
+	tests := []struct {
+		name, namespace, prefix string
+		want                    []string
+		wantErrs                []string // the objects whose locks are reported unreadable
+	}{
+		{"argo holders everywhere", "", "argo:", []string{"DaemonSet b/agent argo:b/agent", "StatefulSet a/web argo:a/web", "pods in a matching \"app=loose\" argo:a/loose"}, []string{"bad", "edited"}},
+		{"argo holders of one namespace", "a", "argo:", []string{"StatefulSet a/web argo:a/web", "pods in a matching \"app=loose\" argo:a/loose"}, nil},
+		{"tekton holders", "", "tekton:", []string{"Deployment b/api tekton:b/run"}, []string{"bad", "edited"}},
+		{"every holder", "", "", []string{"DaemonSet b/agent argo:b/agent", "Deployment a/cli cli", "Deployment b/api tekton:b/run", "StatefulSet a/web argo:a/web", "pods in a matching \"app=loose\" argo:a/loose"}, []string{"bad", "edited"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, err := (&Engine{Client: fake.NewClientset(objects...)}).ListRecords(context.Background(), tt.namespace, tt.prefix)
+			var got []string
+			for _, r := range recs {
+				got = append(got, r.Target.String()+" "+r.Holder)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("records:\n got %q\nwant %q", got, tt.want)
+			}
+			for _, name := range tt.wantErrs {
+				if err == nil || !strings.Contains(err.Error(), "/"+name+": annotation") {
+					t.Errorf("error %v: want the unreadable lock of %s reported", err, name)
+				}
+			}
+			var le *workload.LockError
+			if (len(tt.wantErrs) > 0) != errors.As(err, &le) {
+				t.Errorf("error %v, want a *workload.LockError: %t", err, len(tt.wantErrs) > 0)
+			}
+		})
 	}
 }
 
@@ -295,41 +354,114 @@ func TestRecordJSONNames(t *testing.T) {
 	}
 }
 
-// TestRecordMirrorsLock: a Record and the workload's lock carry the same fields under the same
-// JSON names, and recordOf and Record.lock copy every one of them, both ways: a lock with every
-// field set encodes the same after it went through a Record.
-func TestRecordMirrorsLock(t *testing.T) {
-	lock := &workload.Lock{Holder: "argo:shop/web", HolderUID: "u1", RolloutID: "r1", SpecHash: "h",
+// lockOf is the lock a workload reads from the annotation that stores r.
+func lockOf(r *Record) *workload.Lock {
+	return &workload.Lock{Record: r.encode(), PreviousImages: r.PreviousImages, PreviousStrategy: r.PreviousStrategy}
+}
+
+// mustRecordOf is recordOf of a lock that must decode.
+func mustRecordOf(t *testing.T, target Ref, lock *workload.Lock) *Record {
+	t.Helper()
+	r, err := recordOf(target, lock)
+	if err != nil {
+		t.Fatalf("decoding the record of %s: %v", target, err)
+	}
+	return r
+}
+
+// TestRecordRoundTrip: a Record with every field set is stored by the workload as it is given,
+// and read back Equal and field for field the same; the workload reads its previous images and
+// strategy from it.
+func TestRecordRoundTrip(t *testing.T) {
+	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}
+	rec := &Record{Target: ref, Holder: "argo:shop/web", HolderUID: "u1", RolloutID: "r1", SpecHash: "h",
 		Images: map[string]string{testApp: imageV2}, PreviousImages: map[string]string{testApp: imageV1},
 		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
-		Superseded: []string{"r0"}, Touched: []workload.TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
-		Phase: workload.LockHolding, Reason: "why", ReasonCode: string(ReasonPodFailed), StartedAt: t0, ProgressAt: t0.Add(time.Second),
-		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Analysis: json.RawMessage(`{"batch":1}`)}
-	// Every field of the lock is set above: a field added to the lock and not to the Record fails
-	// here first.
-	v := reflect.ValueOf(*lock)
+		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
+		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0.Add(time.Second),
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Analysis: json.RawMessage(`{"batch":1}`), stored: "set below"}
+	// Every field is set above: a field added to the Record and not round-tripped fails here first.
+	v := reflect.ValueOf(*rec)
 	for i := range v.NumField() {
 		if v.Field(i).IsZero() {
-			t.Fatalf("lock field %s is not set in this test", v.Type().Field(i).Name)
+			t.Fatalf("Record field %s is not set in this test", v.Type().Field(i).Name)
 		}
 	}
-	rec := recordOf(workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}, lock)
-	fromLock, err := json.Marshal(lock)
+	ctx := context.Background()
+	client := fake.NewClientset(&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS}})
+	w, err := workload.Load(ctx, client, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromRecord, err := json.Marshal(rec)
+	if err := w.SetLock(ctx, rec.encode()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadRecord(ctx, client, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := json.Marshal(rec.lock())
+	if back.stored != rec.encode() {
+		t.Errorf("stored %s\nwant %s, as written", back.stored, rec.encode())
+	}
+	if !back.Equal(mustRecordOf(t, ref, lockOf(rec))) {
+		t.Error("the Record read back is not Equal to a read of the Record written")
+	}
+	rec.stored = back.stored
+	if !reflect.DeepEqual(back, rec) {
+		t.Errorf("read back %+v\nwant %+v", back, rec)
+	}
+	again, err := workload.Load(ctx, client, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(fromRecord) != string(fromLock) || string(back) != string(fromLock) {
-		t.Errorf("lock %s\nas a Record %s\nand back %s; want all three the same", fromLock, fromRecord, back)
+	if l := again.Lock(); !reflect.DeepEqual(l.PreviousImages, rec.PreviousImages) || string(l.PreviousStrategy) != string(rec.PreviousStrategy) {
+		t.Errorf("the workload reads previous images %v and strategy %s, want %v and %s", l.PreviousImages, l.PreviousStrategy, rec.PreviousImages, rec.PreviousStrategy)
 	}
-	if !rec.Equal(recordOf(rec.Target, rec.lock())) {
-		t.Error("a Record is not Equal to the Record of its own lock")
+}
+
+// TestRecordDecode: a record no version writes is refused with a *workload.LockError naming the
+// object and the field, before anything acts on it; the workload's own fields are refused
+// when the workload reads them, in the same words.
+func TestRecordDecode(t *testing.T) {
+	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}
+	const prefix = "StatefulSet " + testNS + "/" + testName + ": annotation inplace-rollout.io/rollout is not a lock this version writes: "
+	tests := []struct {
+		name, raw, wantErr string
+		notJSON            bool
+	}{
+		{name: "minimal", raw: `{"holder":"cli","phase":"Progressing","startedAt":"2025-03-01T12:00:00Z"}`},
+		{name: "older lock without new fields", raw: `{"holder":"cli","rolloutID":"r-9","images":{"app":"reg/app:v2"},"phase":"Succeeded","startedAt":"2025-03-01T12:00:00Z"}`},
+		{name: "wrong type", raw: `{"holder":"cli","phase":"Succeeded","images":["reg/app:v2"]}`, notJSON: true,
+			wantErr: "StatefulSet " + testNS + "/" + testName + ": annotation inplace-rollout.io/rollout is not valid JSON: json: cannot unmarshal array"},
+		{name: "null", raw: `null`, wantErr: prefix + `phase "" is none of`},
+		{name: "unknown phase", raw: `{"holder":"cli","phase":"Done"}`, wantErr: prefix + `phase "Done" is none of Progressing, Paused, Holding, Halted, RollingBack, Succeeded, RolledBack, Released`},
+		{name: "no holder", raw: `{"phase":"Progressing"}`, wantErr: prefix + "holder is empty"},
+		{name: "negative count", raw: `{"holder":"cli","phase":"Holding","heldAt":-1}`, wantErr: prefix + "heldAt is -1, below 0"},
+		{name: "negative accepted pods", raw: `{"holder":"cli","phase":"Holding","acceptedPods":-3}`, wantErr: prefix + "acceptedPods is -3, below 0"},
+		{name: "image not a reference", raw: `{"holder":"cli","phase":"Succeeded","images":{"app":"reg/app:v2 "}}`,
+			wantErr: prefix + `images[app] "reg/app:v2 " is not an image reference`},
+		{name: "before image not a reference", raw: `{"holder":"cli","phase":"Succeeded","beforeImages":{"app":["reg/app:v1","A:B"]}}`,
+			wantErr: prefix + `beforeImages[app] "A:B" is not an image reference`},
+		{name: "previous image, the workload's", raw: `{"holder":"cli","phase":"Succeeded","previousImages":{"":"reg/app:v1"}}`,
+			wantErr: prefix + "previousImages has an empty container name"},
+		{name: "previous strategy, the workload's", raw: `{"holder":"cli","phase":"RollingBack","previousStrategy":null}`,
+			wantErr: prefix + "previousStrategy is null, not an update strategy object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS,
+				Annotations: map[string]string{workload.LockAnnotation: tt.raw}}})
+			rec, err := ReadRecord(context.Background(), client, ref)
+			if tt.wantErr == "" {
+				if err != nil || rec == nil || rec.stored != tt.raw {
+					t.Fatalf("ReadRecord = %+v, %v; want the record as stored", rec, err)
+				}
+				return
+			}
+			var le *workload.LockError
+			if rec != nil || !errors.As(err, &le) || le.JSON != tt.notJSON || !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Fatalf("ReadRecord = %+v, %v; want no record and a *workload.LockError (JSON %t) saying %q", rec, err, tt.notJSON, tt.wantErr)
+			}
+		})
 	}
 }

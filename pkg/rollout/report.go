@@ -38,11 +38,11 @@ type PodReport struct {
 // Report reads the workload's lock and its pods, in update order. It writes nothing. Errors of
 // type *InvalidError are bad input (no such workload, a bad selector).
 func (e *Engine) Report(ctx context.Context, ref workload.Ref) (Report, error) {
-	w, err := workload.Load(ctx, e.Client, ref)
+	w, lock, err := e.load(ctx, ref)
 	if err != nil {
 		return Report{}, err
 	}
-	r := Report{Target: ref.String(), Lock: recordOf(w.Ref(), w.Lock())}
+	r := Report{Target: ref.String(), Lock: lock}
 	for _, p := range w.Pods() {
 		r.Pods = append(r.Pods, PodRow(p, r.Lock))
 	}

@@ -70,18 +70,18 @@ func (e *Engine) abort(ctx context.Context, r RollbackSpec, prev Status) (Status
 	if err := r.Validate(); err != nil {
 		return prev, 0, err
 	}
-	w, err := workload.Load(ctx, e.Client, r.Target)
+	w, lock, err := e.load(ctx, r.Target)
 	if err != nil {
 		return prev, 0, err
 	}
-	return e.reconcileRollback(ctx, r, w, recordOf(w.Ref(), w.Lock()))
+	return e.reconcileRollback(ctx, r, w, lock)
 }
 
 // beginRollback writes lock (with any other change it carries) marked rolling back, and why.
 func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *Record, code Reason, reason string, st Status) (Status, time.Duration, error) {
 	next := *lock
 	next.Phase, next.Message, next.Reason = PhaseRollingBack, reason, code
-	if err := w.SetLock(ctx, next.lock()); err != nil {
+	if err := w.SetLock(ctx, next.encode()); err != nil {
 		// The rollout failed and its rollback could not begin: as incomplete as a rollback gets.
 		st.Phase, st.Message = PhaseRollingBack, "rolling back: "+reason
 		return st, 0, err
@@ -111,9 +111,10 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout.
 	next := *lock
 	next.Phase, next.Message, next.Reason = PhaseRollingBack, "rollback requested", ReasonRollbackRequested
-	if err := w.Start(ctx, next.lock()); err != nil {
+	if err := w.Start(ctx, next.encode(), next.Images); err != nil {
 		return Status{}, 0, err
 	}
+	e.collectPodLocks(ctx, w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolling back a finished rollout")
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Message: "rolling back"}
 	return st, 0, nil
@@ -452,7 +453,9 @@ func needsPerson(d rollbackDecision, st Status) (Status, time.Duration, error) {
 // restoreWorkload takes the next step of handing the workload back with its previous images and
 // strategy.
 func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record, d rollbackDecision, st Status) (Status, time.Duration, error) {
-	done, err := w.Restore(ctx, lock.lock(), spec.RestoreTemplate)
+	final := *lock
+	final.Phase = PhaseRolledBack
+	done, err := w.Restore(ctx, final.encode(), lock.Images, spec.RestoreTemplate)
 	if err != nil {
 		return st, 0, err
 	}
@@ -460,6 +463,7 @@ func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workl
 		st.Message = "restoring " + w.Ref().String()
 		return st, busyRequeue, nil
 	}
+	e.collectPodLocks(ctx, w.Ref())
 	st.Phase, st.Message = PhaseRolledBack, d.message
 	e.rolledBack(w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)

@@ -26,14 +26,14 @@ import (
 // was computed from.
 type objectPatch struct {
 	resourceVersion string
-	lock            *Lock
+	lock            string // the lock annotation; none when empty
 	spec            map[string]any
 }
 
 func (p objectPatch) bytes() []byte {
 	meta := map[string]any{"resourceVersion": p.resourceVersion}
-	if p.lock != nil {
-		meta["annotations"] = map[string]any{LockAnnotation: p.lock.encode()}
+	if p.lock != "" {
+		meta["annotations"] = map[string]any{LockAnnotation: p.lock}
 	}
 	body := map[string]any{"metadata": meta}
 	if len(p.spec) > 0 {

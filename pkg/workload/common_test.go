@@ -41,7 +41,7 @@ func TestTemplatePatch(t *testing.T) {
 }
 
 func TestObjectPatchBytes(t *testing.T) {
-	lock := &Lock{Holder: "cli", Phase: LockProgressing}
+	lock := (&testLock{Holder: "cli", Phase: "Progressing"}).encode()
 	tests := []struct {
 		name  string
 		patch objectPatch
@@ -49,7 +49,7 @@ func TestObjectPatchBytes(t *testing.T) {
 	}{
 		{"resourceVersion only", objectPatch{resourceVersion: "7"}, `{"metadata":{"resourceVersion":"7"}}`},
 		{"lock", objectPatch{resourceVersion: "7", lock: lock},
-			`{"metadata":{"annotations":{"inplace-rollout.io/rollout":` + jsonString(lock.encode()) + `},"resourceVersion":"7"}}`},
+			`{"metadata":{"annotations":{"inplace-rollout.io/rollout":` + jsonString(lock) + `},"resourceVersion":"7"}}`},
 		{"spec", objectPatch{resourceVersion: "8", spec: map[string]any{"paused": true}}, `{"metadata":{"resourceVersion":"8"},"spec":{"paused":true}}`},
 		{"empty spec left out", objectPatch{resourceVersion: "8", spec: map[string]any{}}, `{"metadata":{"resourceVersion":"8"}}`},
 	}
@@ -86,7 +86,7 @@ func TestTemplateImages(t *testing.T) {
 }
 
 func TestForeignImages(t *testing.T) {
-	lock := &Lock{Images: map[string]string{"app": "reg/app:v2"}, PreviousImages: map[string]string{"app": "reg/app:v1"}}
+	lock := &testLock{Images: map[string]string{"app": "reg/app:v2"}, PreviousImages: map[string]string{"app": "reg/app:v1"}}
 	sts := func(app string) Workload {
 		tmpl := webTemplate(app)
 		return &statefulSet{onDelete: &onDelete{ref: Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"}, template: &tmpl}}
@@ -95,12 +95,12 @@ func TestForeignImages(t *testing.T) {
 		return &daemonSet{ds: &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: webTemplate(app)}}}
 	}
 	dep := func(app string) Workload {
-		return &deployment{dep: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: webTemplate(app)}}, lock: lock}
+		return &deployment{dep: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: webTemplate(app)}}, lock: lock.lock()}
 	}
 	tests := []struct {
 		name string
 		w    Workload
-		lock *Lock
+		lock *testLock
 		want map[string]string
 	}{
 		{"no lock", sts("reg/app:v9"), nil, nil},

@@ -66,7 +66,15 @@ func loadDeployment(ctx context.Context, client kubernetes.Interface, ref Ref) (
 func (d *deployment) Ref() Ref {
 	return Ref{Kind: Deployment, Namespace: d.dep.Namespace, Name: d.dep.Name}
 }
-func (d *deployment) Lock() *Lock                  { return d.lock }
+func (d *deployment) Lock() *Lock { return d.lock }
+
+// previous is what the lock recorded to hand the Deployment back: none without a lock.
+func (d *deployment) previous() *Lock {
+	if d.lock == nil {
+		return &Lock{}
+	}
+	return d.lock
+}
 func (d *deployment) PodSelector() labels.Selector { return selectorOf(d.dep.Spec.Selector) }
 
 func (d *deployment) Template() *corev1.PodTemplateSpec { return &d.dep.Spec.Template }
@@ -122,21 +130,25 @@ func (d *deployment) patch(ctx context.Context, p objectPatch) error {
 	return nil
 }
 
-// Start pauses the Deployment: unpaused, its controller races an in-place change and can
-// recreate every pod. The template changes only at the end.
-func (d *deployment) Start(ctx context.Context, lock *Lock) error {
-	if lock.PreviousImages == nil {
-		lock.PreviousImages = TemplateImages(d.Template(), lock.Images)
-		lock.PreviousStrategy = strategyJSON(deploymentStrategy{Paused: d.dep.Spec.Paused})
-	}
-	return d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{"paused": true}})
+// Previous records the template's images of the rollout's containers and whether the Deployment
+// was paused.
+func (d *deployment) Previous(images map[string]string) (map[string]string, json.RawMessage) {
+	return TemplateImages(d.Template(), images), strategyJSON(deploymentStrategy{Paused: d.dep.Spec.Paused})
 }
 
-func (d *deployment) Retarget(ctx context.Context, lock *Lock) error { return d.SetLock(ctx, lock) }
+// Start pauses the Deployment: unpaused, its controller races an in-place change and can
+// recreate every pod. The template changes only at the end.
+func (d *deployment) Start(ctx context.Context, record string, _ map[string]string) error {
+	return d.patch(ctx, objectPatch{lock: record, spec: map[string]any{"paused": true}})
+}
 
-func (d *deployment) SetLock(ctx context.Context, lock *Lock) error {
+func (d *deployment) Retarget(ctx context.Context, record string, _ map[string]string) error {
+	return d.SetLock(ctx, record)
+}
+
+func (d *deployment) SetLock(ctx context.Context, record string) error {
 	deployments := d.client.AppsV1().Deployments(d.dep.Namespace)
-	err := writeLock(ctx, versionOf(d.dep), objectPatch{lock: lock}, func(ctx context.Context) (objectVersion, error) {
+	err := writeLock(ctx, versionOf(d.dep), objectPatch{lock: record}, func(ctx context.Context) (objectVersion, error) {
 		now, err := deployments.Get(ctx, d.dep.Name, metav1.GetOptions{})
 		if err != nil {
 			return objectVersion{}, fmt.Errorf("reading %s again: %w", d.Ref(), err)
@@ -163,27 +175,25 @@ func (d *deployment) Counted(pod *corev1.Pod, images, _ map[string]string) bool 
 // Finalize patches the ReplicaSet's template first, then the Deployment's template together with
 // unpausing: the controller then finds the ReplicaSet equal to its template and adopts it, so no
 // new ReplicaSet is created and no pod is recreated.
-func (d *deployment) Finalize(ctx context.Context, lock *Lock) (bool, error) {
-	return d.handBack(ctx, lock, lock.Images, lock.Images, LockSucceeded)
+func (d *deployment) Finalize(ctx context.Context, record string, images map[string]string) (bool, error) {
+	return d.handBack(ctx, record, images, images)
 }
 
 // Restore puts the previous images back on the ReplicaSet (if a finished rollout had changed it)
 // and the Deployment, and unpauses. A Deployment template someone else changed during the
 // rollout keeps their images unless restoreForeign: unpaused, its controller then rolls them out.
-func (d *deployment) Restore(ctx context.Context, lock *Lock, restoreForeign bool) (bool, error) {
-	depImages := lock.PreviousImages
-	if !restoreForeign && ForeignImages(d, lock.Images) != nil {
+func (d *deployment) Restore(ctx context.Context, record string, images map[string]string, restoreForeign bool) (bool, error) {
+	previous := d.previous().PreviousImages
+	depImages := previous
+	if !restoreForeign && ForeignImages(d, images) != nil {
 		depImages = nil
 	}
-	return d.handBack(ctx, lock, lock.PreviousImages, depImages, LockRolledBack)
+	return d.handBack(ctx, record, previous, depImages)
 }
 
 // handBack puts images on the ReplicaSet, then depImages on the Deployment's template with its
 // strategy.
-func (d *deployment) handBack(ctx context.Context, lock *Lock, images, depImages map[string]string, phase string) (bool, error) {
-	if d.lock != nil && d.lock.Phase == phase {
-		return true, nil
-	}
+func (d *deployment) handBack(ctx context.Context, record string, images, depImages map[string]string) (bool, error) {
 	rs, err := d.replicaSet()
 	if err != nil {
 		return false, err
@@ -196,11 +206,10 @@ func (d *deployment) handBack(ctx context.Context, lock *Lock, images, depImages
 		return false, nil
 	}
 	var prev deploymentStrategy
-	if err := json.Unmarshal(lock.PreviousStrategy, &prev); err != nil {
+	if err := json.Unmarshal(d.previous().PreviousStrategy, &prev); err != nil {
 		return false, fmt.Errorf("decoding the recorded strategy of %s: %w", d.Ref(), err)
 	}
-	lock.Phase = phase
-	return true, d.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
+	return true, d.patch(ctx, objectPatch{lock: record, spec: map[string]any{
 		"paused":   prev.Paused,
 		"template": templatePatch(d.Template(), depImages),
 	}})

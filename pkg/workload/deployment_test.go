@@ -126,7 +126,7 @@ func TestDeploymentRevisionLabelsAndCounted(t *testing.T) {
 }
 
 // depLock is the lock of a rollout of Deployment ns/api from reg/app:v1 to image.
-func depLock(phase, image string) *Lock {
+func depLock(phase, image string) *testLock {
 	l := recordedLock(phase, image)
 	l.PreviousStrategy = json.RawMessage(`{"paused":false}`)
 	return l
@@ -140,21 +140,21 @@ func TestDeploymentWrites(t *testing.T) {
 		rsV1  = `{"template":{"spec":{"containers":[{"image":"reg/app:v1","name":"app"}]}}}`
 		rsV2  = `{"template":{"spec":{"containers":[{"image":"reg/app:v2","name":"app"}]}}}`
 	)
-	pausedLock := depLock(LockProgressing, "reg/app:v2")
+	pausedLock := depLock("Progressing", "reg/app:v2")
 	pausedLock.PreviousStrategy = json.RawMessage(`{"paused":true}`)
 	tests := []struct {
 		name     string
-		onObject *Lock
+		onObject *testLock
 		paused   bool
 		depImage string // the Deployment template's app image
 		rsImage  string // its ReplicaSet's
 		op       workloadOp
-		lock     *Lock
+		lock     *testLock
 		wantDone bool
 		// wantResource is what the one write patches: deployments (precondition 61), replicasets (71), or "" for none.
 		wantResource string
 		wantSpec     string
-		wantLock     *Lock
+		wantLock     *testLock
 		wantErr      string
 		// wantDep, wantRS and wantPaused are the stored Deployment's and ReplicaSet's app
 		// images and whether the Deployment is paused, after the call.
@@ -163,80 +163,70 @@ func TestDeploymentWrites(t *testing.T) {
 	}{
 		{
 			name: "start records the images and pauses", depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opStart,
-			lock:     &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}, StartedAt: depLock("", "").StartedAt},
-			wantDone: true, wantResource: "deployments", wantSpec: `{"paused":true}`, wantLock: depLock(LockProgressing, "reg/app:v2"),
+			lock:     depLock("Progressing", "reg/app:v2"),
+			wantDone: true, wantResource: "deployments", wantSpec: `{"paused":true}`, wantLock: depLock("Progressing", "reg/app:v2"),
 			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: true,
 		},
 		{
 			name: "start of a paused Deployment records that it was paused", paused: true, depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opStart,
-			lock:     &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}, StartedAt: depLock("", "").StartedAt},
+			lock:     pausedLock,
 			wantDone: true, wantResource: "deployments", wantSpec: `{"paused":true}`, wantLock: pausedLock,
 			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: true,
 		},
 		{
-			name: "start of a rollback keeps what the lock recorded", onObject: depLock(LockSucceeded, "reg/app:v2"), depImage: "reg/app:v2", rsImage: "reg/app:v2", op: opStart,
-			lock: depLock(LockRollingBack, "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: `{"paused":true}`, wantLock: depLock(LockRollingBack, "reg/app:v2"),
+			name: "start of a rollback keeps what the lock recorded", onObject: depLock("Succeeded", "reg/app:v2"), depImage: "reg/app:v2", rsImage: "reg/app:v2", op: opStart,
+			lock: depLock("RollingBack", "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: `{"paused":true}`, wantLock: depLock("RollingBack", "reg/app:v2"),
 			wantDep: "reg/app:v2", wantRS: "reg/app:v2", wantPaused: true,
 		},
 		{
-			name: "retarget writes the lock alone", onObject: depLock(LockProgressing, "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opRetarget,
-			lock: depLock(LockProgressing, "reg/app:v3"), wantDone: true, wantResource: "deployments", wantLock: depLock(LockProgressing, "reg/app:v3"),
+			name: "retarget writes the lock alone", onObject: depLock("Progressing", "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opRetarget,
+			lock: depLock("Progressing", "reg/app:v3"), wantDone: true, wantResource: "deployments", wantLock: depLock("Progressing", "reg/app:v3"),
 			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: true,
 		},
 		{
-			name: "set lock", onObject: depLock(LockProgressing, "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opSetLock,
-			lock: depLock(LockPaused, "reg/app:v2"), wantDone: true, wantResource: "deployments", wantLock: depLock(LockPaused, "reg/app:v2"),
+			name: "set lock", onObject: depLock("Progressing", "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opSetLock,
+			lock: depLock("Paused", "reg/app:v2"), wantDone: true, wantResource: "deployments", wantLock: depLock("Paused", "reg/app:v2"),
 			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: true,
 		},
 		{
-			name: "finalize patches the ReplicaSet first", onObject: depLock(LockProgressing, "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opFinalize,
-			lock: depLock(LockProgressing, "reg/app:v2"), wantDone: false, wantResource: "replicasets", wantSpec: rsV2,
+			name: "finalize patches the ReplicaSet first", onObject: depLock("Progressing", "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opFinalize,
+			lock: depLock("Progressing", "reg/app:v2"), wantDone: false, wantResource: "replicasets", wantSpec: rsV2,
 			wantDep: "reg/app:v1", wantRS: "reg/app:v2", wantPaused: true,
 		},
 		{
-			name: "finalize then sets the Deployment's template, unpauses and marks the lock succeeded", onObject: depLock(LockProgressing, "reg/app:v2"),
+			name: "finalize then sets the Deployment's template, unpauses and marks the lock succeeded", onObject: depLock("Progressing", "reg/app:v2"),
 			depImage: "reg/app:v1", rsImage: "reg/app:v2", op: opFinalize,
-			lock: depLock(LockProgressing, "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depV2, wantLock: depLock(LockSucceeded, "reg/app:v2"),
+			lock: depLock("Succeeded", "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depV2, wantLock: depLock("Succeeded", "reg/app:v2"),
 			wantDep: "reg/app:v2", wantRS: "reg/app:v2", wantPaused: false,
 		},
 		{
-			name: "finalize of a finished lock writes nothing", onObject: depLock(LockSucceeded, "reg/app:v2"), depImage: "reg/app:v2", rsImage: "reg/app:v2", op: opFinalize,
-			lock: depLock(LockSucceeded, "reg/app:v2"), wantDone: true,
-			wantDep: "reg/app:v2", wantRS: "reg/app:v2", wantPaused: false,
-		},
-		{
-			name: "restore of an unfinished rollout unpauses", onObject: depLock(LockRollingBack, "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opRestore,
-			lock: depLock(LockRollingBack, "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depAs, wantLock: depLock(LockRolledBack, "reg/app:v2"),
+			name: "restore of an unfinished rollout unpauses", onObject: depLock("RollingBack", "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opRestore,
+			lock: depLock("RolledBack", "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depAs, wantLock: depLock("RolledBack", "reg/app:v2"),
 			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: false,
 		},
 		{
-			name: "restore of a finished rollout patches the ReplicaSet back first", onObject: depLock(LockRollingBack, "reg/app:v2"), depImage: "reg/app:v2", rsImage: "reg/app:v2", op: opRestore,
-			lock: depLock(LockRollingBack, "reg/app:v2"), wantDone: false, wantResource: "replicasets", wantSpec: rsV1,
+			name: "restore of a finished rollout patches the ReplicaSet back first", onObject: depLock("RollingBack", "reg/app:v2"), depImage: "reg/app:v2", rsImage: "reg/app:v2", op: opRestore,
+			lock: depLock("RollingBack", "reg/app:v2"), wantDone: false, wantResource: "replicasets", wantSpec: rsV1,
 			wantDep: "reg/app:v2", wantRS: "reg/app:v1", wantPaused: true,
 		},
 		{
-			name: "restore of a finished rollout then puts the Deployment's template back", onObject: depLock(LockRollingBack, "reg/app:v2"), depImage: "reg/app:v2", rsImage: "reg/app:v1", op: opRestore,
-			lock: depLock(LockRollingBack, "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depV1, wantLock: depLock(LockRolledBack, "reg/app:v2"),
+			name: "restore of a finished rollout then puts the Deployment's template back", onObject: depLock("RollingBack", "reg/app:v2"), depImage: "reg/app:v2", rsImage: "reg/app:v1", op: opRestore,
+			lock: depLock("RolledBack", "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depV1, wantLock: depLock("RolledBack", "reg/app:v2"),
 			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: false,
 		},
 		{
-			name: "restore keeps a template someone else changed", onObject: depLock(LockRollingBack, "reg/app:v2"), depImage: "reg/app:v3", rsImage: "reg/app:v1", op: opRestore,
-			lock: depLock(LockRollingBack, "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depAs, wantLock: depLock(LockRolledBack, "reg/app:v2"),
+			name: "restore keeps a template someone else changed", onObject: depLock("RollingBack", "reg/app:v2"), depImage: "reg/app:v3", rsImage: "reg/app:v1", op: opRestore,
+			lock: depLock("RolledBack", "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depAs, wantLock: depLock("RolledBack", "reg/app:v2"),
 			wantDep: "reg/app:v3", wantRS: "reg/app:v1", wantPaused: false,
 		},
 		{
-			name: "restore asked to replace someone else's template", onObject: depLock(LockRollingBack, "reg/app:v2"), depImage: "reg/app:v3", rsImage: "reg/app:v1", op: opRestoreForeign,
-			lock: depLock(LockRollingBack, "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depV1, wantLock: depLock(LockRolledBack, "reg/app:v2"),
+			name: "restore asked to replace someone else's template", onObject: depLock("RollingBack", "reg/app:v2"), depImage: "reg/app:v3", rsImage: "reg/app:v1", op: opRestoreForeign,
+			lock: depLock("RolledBack", "reg/app:v2"), wantDone: true, wantResource: "deployments", wantSpec: depV1, wantLock: depLock("RolledBack", "reg/app:v2"),
 			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: false,
 		},
 		{
-			name: "restore of a rolled back lock writes nothing", onObject: depLock(LockRolledBack, "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v1", op: opRestore,
-			lock: depLock(LockRolledBack, "reg/app:v2"), wantDone: true,
-			wantDep: "reg/app:v1", wantRS: "reg/app:v1", wantPaused: false,
-		},
-		{
-			name: "a lock without a recorded strategy is refused", onObject: depLock(LockProgressing, "reg/app:v2"), depImage: "reg/app:v1", rsImage: "reg/app:v2", op: opFinalize,
-			lock:    &Lock{Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}},
+			name: "a lock without a recorded strategy is refused", onObject: &testLock{Holder: "cli", Phase: "Progressing", Images: map[string]string{"app": "reg/app:v2"}}, depImage: "reg/app:v1", rsImage: "reg/app:v2", op: opFinalize,
+			lock:    recordedLock("Succeeded", "reg/app:v2"),
 			wantErr: "decoding the recorded strategy of Deployment ns/api: unexpected end of JSON input",
 			wantDep: "reg/app:v1", wantRS: "reg/app:v2", wantPaused: true,
 		},
@@ -245,7 +235,7 @@ func TestDeploymentWrites(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dep := newDeployment()
 			// A Deployment a rollout holds is paused.
-			dep.Spec.Paused = tt.paused || tt.onObject.Active()
+			dep.Spec.Paused = tt.paused || (tt.onObject != nil && tt.onObject.Phase != "Succeeded" && tt.onObject.Phase != "RolledBack")
 			dep.Spec.Template.Spec.Containers[0].Image = tt.depImage
 			if tt.onObject != nil {
 				withLock(t, &dep.ObjectMeta, tt.onObject)
@@ -313,13 +303,13 @@ func TestDeploymentWriteErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dep := newDeployment()
-			withLock(t, &dep.ObjectMeta, depLock(LockProgressing, "reg/app:v2"))
+			withLock(t, &dep.ObjectMeta, depLock("Progressing", "reg/app:v2"))
 			client, w := loadDeploymentWith(t, dep, append(tt.extra, newReplicaSet("1", 3, tt.rsImage, "dep-uid"))...)
 			if tt.fail != "" {
 				failCalls(client, "patch", tt.fail, conflict(tt.fail, "x"))
 			}
 			client.ClearActions()
-			done, err := tt.op(context.Background(), w, depLock(LockProgressing, "reg/app:v2"))
+			done, err := tt.op(context.Background(), w, depLock("Progressing", "reg/app:v2"))
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one starting %q", err, tt.want)
 			}

@@ -3,12 +3,10 @@ package workload
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/distribution/reference"
 
@@ -16,108 +14,31 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
 // LockAnnotation holds a workload's Lock as JSON.
 const LockAnnotation = "inplace-rollout.io/rollout"
 
-// Lock phases.
-const (
-	LockProgressing = "Progressing"
-	// LockPaused: an analysis was inconclusive; a person resumes or rolls back.
-	LockPaused      = "Paused"
-	LockRollingBack = "RollingBack"
-	LockSucceeded   = "Succeeded"
-	LockRolledBack  = "RolledBack"
-)
-
-// LockHalted: someone else changed the workload's template while the rollout held it. The
-// rollout stopped where it was, rolled nothing back and keeps the workload frozen until a person
-// decides: roll back, or put the rollout's images back in the template and run again.
-const LockHalted = "Halted"
-
-// LockHolding: the rollout reached its hold point (a pod count short of all) and waits, the
-// workload still held, until its holder asks it to go further or rolls it back.
-const LockHolding = "Holding"
-
-// LockReleased: the holder let go of the rollout part way, as versions before full promotion went
-// in place did on Argo's full promotion. Such a lock is still read: like a finished rollout, it no
-// longer holds the workload, and it stays the record of the last rollout for `rollback` and
-// `status`. No version writes it any more.
-const LockReleased = "Released"
-
-// Lock is the record of a rollout on its workload: who runs it, what it changes and what to put
-// back. While its phase is Progressing or RollingBack the workload belongs to the holder; a
-// finished lock stays as the record of the last rollout, for `rollback` and `status`.
+// Lock is the annotation LockAnnotation as a workload reads it. The annotation holds the record
+// of a rollout (pkg/rollout's Record), which the workload stores as it is given; of it the
+// workload reads only what it set aside to hand itself back: the images its template ran before
+// the rollout, and its update strategy (see Observed.Previous).
 type Lock struct {
-	// Holder names who runs the rollout: cli, argo:NS/NAME, tekton:NS/NAME.
-	Holder string `json:"holder"`
-	// HolderUID is the UID of the object named by Holder (the Argo Rollout, the CustomRun), so
-	// that an object deleted and created again under the same name is not taken for the one that
-	// started the rollout. Empty for the CLI, and in locks written before it existed.
-	HolderUID types.UID `json:"holderUID,omitempty"`
-	// RolloutID identifies the rollout on the pods' state annotations.
-	RolloutID string `json:"rolloutID"`
-	// SpecHash is the hash of the rollout's target and images.
-	SpecHash string `json:"specHash"`
-	// Images are the target images by container.
-	Images map[string]string `json:"images"`
-	// PreviousImages are the template images before the first of the rollouts chained by
-	// superseding, by container.
+	// Record is the annotation, as stored.
+	Record string `json:"-"`
+	// PreviousImages are the template images before the rollout, by container.
 	PreviousImages map[string]string `json:"previousImages"`
-	// BeforeImages are the distinct images, by container, that the template and the pods ran
-	// when the rollout started (a few per container, bounded): the only images a revert may put
-	// back. Locks written before this field have none; PreviousImages then stands for them.
-	BeforeImages map[string][]string `json:"beforeImages,omitempty"`
 	// PreviousStrategy is the workload's update strategy before the rollout (StatefulSet and
 	// DaemonSet: spec.updateStrategy; Deployment: {"paused": bool}).
 	PreviousStrategy json.RawMessage `json:"previousStrategy,omitempty"`
-	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
-	Superseded []string `json:"superseded,omitempty"`
-	// Touched names the pods the rollout, and those it superseded, set out to update, each
-	// recorded before its first write, up to a cap (see rollout); TouchedMore counts the pods
-	// updated beyond it. A rollback checks them, so that a touched pod it cannot find by its state
-	// (the annotation removed, the pod gone to another owner) is reported, not passed over.
-	Touched     []TouchedPod `json:"touched,omitempty"`
-	TouchedMore int          `json:"touchedMore,omitempty"`
-	Phase       string       `json:"phase"`
-	// Reason says why the rollout is rolling back, rolled back, paused or halted, in words.
-	Reason string `json:"reason,omitempty"`
-	// ReasonCode is the same as a code (rollout.Reason: PodFailed, TemplateChanged, ...). Locks
-	// written before it existed have none; their Reason still reads.
-	ReasonCode string    `json:"reasonCode,omitempty"`
-	StartedAt  time.Time `json:"startedAt"`
-	// ProgressAt is when the rollout last moved on in a way no pod records: a batch passed its
-	// analysis, or was accepted after a pause. A batch whose pods make no progress fails its
-	// deadline counted from the latest of this, StartedAt and the pods' stage times.
-	ProgressAt time.Time `json:"progressAt,omitzero"`
-	// AcceptedPods is the updated pod count up to which batches passed their analysis (or were
-	// accepted after an inconclusive one). A count, not a batch index, so that a changed batch
-	// list, a hold point or a scale changes which batch is next but never repeats or skips an
-	// analysis.
-	AcceptedPods int `json:"acceptedPods,omitempty"`
-	// AcceptedAll says the batch of every pod passed its analysis (or was accepted), so that a
-	// workload scaled down below AcceptedPods still has its last batch analysed when it did not.
-	AcceptedAll bool `json:"acceptedAll,omitempty"`
-	// HeldAt is the hold point, as a pod count, while the phase is Holding.
-	HeldAt int `json:"heldAt,omitempty"`
-	// Analysis is the state of the analysis in progress or last finished, as the analysis
-	// package encodes it.
-	Analysis json.RawMessage `json:"analysis,omitempty"`
 }
 
-// TouchedPod is a pod a rollout set out to update: by name, to report it, and UID, so that a pod
-// recreated under the same name is not taken for it.
-type TouchedPod struct {
-	Name string    `json:"name"`
-	UID  types.UID `json:"uid"`
-}
-
-// Active reports whether the lock still holds the workload.
-func (l *Lock) Active() bool {
-	return l != nil && (l.Phase == LockProgressing || l.Phase == LockPaused || l.Phase == LockRollingBack || l.Phase == LockHalted || l.Phase == LockHolding)
+// ParseLock reads raw, the lock annotation of ref, as a workload reads it when it loads: nil for
+// none, a *LockError for an annotation no version writes.
+func ParseLock(ref Ref, raw string) (*Lock, error) {
+	e := LockErrorOf(ref, nil, false)
+	return parseLock(e.Kind, e.Namespace, e.Name, map[string]string{LockAnnotation: raw})
 }
 
 func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock, error) {
@@ -125,7 +46,7 @@ func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock
 	if !ok || raw == "" {
 		return nil, nil
 	}
-	var l Lock
+	l := Lock{Record: raw}
 	if err := json.Unmarshal([]byte(raw), &l); err != nil {
 		return nil, &LockError{Kind: kind, Namespace: ns, Name: name, Err: err, JSON: true}
 	}
@@ -133,6 +54,16 @@ func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock
 		return nil, &LockError{Kind: kind, Namespace: ns, Name: name, Err: err}
 	}
 	return &l, nil
+}
+
+// LockErrorOf is the *LockError for a fault err found in the lock of ref, naming the object that
+// holds the annotation: the workload, or the ConfigMap holding the lock of label-selected pods.
+func LockErrorOf(ref Ref, err error, notJSON bool) *LockError {
+	name := ref.Name
+	if ref.Kind == Pods {
+		name = PodLockName(ref.Selector)
+	}
+	return &LockError{Kind: ref.Kind, Namespace: ref.Namespace, Name: name, Err: err, JSON: notJSON}
 }
 
 // LockError is a lock annotation that cannot be read: not JSON, or JSON of a shape no version
@@ -155,42 +86,13 @@ func (e *LockError) Error() string {
 
 func (e *LockError) Unwrap() error { return e.Err }
 
-// check refuses a decoded lock that no version writes: an unknown phase, a negative count, an
+// check refuses the parts of a decoded lock the workload reads when no version writes them: an
 // image that is not a reference, a recorded strategy that is not an object. Each error names
-// the field.
+// the field. The rollout's record checks its own fields.
 func (l *Lock) check() error {
-	switch l.Phase {
-	case LockProgressing, LockPaused, LockRollingBack, LockSucceeded, LockRolledBack, LockHalted, LockHolding, LockReleased:
-	default:
-		return fmt.Errorf("phase %q is none of %s, %s, %s, %s, %s, %s, %s, %s", l.Phase,
-			LockProgressing, LockPaused, LockHolding, LockHalted, LockRollingBack, LockSucceeded, LockRolledBack, LockReleased)
-	}
-	if l.Holder == "" {
-		return errors.New("holder is empty")
-	}
-	for _, f := range []struct {
-		name string
-		n    int
-	}{{"acceptedPods", l.AcceptedPods}, {"heldAt", l.HeldAt}, {"touchedMore", l.TouchedMore}} {
-		if f.n < 0 {
-			return fmt.Errorf("%s is %d, below 0", f.name, f.n)
-		}
-	}
-	for _, f := range []struct {
-		name   string
-		images map[string]string
-	}{{"images", l.Images}, {"previousImages", l.PreviousImages}} {
-		for _, c := range slices.Sorted(maps.Keys(f.images)) {
-			if err := checkLockImage(f.name, c, f.images[c]); err != nil {
-				return err
-			}
-		}
-	}
-	for _, c := range slices.Sorted(maps.Keys(l.BeforeImages)) {
-		for _, img := range l.BeforeImages[c] {
-			if err := checkLockImage("beforeImages", c, img); err != nil {
-				return err
-			}
+	for _, c := range slices.Sorted(maps.Keys(l.PreviousImages)) {
+		if err := CheckLockImage("previousImages", c, l.PreviousImages[c]); err != nil {
+			return err
 		}
 	}
 	if len(l.PreviousStrategy) > 0 {
@@ -202,7 +104,9 @@ func (l *Lock) check() error {
 	return nil
 }
 
-func checkLockImage(field, container, img string) error {
+// CheckLockImage refuses img, recorded in a lock's field for container, when it is not an image
+// reference as written (a person edited it).
+func CheckLockImage(field, container, img string) error {
 	if container == "" {
 		return fmt.Errorf("%s has an empty container name", field)
 	}
@@ -218,14 +122,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-func (l *Lock) encode() string {
-	data, err := json.Marshal(l)
-	if err != nil {
-		panic(fmt.Sprintf("encoding rollout lock: %v", err))
-	}
-	return string(data)
 }
 
 // ReadLock reads the lock of the workload ref with one GET (of the workload, or of the
@@ -254,7 +150,7 @@ func ReadLock(ctx context.Context, client kubernetes.Interface, ref Ref) (*Lock,
 		}
 	case Pods:
 		var o *corev1.ConfigMap
-		o, err = client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, lockConfigMapName(ref.Selector), metav1.GetOptions{})
+		o, err = client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, PodLockName(ref.Selector), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			// No rollout of these pods ever started.
 			return nil, nil

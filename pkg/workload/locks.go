@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// HeldLock is a lock found on the cluster, and the workload it holds.
-type HeldLock struct {
+// FoundLock is a lock found on the cluster, and the workload it is on.
+type FoundLock struct {
 	Ref  Ref
 	Lock *Lock
 }
@@ -20,16 +20,16 @@ type HeldLock struct {
 // selector it is the lock of.
 const SelectorAnnotation = "inplace-rollout.io/selector"
 
-// ListLocks lists the locks that still hold a workload (Lock.Active) in namespace (every
-// namespace when it is empty) and whose holder starts with prefix: those of StatefulSets,
-// DaemonSets, Deployments and label-selected pods. It is how a driver finds the rollouts of
-// holders that no longer exist. The lists are served from the API server's watch cache
-// (resourceVersion 0), since a driver runs this periodically over the whole cluster. A lock that
-// cannot be read is left out and reported in the error, joined, after the others are listed.
-func ListLocks(ctx context.Context, client kubernetes.Interface, namespace, prefix string) ([]HeldLock, error) {
+// ListLocks lists the locks in namespace (every namespace when it is empty): those of
+// StatefulSets, DaemonSets, Deployments and label-selected pods, finished or not. It is how a
+// driver finds the rollouts of holders that no longer exist. The lists are served from the API
+// server's watch cache (resourceVersion 0), since a driver runs this periodically over the whole
+// cluster. A lock that cannot be read is left out and reported in the error, joined, after the
+// others are listed.
+func ListLocks(ctx context.Context, client kubernetes.Interface, namespace string) ([]FoundLock, error) {
 	cached := metav1.ListOptions{ResourceVersion: "0"}
 	var (
-		out  []HeldLock
+		out  []FoundLock
 		errs []error
 	)
 	add := func(ref Ref, meta *metav1.ObjectMeta) {
@@ -41,9 +41,7 @@ func ListLocks(ctx context.Context, client kubernetes.Interface, namespace, pref
 			errs = append(errs, err)
 			return
 		}
-		if lock.Active() && strings.HasPrefix(lock.Holder, prefix) {
-			out = append(out, HeldLock{Ref: ref, Lock: lock})
-		}
+		out = append(out, FoundLock{Ref: ref, Lock: lock})
 	}
 	sts, err := client.AppsV1().StatefulSets(namespace).List(ctx, cached)
 	if err != nil {
@@ -76,7 +74,7 @@ func ListLocks(ctx context.Context, client kubernetes.Interface, namespace, pref
 	for i := range cms.Items {
 		o := &cms.Items[i]
 		sel := o.Annotations[SelectorAnnotation]
-		if !strings.HasPrefix(o.Name, lockConfigMapPrefix) || sel == "" || lockConfigMapName(sel) != o.Name {
+		if !strings.HasPrefix(o.Name, lockConfigMapPrefix) || sel == "" || PodLockName(sel) != o.Name {
 			continue
 		}
 		add(Ref{Kind: Pods, Namespace: o.Namespace, Selector: sel}, &o.ObjectMeta)

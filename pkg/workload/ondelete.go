@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,8 +25,16 @@ type onDelete struct {
 	read  func(ctx context.Context) (objectVersion, error)
 }
 
-func (o *onDelete) Ref() Ref                          { return o.ref }
-func (o *onDelete) Lock() *Lock                       { return o.lock }
+func (o *onDelete) Ref() Ref    { return o.ref }
+func (o *onDelete) Lock() *Lock { return o.lock }
+
+// previous is what the lock recorded to hand the workload back: none without a lock.
+func (o *onDelete) previous() *Lock {
+	if o.lock == nil {
+		return &Lock{}
+	}
+	return o.lock
+}
 func (o *onDelete) Template() *corev1.PodTemplateSpec { return o.template }
 
 func (o *onDelete) patch(ctx context.Context, p objectPatch) error {
@@ -36,56 +45,53 @@ func (o *onDelete) patch(ctx context.Context, p objectPatch) error {
 	return nil
 }
 
+// Previous records the template's images of the rollout's containers and the update strategy.
+func (o *onDelete) Previous(images map[string]string) (map[string]string, json.RawMessage) {
+	return TemplateImages(o.template, images), strategyJSON(o.strategy)
+}
+
 // Start freezes with OnDelete: the controller then never deletes a pod for its revision, and
 // recreates a deleted pod from the new template.
-func (o *onDelete) Start(ctx context.Context, lock *Lock) error {
-	if lock.PreviousImages == nil {
-		lock.PreviousImages = TemplateImages(o.template, lock.Images)
-		lock.PreviousStrategy = strategyJSON(o.strategy)
-	}
-	return o.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
+func (o *onDelete) Start(ctx context.Context, record string, images map[string]string) error {
+	return o.patch(ctx, objectPatch{lock: record, spec: map[string]any{
 		"updateStrategy": map[string]any{"type": o.onDeleteType, "rollingUpdate": nil},
-		"template":       templatePatch(o.template, lock.Images),
+		"template":       templatePatch(o.template, images),
 	}})
 }
 
-func (o *onDelete) Retarget(ctx context.Context, lock *Lock) error {
-	return o.patch(ctx, objectPatch{lock: lock, spec: map[string]any{"template": templatePatch(o.template, lock.Images)}})
+func (o *onDelete) Retarget(ctx context.Context, record string, images map[string]string) error {
+	return o.patch(ctx, objectPatch{lock: record, spec: map[string]any{"template": templatePatch(o.template, images)}})
 }
 
-func (o *onDelete) SetLock(ctx context.Context, lock *Lock) error {
-	if err := writeLock(ctx, o.observed, objectPatch{lock: lock}, o.read, o.write); err != nil {
+func (o *onDelete) SetLock(ctx context.Context, record string) error {
+	if err := writeLock(ctx, o.observed, objectPatch{lock: record}, o.read, o.write); err != nil {
 		return fmt.Errorf("writing %s: %w", o.ref, err)
 	}
 	return nil
 }
 
-func (o *onDelete) Finalize(ctx context.Context, lock *Lock) (bool, error) {
-	return o.handBack(ctx, lock, lock.Images, LockSucceeded)
+func (o *onDelete) Finalize(ctx context.Context, record string, images map[string]string) (bool, error) {
+	return o.handBack(ctx, record, images)
 }
 
 // Restore puts back the previous images, unless someone else changed the template during the
 // rollout and restoreForeign is false: then their template stays, and only the strategy returns.
-func (o *onDelete) Restore(ctx context.Context, lock *Lock, restoreForeign bool) (bool, error) {
-	images := lock.PreviousImages
-	if !restoreForeign && !TemplateHasImages(o.template, lock.Images) {
-		images = nil
+func (o *onDelete) Restore(ctx context.Context, record string, images map[string]string, restoreForeign bool) (bool, error) {
+	previous := o.previous().PreviousImages
+	if !restoreForeign && !TemplateHasImages(o.template, images) {
+		previous = nil
 	}
-	return o.handBack(ctx, lock, images, LockRolledBack)
+	return o.handBack(ctx, record, previous)
 }
 
 // handBack puts the template images and the original strategy in one write, so the controller
 // never sees the original strategy with pods at a revision other than the template's.
-func (o *onDelete) handBack(ctx context.Context, lock *Lock, images map[string]string, phase string) (bool, error) {
-	if o.lock != nil && o.lock.Phase == phase {
-		return true, nil
-	}
-	strategy, err := restoreStrategy(lock.PreviousStrategy)
+func (o *onDelete) handBack(ctx context.Context, record string, images map[string]string) (bool, error) {
+	strategy, err := restoreStrategy(o.previous().PreviousStrategy)
 	if err != nil {
 		return false, err
 	}
-	lock.Phase = phase
-	return true, o.patch(ctx, objectPatch{lock: lock, spec: map[string]any{
+	return true, o.patch(ctx, objectPatch{lock: record, spec: map[string]any{
 		"updateStrategy": strategy,
 		"template":       templatePatch(o.template, images),
 	}})

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -19,8 +20,8 @@ import (
 const stsStrategy = `{"type":"RollingUpdate","rollingUpdate":{"partition":1}}`
 
 // recordedLock is the lock of a rollout from reg/app:v1 to images that has started.
-func recordedLock(phase, image string) *Lock {
-	return &Lock{
+func recordedLock(phase, image string) *testLock {
+	return &testLock{
 		Holder: "cli", RolloutID: "r-1", Phase: phase,
 		Images:           map[string]string{"app": image},
 		PreviousImages:   map[string]string{"app": "reg/app:v1"},
@@ -31,51 +32,51 @@ func recordedLock(phase, image string) *Lock {
 
 // workloadOp is one of a Workload's writes. Its bool is Finalize's and Restore's done; for the
 // others, whether the write succeeded.
-type workloadOp func(ctx context.Context, w Workload, lock *Lock) (bool, error)
+type workloadOp func(ctx context.Context, w Workload, lock *testLock) (bool, error)
 
-func opStart(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	err := w.Start(ctx, lock)
+func opStart(ctx context.Context, w Workload, lock *testLock) (bool, error) {
+	err := w.Start(ctx, lock.encode(), lock.Images)
 	return err == nil, err
 }
-func opRetarget(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	err := w.Retarget(ctx, lock)
+func opRetarget(ctx context.Context, w Workload, lock *testLock) (bool, error) {
+	err := w.Retarget(ctx, lock.encode(), lock.Images)
 	return err == nil, err
 }
-func opSetLock(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	err := w.SetLock(ctx, lock)
+func opSetLock(ctx context.Context, w Workload, lock *testLock) (bool, error) {
+	err := w.SetLock(ctx, lock.encode())
 	return err == nil, err
 }
-func opFinalize(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	return w.Finalize(ctx, lock)
+func opFinalize(ctx context.Context, w Workload, lock *testLock) (bool, error) {
+	return w.Finalize(ctx, lock.encode(), lock.Images)
 }
-func opRestore(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	return w.Restore(ctx, lock, false)
+func opRestore(ctx context.Context, w Workload, lock *testLock) (bool, error) {
+	return w.Restore(ctx, lock.encode(), lock.Images, false)
 }
-func opRestoreForeign(ctx context.Context, w Workload, lock *Lock) (bool, error) {
-	return w.Restore(ctx, lock, true)
+func opRestoreForeign(ctx context.Context, w Workload, lock *testLock) (bool, error) {
+	return w.Restore(ctx, lock.encode(), lock.Images, true)
 }
 
 func TestStatefulSetWrites(t *testing.T) {
 	tests := []struct {
 		name     string
-		onObject *Lock  // the lock the StatefulSet carries when loaded
-		template string // the template's app image when loaded
+		onObject *testLock // the lock the StatefulSet carries when loaded
+		template string    // the template's app image when loaded
 		op       workloadOp
-		lock     *Lock // the lock passed to op
+		lock     *testLock // the lock passed to op
 		wantDone bool
 		// wantSpec is the patch's spec; wantLock the lock it writes; "" and nil for no write.
 		wantSpec string
-		wantLock *Lock
+		wantLock *testLock
 		wantErr  string
 		// after checks the StatefulSet as stored after the write.
 		after func(t *testing.T, sts *appsv1.StatefulSet)
 	}{
 		{
 			name: "start records the previous images and strategy, freezes and sets the template", template: "reg/app:v1", op: opStart,
-			lock:     &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}, StartedAt: recordedLock("", "").StartedAt},
+			lock:     recordedLock("Progressing", "reg/app:v2"),
 			wantDone: true,
 			wantSpec: `{"template":{"spec":{"containers":[{"image":"reg/app:v2","name":"app"}]}},"updateStrategy":{"rollingUpdate":null,"type":"OnDelete"}}`,
-			wantLock: recordedLock(LockProgressing, "reg/app:v2"),
+			wantLock: recordedLock("Progressing", "reg/app:v2"),
 			after: func(t *testing.T, sts *appsv1.StatefulSet) {
 				t.Helper()
 				if sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType || sts.Spec.UpdateStrategy.RollingUpdate != nil {
@@ -90,28 +91,28 @@ func TestStatefulSetWrites(t *testing.T) {
 			},
 		},
 		{
-			name: "start of a rollback keeps the recorded previous images and strategy", onObject: recordedLock(LockSucceeded, "reg/app:v2"), template: "reg/app:v2", op: opStart,
-			lock:     recordedLock(LockRollingBack, "reg/app:v2"),
+			name: "start of a rollback keeps the recorded previous images and strategy", onObject: recordedLock("Succeeded", "reg/app:v2"), template: "reg/app:v2", op: opStart,
+			lock:     recordedLock("RollingBack", "reg/app:v2"),
 			wantDone: true,
 			wantSpec: `{"template":{"spec":{}},"updateStrategy":{"rollingUpdate":null,"type":"OnDelete"}}`,
-			wantLock: recordedLock(LockRollingBack, "reg/app:v2"),
+			wantLock: recordedLock("RollingBack", "reg/app:v2"),
 		},
 		{
-			name: "retarget writes the new images and lock, not the strategy", onObject: recordedLock(LockProgressing, "reg/app:v2"), template: "reg/app:v2", op: opRetarget,
-			lock: recordedLock(LockProgressing, "reg/app:v3"), wantDone: true,
+			name: "retarget writes the new images and lock, not the strategy", onObject: recordedLock("Progressing", "reg/app:v2"), template: "reg/app:v2", op: opRetarget,
+			lock: recordedLock("Progressing", "reg/app:v3"), wantDone: true,
 			wantSpec: `{"template":{"spec":{"containers":[{"image":"reg/app:v3","name":"app"}]}}}`,
-			wantLock: recordedLock(LockProgressing, "reg/app:v3"),
+			wantLock: recordedLock("Progressing", "reg/app:v3"),
 		},
 		{
-			name: "set lock writes the lock alone", onObject: recordedLock(LockProgressing, "reg/app:v2"), template: "reg/app:v2", op: opSetLock,
-			lock: recordedLock(LockPaused, "reg/app:v2"), wantDone: true,
-			wantLock: recordedLock(LockPaused, "reg/app:v2"),
+			name: "set lock writes the lock alone", onObject: recordedLock("Progressing", "reg/app:v2"), template: "reg/app:v2", op: opSetLock,
+			lock: recordedLock("Paused", "reg/app:v2"), wantDone: true,
+			wantLock: recordedLock("Paused", "reg/app:v2"),
 		},
 		{
-			name: "finalize restores the strategy and marks the lock succeeded", onObject: recordedLock(LockProgressing, "reg/app:v2"), template: "reg/app:v2", op: opFinalize,
-			lock: recordedLock(LockProgressing, "reg/app:v2"), wantDone: true,
+			name: "finalize restores the strategy and marks the lock succeeded", onObject: recordedLock("Progressing", "reg/app:v2"), template: "reg/app:v2", op: opFinalize,
+			lock: recordedLock("Succeeded", "reg/app:v2"), wantDone: true,
 			wantSpec: `{"template":{"spec":{}},"updateStrategy":{"rollingUpdate":{"partition":1},"type":"RollingUpdate"}}`,
-			wantLock: recordedLock(LockSucceeded, "reg/app:v2"),
+			wantLock: recordedLock("Succeeded", "reg/app:v2"),
 			after: func(t *testing.T, sts *appsv1.StatefulSet) {
 				t.Helper()
 				s := sts.Spec.UpdateStrategy
@@ -121,14 +122,10 @@ func TestStatefulSetWrites(t *testing.T) {
 			},
 		},
 		{
-			name: "finalize of a finished lock writes nothing", onObject: recordedLock(LockSucceeded, "reg/app:v2"), template: "reg/app:v2", op: opFinalize,
-			lock: recordedLock(LockSucceeded, "reg/app:v2"), wantDone: true,
-		},
-		{
-			name: "restore puts back the previous images", onObject: recordedLock(LockRollingBack, "reg/app:v2"), template: "reg/app:v2", op: opRestore,
-			lock: recordedLock(LockRollingBack, "reg/app:v2"), wantDone: true,
+			name: "restore puts back the previous images", onObject: recordedLock("RollingBack", "reg/app:v2"), template: "reg/app:v2", op: opRestore,
+			lock: recordedLock("RolledBack", "reg/app:v2"), wantDone: true,
 			wantSpec: `{"template":{"spec":{"containers":[{"image":"reg/app:v1","name":"app"}]}},"updateStrategy":{"rollingUpdate":{"partition":1},"type":"RollingUpdate"}}`,
-			wantLock: recordedLock(LockRolledBack, "reg/app:v2"),
+			wantLock: recordedLock("RolledBack", "reg/app:v2"),
 			after: func(t *testing.T, sts *appsv1.StatefulSet) {
 				t.Helper()
 				if img := sts.Spec.Template.Spec.Containers[0].Image; img != "reg/app:v1" {
@@ -137,10 +134,10 @@ func TestStatefulSetWrites(t *testing.T) {
 			},
 		},
 		{
-			name: "restore keeps a template someone else changed", onObject: recordedLock(LockRollingBack, "reg/app:v2"), template: "reg/app:v3", op: opRestore,
-			lock: recordedLock(LockRollingBack, "reg/app:v2"), wantDone: true,
+			name: "restore keeps a template someone else changed", onObject: recordedLock("RollingBack", "reg/app:v2"), template: "reg/app:v3", op: opRestore,
+			lock: recordedLock("RolledBack", "reg/app:v2"), wantDone: true,
 			wantSpec: `{"template":{"spec":{}},"updateStrategy":{"rollingUpdate":{"partition":1},"type":"RollingUpdate"}}`,
-			wantLock: recordedLock(LockRolledBack, "reg/app:v2"),
+			wantLock: recordedLock("RolledBack", "reg/app:v2"),
 			after: func(t *testing.T, sts *appsv1.StatefulSet) {
 				t.Helper()
 				if img := sts.Spec.Template.Spec.Containers[0].Image; img != "reg/app:v3" {
@@ -149,18 +146,14 @@ func TestStatefulSetWrites(t *testing.T) {
 			},
 		},
 		{
-			name: "restore asked to replace someone else's template", onObject: recordedLock(LockRollingBack, "reg/app:v2"), template: "reg/app:v3", op: opRestoreForeign,
-			lock: recordedLock(LockRollingBack, "reg/app:v2"), wantDone: true,
+			name: "restore asked to replace someone else's template", onObject: recordedLock("RollingBack", "reg/app:v2"), template: "reg/app:v3", op: opRestoreForeign,
+			lock: recordedLock("RolledBack", "reg/app:v2"), wantDone: true,
 			wantSpec: `{"template":{"spec":{"containers":[{"image":"reg/app:v1","name":"app"}]}},"updateStrategy":{"rollingUpdate":{"partition":1},"type":"RollingUpdate"}}`,
-			wantLock: recordedLock(LockRolledBack, "reg/app:v2"),
+			wantLock: recordedLock("RolledBack", "reg/app:v2"),
 		},
 		{
-			name: "restore of a rolled back lock writes nothing", onObject: recordedLock(LockRolledBack, "reg/app:v2"), template: "reg/app:v1", op: opRestore,
-			lock: recordedLock(LockRolledBack, "reg/app:v2"), wantDone: true,
-		},
-		{
-			name: "a lock without a recorded strategy is refused", onObject: recordedLock(LockProgressing, "reg/app:v2"), template: "reg/app:v2", op: opFinalize,
-			lock:    &Lock{Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}},
+			name: "a lock without a recorded strategy is refused", onObject: &testLock{Holder: "cli", Phase: "Progressing", Images: map[string]string{"app": "reg/app:v2"}}, template: "reg/app:v2", op: opFinalize,
+			lock:    recordedLock("Succeeded", "reg/app:v2"),
 			wantErr: "decoding the recorded update strategy: unexpected end of JSON input",
 		},
 	}
@@ -173,7 +166,7 @@ func TestStatefulSetWrites(t *testing.T) {
 			}
 			client := fake.NewClientset(sts)
 			w := mustLoad(t, client, Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"})
-			if !reflect.DeepEqual(w.Lock(), tt.onObject) {
+			if !reflect.DeepEqual(w.Lock(), tt.onObject.lock()) {
 				t.Fatalf("loaded lock %+v, want %+v", w.Lock(), tt.onObject)
 			}
 			client.ClearActions()
@@ -195,7 +188,7 @@ func TestStatefulSetWrites(t *testing.T) {
 			}
 			if tt.wantLock != nil {
 				got, err := parseLock(StatefulSet, "ns", "web", stored.Annotations)
-				if err != nil || !reflect.DeepEqual(got, tt.wantLock) {
+				if err != nil || !reflect.DeepEqual(got, tt.wantLock.lock()) {
 					t.Errorf("stored lock %+v, %v; want %+v", got, err, tt.wantLock)
 				}
 			}
@@ -209,7 +202,7 @@ func TestStatefulSetWrites(t *testing.T) {
 // checkObjectPatch checks that the client received exactly one patch, of resource/name, with
 // the resourceVersion precondition rv, the spec wantSpec and the lock wantLock; or none when
 // both are empty.
-func checkObjectPatch(t *testing.T, client *fake.Clientset, resource, name, rv, wantSpec string, wantLock *Lock) {
+func checkObjectPatch(t *testing.T, client *fake.Clientset, resource, name, rv, wantSpec string, wantLock *testLock) {
 	t.Helper()
 	ps := patches(t, client)
 	if wantSpec == "" && wantLock == nil {
@@ -231,7 +224,7 @@ func checkObjectPatch(t *testing.T, client *fake.Clientset, resource, name, rv, 
 	if got := p.spec(t); got != wantSpec {
 		t.Errorf("patch spec %s\nwant %s", got, wantSpec)
 	}
-	if got := p.lock(t); !reflect.DeepEqual(got, wantLock) {
+	if got := p.lock(t); !reflect.DeepEqual(got, wantLock.lock()) {
 		t.Errorf("patch lock %+v\nwant %+v", got, wantLock)
 	}
 }
@@ -246,11 +239,11 @@ func TestStatefulSetWriteConflict(t *testing.T) {
 	for _, tt := range ops {
 		t.Run(tt.name, func(t *testing.T) {
 			sts := newStatefulSet()
-			withLock(t, &sts.ObjectMeta, recordedLock(LockProgressing, "reg/app:v2"))
+			withLock(t, &sts.ObjectMeta, recordedLock("Progressing", "reg/app:v2"))
 			client := fake.NewClientset(sts)
 			w := mustLoad(t, client, Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"})
 			failCalls(client, "patch", "statefulsets", conflict("statefulsets", "web"))
-			_, err := tt.op(context.Background(), w, recordedLock(LockProgressing, "reg/app:v3"))
+			_, err := tt.op(context.Background(), w, recordedLock("Progressing", "reg/app:v3"))
 			if !apierrors.IsConflict(err) || !strings.HasPrefix(err.Error(), "writing StatefulSet ns/web: ") {
 				t.Errorf("error %v, want the conflict, wrapped naming the StatefulSet", err)
 			}
@@ -266,26 +259,26 @@ func TestDaemonSetWrites(t *testing.T) {
 	strategy := appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
 		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}}
 	const recorded = `{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":2}}`
-	lock := func(phase string) *Lock {
+	lock := func(phase string) *testLock {
 		l := recordedLock(phase, "reg/app:v2")
 		l.PreviousStrategy = json.RawMessage(recorded)
 		return l
 	}
 	tests := []struct {
 		name     string
-		onObject *Lock
+		onObject *testLock
 		template string
 		op       workloadOp
-		lock     *Lock
+		lock     *testLock
 		wantSpec string
-		wantLock *Lock
+		wantLock *testLock
 		after    func(t *testing.T, ds *appsv1.DaemonSet)
 	}{
 		{
 			name: "start", template: "reg/app:v1", op: opStart,
-			lock:     &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}, StartedAt: lock("").StartedAt},
+			lock:     lock("Progressing"),
 			wantSpec: `{"template":{"spec":{"containers":[{"image":"reg/app:v2","name":"app"}]}},"updateStrategy":{"rollingUpdate":null,"type":"OnDelete"}}`,
-			wantLock: lock(LockProgressing),
+			wantLock: lock("Progressing"),
 			after: func(t *testing.T, ds *appsv1.DaemonSet) {
 				t.Helper()
 				if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType || ds.Spec.UpdateStrategy.RollingUpdate != nil {
@@ -294,9 +287,9 @@ func TestDaemonSetWrites(t *testing.T) {
 			},
 		},
 		{
-			name: "restore", onObject: lock(LockRollingBack), template: "reg/app:v2", op: opRestore, lock: lock(LockRollingBack),
+			name: "restore", onObject: lock("RollingBack"), template: "reg/app:v2", op: opRestore, lock: lock("RolledBack"),
 			wantSpec: `{"template":{"spec":{"containers":[{"image":"reg/app:v1","name":"app"}]}},"updateStrategy":{"rollingUpdate":{"maxUnavailable":2},"type":"RollingUpdate"}}`,
-			wantLock: lock(LockRolledBack),
+			wantLock: lock("RolledBack"),
 			after: func(t *testing.T, ds *appsv1.DaemonSet) {
 				t.Helper()
 				if !reflect.DeepEqual(ds.Spec.UpdateStrategy, strategy) {
@@ -335,7 +328,49 @@ func TestDaemonSetWrites(t *testing.T) {
 	client := fake.NewClientset(ds)
 	w := mustLoad(t, client, Ref{Kind: DaemonSet, Namespace: "ns", Name: "agent"})
 	failCalls(client, "patch", "daemonsets", conflict("daemonsets", "agent"))
-	if err := w.SetLock(context.Background(), lock(LockPaused)); !apierrors.IsConflict(err) || !strings.HasPrefix(err.Error(), "writing DaemonSet ns/agent: ") {
+	if err := w.SetLock(context.Background(), lock("Paused").encode()); !apierrors.IsConflict(err) || !strings.HasPrefix(err.Error(), "writing DaemonSet ns/agent: ") {
 		t.Errorf("error %v, want the conflict, wrapped naming the DaemonSet", err)
+	}
+}
+
+// TestPrevious: what a rollout records to hand each kind of workload back, its template's images
+// of the rollout's containers and its strategy, as Finalize and Restore read them back.
+func TestPrevious(t *testing.T) {
+	paused := newDeployment()
+	paused.Spec.Paused = true
+	ds := newDaemonSet()
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}}
+	tests := []struct {
+		name         string
+		ref          Ref
+		object       runtime.Object
+		images       map[string]string
+		wantImages   map[string]string
+		wantStrategy string
+	}{
+		{"statefulset", Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"}, newStatefulSet(), map[string]string{"app": "reg/app:v2"},
+			map[string]string{"app": "reg/app:v1"}, stsStrategy},
+		{"statefulset, two containers", Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"}, newStatefulSet(), map[string]string{"app": "x", "sidecar": "y"},
+			map[string]string{"app": "reg/app:v1", "sidecar": "reg/side:v1"}, stsStrategy},
+		{"daemonset", Ref{Kind: DaemonSet, Namespace: "ns", Name: "agent"}, ds, map[string]string{"app": "reg/app:v2"},
+			map[string]string{"app": "reg/app:v1"}, `{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":2}}`},
+		{"deployment", Ref{Kind: Deployment, Namespace: "ns", Name: "api"}, newDeployment(), map[string]string{"app": "reg/app:v2"},
+			map[string]string{"app": "reg/app:v1"}, `{"paused":false}`},
+		{"paused deployment", Ref{Kind: Deployment, Namespace: "ns", Name: "api"}, paused, map[string]string{"app": "reg/app:v2"},
+			map[string]string{"app": "reg/app:v1"}, `{"paused":true}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objects := []runtime.Object{tt.object}
+			if tt.ref.Kind == Deployment {
+				objects = append(objects, newReplicaSet("1", 3, "reg/app:v1", "dep-uid"))
+			}
+			w := mustLoad(t, fake.NewClientset(objects...), tt.ref)
+			images, strategy := w.Previous(tt.images)
+			if !reflect.DeepEqual(images, tt.wantImages) || string(strategy) != tt.wantStrategy {
+				t.Errorf("Previous = %v, %s; want %v, %s", images, strategy, tt.wantImages, tt.wantStrategy)
+			}
+		})
 	}
 }

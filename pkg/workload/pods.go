@@ -2,8 +2,7 @@ package workload
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,12 +22,6 @@ type podSet struct {
 	configMap *corev1.ConfigMap // nil until the rollout starts
 }
 
-// lockConfigMapName names the ConfigMap holding the lock of a pod selector.
-func lockConfigMapName(selector string) string {
-	sum := sha256.Sum256([]byte(selector))
-	return lockConfigMapPrefix + hex.EncodeToString(sum[:])[:10]
-}
-
 func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSet, error) {
 	sel, err := labels.Parse(ref.Selector)
 	if err != nil || ref.Selector == "" {
@@ -45,7 +38,7 @@ func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSe
 		}
 	}
 	sortByName(p.pods)
-	cm, err := client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, lockConfigMapName(ref.Selector), metav1.GetOptions{})
+	cm, err := client.CoreV1().ConfigMaps(ref.Namespace).Get(ctx, PodLockName(ref.Selector), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -103,34 +96,40 @@ func CheckOwned(w Observed, allow bool) error {
 	return nil
 }
 
-func (p *podSet) Start(ctx context.Context, lock *Lock) error {
-	if lock.PreviousImages == nil {
-		// Init containers too, as a workload's template images are recorded.
-		lock.PreviousImages = TemplateImages(&corev1.PodTemplateSpec{Spec: p.pods[0].Spec}, lock.Images)
+// Previous records the pods' images (init containers too, as a workload's template images are
+// recorded); label-selected pods have no strategy to restore.
+func (p *podSet) Previous(images map[string]string) (map[string]string, json.RawMessage) {
+	if len(p.pods) == 0 {
+		return map[string]string{}, nil
 	}
-	if p.configMap == nil {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: lockConfigMapName(p.ref.Selector), Namespace: p.ref.Namespace,
-			Annotations: map[string]string{LockAnnotation: lock.encode(), SelectorAnnotation: p.ref.Selector},
-		}}
-		if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
-		}
-	} else if err := p.SetLock(ctx, lock); err != nil {
-		return err
+	return TemplateImages(&corev1.PodTemplateSpec{Spec: p.pods[0].Spec}, images), nil
+}
+
+// Start writes the lock: there is no controller to freeze.
+func (p *podSet) Start(ctx context.Context, record string, _ map[string]string) error {
+	if p.configMap != nil {
+		return p.SetLock(ctx, record)
 	}
-	collectPodLocks(ctx, p.client, p.ref.Namespace, lockConfigMapName(p.ref.Selector))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: PodLockName(p.ref.Selector), Namespace: p.ref.Namespace,
+		Annotations: map[string]string{LockAnnotation: record, SelectorAnnotation: p.ref.Selector},
+	}}
+	if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
+	}
 	return nil
 }
 
-func (p *podSet) Retarget(ctx context.Context, lock *Lock) error { return p.SetLock(ctx, lock) }
+func (p *podSet) Retarget(ctx context.Context, record string, _ map[string]string) error {
+	return p.SetLock(ctx, record)
+}
 
-func (p *podSet) SetLock(ctx context.Context, lock *Lock) error {
+func (p *podSet) SetLock(ctx context.Context, record string) error {
 	cm := p.configMap.DeepCopy()
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[LockAnnotation] = lock.encode()
+	cm.Annotations[LockAnnotation] = record
 	if _, err := p.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
 	}
@@ -145,23 +144,18 @@ func (p *podSet) Counted(pod *corev1.Pod, images, _ map[string]string) bool {
 	return RunsImages(pod, images)
 }
 
-func (p *podSet) Finalize(ctx context.Context, lock *Lock) (bool, error) {
-	return p.finish(ctx, lock, LockSucceeded)
+// Finalize and Restore write the finished record: the pods are all there is to hand back.
+func (p *podSet) Finalize(ctx context.Context, record string, _ map[string]string) (bool, error) {
+	return p.finish(ctx, record)
 }
 
-func (p *podSet) Restore(ctx context.Context, lock *Lock, _ bool) (bool, error) {
-	return p.finish(ctx, lock, LockRolledBack)
+func (p *podSet) Restore(ctx context.Context, record string, _ map[string]string, _ bool) (bool, error) {
+	return p.finish(ctx, record)
 }
 
-func (p *podSet) finish(ctx context.Context, lock *Lock, phase string) (bool, error) {
-	if p.lock != nil && p.lock.Phase == phase {
-		return true, nil
-	}
-	lock.Phase = phase
-	if err := p.SetLock(ctx, lock); err != nil {
+func (p *podSet) finish(ctx context.Context, record string) (bool, error) {
+	if err := p.SetLock(ctx, record); err != nil {
 		return false, err
 	}
-	// The pods this rollout took from others' locks leave those locks nothing to record.
-	collectPodLocks(ctx, p.client, p.ref.Namespace, lockConfigMapName(p.ref.Selector))
 	return true, nil
 }

@@ -144,9 +144,9 @@ func TestLabelSelectedPodsThatCannotBeUpdatedAreRefused(t *testing.T) {
 var podsRef = Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"}
 
 // podsLockConfigMap is the lock ConfigMap of podsRef carrying lock, at resourceVersion 81.
-func podsLockConfigMap(t *testing.T, lock *Lock) *corev1.ConfigMap {
+func podsLockConfigMap(t *testing.T, lock *testLock) *corev1.ConfigMap {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockConfigMapName(podsRef.Selector), Namespace: "ns", ResourceVersion: "81",
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: PodLockName(podsRef.Selector), Namespace: "ns", ResourceVersion: "81",
 		Annotations: map[string]string{"inplace-rollout.io/selector": podsRef.Selector}}}
 	withLock(t, &cm.ObjectMeta, lock)
 	return cm
@@ -155,7 +155,7 @@ func podsLockConfigMap(t *testing.T, lock *Lock) *corev1.ConfigMap {
 // storedPodsLock is the lock the ConfigMap of podsRef holds, or nil when there is none.
 func storedPodsLock(t *testing.T, client *fake.Clientset) *Lock {
 	t.Helper()
-	cm, err := client.CoreV1().ConfigMaps("ns").Get(context.Background(), lockConfigMapName(podsRef.Selector), metav1.GetOptions{})
+	cm, err := client.CoreV1().ConfigMaps("ns").Get(context.Background(), PodLockName(podsRef.Selector), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -173,11 +173,11 @@ func storedPodsLock(t *testing.T, client *fake.Clientset) *Lock {
 }
 
 func TestPodsLoadAndCheckStart(t *testing.T) {
-	lock := recordedLock(LockProgressing, "reg/app:v2")
+	lock := recordedLock("Progressing", "reg/app:v2")
 	client := fake.NewClientset(podsLockConfigMap(t, lock), runningPod("web-b", "reg/app:v1", nil, nil), runningPod("web-a", "reg/app:v1", nil, nil),
 		runningPod("db-a", "reg/db:v1", map[string]string{"app": "db"}, nil))
 	w := mustLoad(t, client, podsRef)
-	if !reflect.DeepEqual(w.Lock(), lock) {
+	if !reflect.DeepEqual(w.Lock(), lock.lock()) {
 		t.Errorf("Lock() = %+v, want %+v", w.Lock(), lock)
 	}
 	if w.Replicas() != 2 || w.Template() != nil || w.Ref() != podsRef {
@@ -200,27 +200,22 @@ func TestPodsLoadAndCheckStart(t *testing.T) {
 }
 
 func TestPodsWrites(t *testing.T) {
-	fresh := func() *Lock {
-		return &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: map[string]string{"app": "reg/app:v2"}, StartedAt: recordedLock("", "").StartedAt}
-	}
-	withoutStrategy := func(l *Lock) *Lock { l.PreviousStrategy = nil; return l }
+	withoutStrategy := func(l *testLock) *testLock { l.PreviousStrategy = nil; return l }
 	tests := []struct {
 		name     string
-		onObject *Lock // the lock the ConfigMap holds, nil for no ConfigMap
+		onObject *testLock // the lock the ConfigMap holds, nil for no ConfigMap
 		op       workloadOp
-		lock     *Lock
+		lock     *testLock
 		wantVerb string // create, update, or "" for no write
 		wantDone bool
-		wantLock *Lock // the lock stored after
+		wantLock *testLock // the lock stored after
 	}{
-		{"start creates the lock with the first pod's images", nil, opStart, fresh(), "create", true, withoutStrategy(recordedLock(LockProgressing, "reg/app:v2"))},
-		{"start of a rollback keeps what the lock recorded", recordedLock(LockSucceeded, "reg/app:v2"), opStart, recordedLock(LockRollingBack, "reg/app:v2"), "update", true, recordedLock(LockRollingBack, "reg/app:v2")},
-		{"retarget", recordedLock(LockProgressing, "reg/app:v2"), opRetarget, recordedLock(LockProgressing, "reg/app:v3"), "update", true, recordedLock(LockProgressing, "reg/app:v3")},
-		{"set lock", recordedLock(LockProgressing, "reg/app:v2"), opSetLock, recordedLock(LockPaused, "reg/app:v2"), "update", true, recordedLock(LockPaused, "reg/app:v2")},
-		{"finalize", recordedLock(LockProgressing, "reg/app:v2"), opFinalize, recordedLock(LockProgressing, "reg/app:v2"), "update", true, recordedLock(LockSucceeded, "reg/app:v2")},
-		{"finalize of a finished lock", recordedLock(LockSucceeded, "reg/app:v2"), opFinalize, recordedLock(LockSucceeded, "reg/app:v2"), "", true, recordedLock(LockSucceeded, "reg/app:v2")},
-		{"restore", recordedLock(LockRollingBack, "reg/app:v2"), opRestore, recordedLock(LockRollingBack, "reg/app:v2"), "update", true, recordedLock(LockRolledBack, "reg/app:v2")},
-		{"restore of a rolled back lock", recordedLock(LockRolledBack, "reg/app:v2"), opRestore, recordedLock(LockRolledBack, "reg/app:v2"), "", true, recordedLock(LockRolledBack, "reg/app:v2")},
+		{"start creates the lock", nil, opStart, withoutStrategy(recordedLock("Progressing", "reg/app:v2")), "create", true, withoutStrategy(recordedLock("Progressing", "reg/app:v2"))},
+		{"start of a rollback keeps what the lock recorded", recordedLock("Succeeded", "reg/app:v2"), opStart, recordedLock("RollingBack", "reg/app:v2"), "update", true, recordedLock("RollingBack", "reg/app:v2")},
+		{"retarget", recordedLock("Progressing", "reg/app:v2"), opRetarget, recordedLock("Progressing", "reg/app:v3"), "update", true, recordedLock("Progressing", "reg/app:v3")},
+		{"set lock", recordedLock("Progressing", "reg/app:v2"), opSetLock, recordedLock("Paused", "reg/app:v2"), "update", true, recordedLock("Paused", "reg/app:v2")},
+		{"finalize", recordedLock("Progressing", "reg/app:v2"), opFinalize, recordedLock("Succeeded", "reg/app:v2"), "update", true, recordedLock("Succeeded", "reg/app:v2")},
+		{"restore", recordedLock("RollingBack", "reg/app:v2"), opRestore, recordedLock("RolledBack", "reg/app:v2"), "update", true, recordedLock("RolledBack", "reg/app:v2")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,7 +247,7 @@ func TestPodsWrites(t *testing.T) {
 			if want := []string{tt.wantVerb}; tt.wantVerb == "" && len(verbs) != 0 || tt.wantVerb != "" && !reflect.DeepEqual(verbs, want) {
 				t.Errorf("writes %v, want %q", verbs, tt.wantVerb)
 			}
-			if got := storedPodsLock(t, client); !reflect.DeepEqual(got, tt.wantLock) {
+			if got := storedPodsLock(t, client); !reflect.DeepEqual(got, tt.wantLock.lock()) {
 				t.Errorf("stored lock %+v\nwant %+v", got, tt.wantLock)
 			}
 		})
@@ -268,7 +263,7 @@ func TestPodsWriteErrors(t *testing.T) {
 		err  error
 		op   workloadOp
 	}{
-		{"create", false, "create", apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, lockConfigMapName(podsRef.Selector)), opStart},
+		{"create", false, "create", apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, PodLockName(podsRef.Selector)), opStart},
 		{"update on start", true, "update", conflict("configmaps", "x"), opStart},
 		{"set lock", true, "update", conflict("configmaps", "x"), opSetLock},
 		{"finalize", true, "update", conflict("configmaps", "x"), opFinalize},
@@ -277,12 +272,12 @@ func TestPodsWriteErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			objects := []runtime.Object{pod}
 			if tt.cm {
-				objects = append(objects, podsLockConfigMap(t, recordedLock(LockProgressing, "reg/app:v2")))
+				objects = append(objects, podsLockConfigMap(t, recordedLock("Progressing", "reg/app:v2")))
 			}
 			client := fake.NewClientset(objects...)
 			w := mustLoad(t, client, podsRef)
 			failCalls(client, tt.verb, "configmaps", tt.err)
-			done, err := tt.op(context.Background(), w, recordedLock(LockProgressing, "reg/app:v3"))
+			done, err := tt.op(context.Background(), w, recordedLock("Progressing", "reg/app:v3"))
 			if done {
 				t.Errorf("done despite the failed write")
 			}
@@ -298,7 +293,7 @@ func TestPodsWriteErrors(t *testing.T) {
 	}
 }
 
-func TestPodsStartRecordsPreviousImages(t *testing.T) {
+func TestPodsPrevious(t *testing.T) {
 	pod := func(name, app, init string) *corev1.Pod {
 		p := runningPod(name, app, nil, nil)
 		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: init}}
@@ -321,12 +316,9 @@ func TestPodsStartRecordsPreviousImages(t *testing.T) {
 			// The first pod by name is the one recorded.
 			client := fake.NewClientset(pod("web-b", "reg/app:v0", "reg/init:v0"), pod("web-a", "reg/app:v1", "reg/init:v1"))
 			w := mustLoad(t, client, podsRef)
-			lock := &Lock{Holder: "cli", RolloutID: "r-1", Phase: LockProgressing, Images: tt.images}
-			if err := w.Start(context.Background(), lock); err != nil {
-				t.Fatal(err)
-			}
-			if got := storedPodsLock(t, client); got == nil || !reflect.DeepEqual(got.PreviousImages, tt.want) {
-				t.Errorf("stored lock %+v, want previous images %v", got, tt.want)
+			images, strategy := w.Previous(tt.images)
+			if !reflect.DeepEqual(images, tt.want) || strategy != nil {
+				t.Errorf("Previous = %v, %s; want %v and no strategy", images, strategy, tt.want)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -67,6 +68,10 @@ type Observed interface {
 	Ref() Ref
 	// Lock returns the rollout lock, or nil.
 	Lock() *Lock
+	// Previous returns what a rollout to images records in its lock before it changes the
+	// workload, to hand it back: the template's images of those containers (a pod's, for
+	// label-selected pods) and the update strategy.
+	Previous(images map[string]string) (map[string]string, json.RawMessage)
 	// Template returns the pod template, or nil for label-selected pods.
 	Template() *corev1.PodTemplateSpec
 	// Replicas is how many pods the workload should have.
@@ -89,24 +94,26 @@ type Observed interface {
 
 // Writer is the writes that adapt a workload to in-place updates and hand it back. Every write
 // is one API call carrying the resourceVersion observed; on a conflict the caller observes again.
+// Each writes record, the rollout's record, as the lock annotation, as it is: the workload reads
+// of it only the previous images and strategy (Lock), which record must carry from Start on.
 type Writer interface {
 	// Start writes the lock and freezes the controller, so that no pod is recreated while it
-	// changes. StatefulSets and DaemonSets get their template images in the same write, which
-	// makes the controller compute the revision updated pods are labelled with. A lock that
-	// already records the previous images and strategy keeps them: a rollback after a finished
-	// rollout freezes the workload again this way.
-	Start(ctx context.Context, lock *Lock) error
+	// changes. StatefulSets and DaemonSets get images, the rollout's target, in their template
+	// in the same write, which makes the controller compute the revision updated pods are
+	// labelled with. record carries what Previous returned, or, for a rollback that freezes
+	// a workload again after a finished rollout, what the lock recorded.
+	Start(ctx context.Context, record string, images map[string]string) error
 	// Retarget writes a new lock and template images for a rollout that supersedes another.
-	Retarget(ctx context.Context, lock *Lock) error
+	Retarget(ctx context.Context, record string, images map[string]string) error
 	// SetLock writes the lock alone (its phase or reason changed).
-	SetLock(ctx context.Context, lock *Lock) error
-	// Finalize takes the next step of handing the workload back with the new images; done once
-	// the original strategy is restored and the lock marked Succeeded.
-	Finalize(ctx context.Context, lock *Lock) (done bool, err error)
-	// Restore takes the next step of handing the workload back with the previous images and
-	// the original strategy; done once the lock is marked RolledBack. A template someone else
-	// changed during the rollout (ForeignImages) keeps their images unless restoreForeign.
-	Restore(ctx context.Context, lock *Lock, restoreForeign bool) (done bool, err error)
+	SetLock(ctx context.Context, record string) error
+	// Finalize takes the next step of handing the workload back with the target images and the
+	// strategy the lock recorded; done once it wrote record, the finished lock, with the last.
+	Finalize(ctx context.Context, record string, images map[string]string) (done bool, err error)
+	// Restore takes the next step of handing the workload back with the images and strategy the
+	// lock recorded; done once it wrote record with the last. A template someone else changed
+	// during the rollout to images (ForeignImages) keeps their images unless restoreForeign.
+	Restore(ctx context.Context, record string, images map[string]string, restoreForeign bool) (done bool, err error)
 }
 
 // Load observes the workload and its pods.

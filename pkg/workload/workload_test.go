@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,7 @@ func webSelector() *metav1.LabelSelector {
 }
 
 // withLock sets the lock annotation on an object's metadata.
-func withLock(t *testing.T, meta *metav1.ObjectMeta, lock *Lock) {
+func withLock(t *testing.T, meta *metav1.ObjectMeta, lock *testLock) {
 	t.Helper()
 	if meta.Annotations == nil {
 		meta.Annotations = map[string]string{}
@@ -93,11 +94,11 @@ func (p patchWrite) lock(t *testing.T) *Lock {
 	if !ok {
 		return nil
 	}
-	var l Lock
-	if err := json.Unmarshal([]byte(raw), &l); err != nil {
+	l, err := parseLock(StatefulSet, "ns", p.name, map[string]string{LockAnnotation: raw})
+	if err != nil {
 		t.Fatalf("patch of %s writes a lock that does not decode: %v", p.name, err)
 	}
-	return &l
+	return l
 }
 
 // spec is the patch's spec as JSON, for comparison with an expected literal.
@@ -221,7 +222,7 @@ func TestLoadErrorsNameTheObject(t *testing.T) {
 	badLock(&ds.ObjectMeta)
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "ns"}, Spec: appsv1.DeploymentSpec{Selector: webSelector()}}
 	badLock(&dep.ObjectMeta)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: lockConfigMapName("app=web"), Namespace: "ns"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: PodLockName("app=web"), Namespace: "ns"}}
 	badLock(&cm.ObjectMeta)
 	badSelector := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "odd", Namespace: "ns"},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}}}
@@ -247,7 +248,7 @@ func TestLoadErrorsNameTheObject(t *testing.T) {
 		{"deployment lock", []runtime.Object{dep}, "", Ref{Kind: Deployment, Namespace: "ns", Name: "api"},
 			"reading Deployment ns/api: Deployment ns/api: annotation inplace-rollout.io/rollout is not valid JSON", false},
 		{"pods lock", []runtime.Object{cm}, "", Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"},
-			`reading pods in ns matching "app=web": Pods ns/` + lockConfigMapName("app=web") + ": annotation inplace-rollout.io/rollout is not valid JSON", false},
+			`reading pods in ns matching "app=web": Pods ns/` + PodLockName("app=web") + ": annotation inplace-rollout.io/rollout is not valid JSON", false},
 		{"deployment selector", []runtime.Object{badSelector}, "", Ref{Kind: Deployment, Namespace: "ns", Name: "odd"},
 			"reading Deployment ns/odd: parsing selector:", false},
 		{"statefulset pods", []runtime.Object{&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}, Spec: appsv1.StatefulSetSpec{Selector: webSelector()}}},
@@ -296,4 +297,32 @@ func TestErrorTypesCarryTheirMessage(t *testing.T) {
 	if err.Error() != "no pods match" {
 		t.Errorf("InvalidError says %q", err.Error())
 	}
+}
+
+// testLock is a lock as a rollout writes one, for these tests: the workload stores it as given
+// and reads only its previous images and strategy.
+type testLock struct {
+	Holder           string            `json:"holder"`
+	RolloutID        string            `json:"rolloutID,omitempty"`
+	Images           map[string]string `json:"images"`
+	PreviousImages   map[string]string `json:"previousImages"`
+	PreviousStrategy json.RawMessage   `json:"previousStrategy,omitempty"`
+	Phase            string            `json:"phase"`
+	StartedAt        time.Time         `json:"startedAt"`
+}
+
+func (l *testLock) encode() string {
+	data, err := json.Marshal(l)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}
+
+// lock is the Lock a workload reads from l's annotation; nil for no l.
+func (l *testLock) lock() *Lock {
+	if l == nil {
+		return nil
+	}
+	return &Lock{Record: l.encode(), PreviousImages: l.PreviousImages, PreviousStrategy: l.PreviousStrategy}
 }

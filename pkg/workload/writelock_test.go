@@ -56,7 +56,7 @@ func TestWriteLockRetriesOnlyStatusConflicts(t *testing.T) {
 				return nil
 			}
 			read := func(context.Context) (objectVersion, error) { return tt.now, nil }
-			err := writeLock(context.Background(), observed, objectPatch{lock: &Lock{RolloutID: "a"}}, read, write)
+			err := writeLock(context.Background(), observed, objectPatch{lock: (&testLock{RolloutID: "a"}).encode()}, read, write)
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && (err == nil || !tt.wantErr(err)) {
 				t.Errorf("writeLock: %v", err)
 			}

@@ -36,13 +36,13 @@ func stsOf(t *testing.T, client *fake.Clientset) *appsv1.StatefulSet {
 }
 
 // lockOf reads the test's StatefulSet's rollout lock, or nil.
-func lockOf(t *testing.T, client *fake.Clientset) *workload.Lock {
+func lockOf(t *testing.T, client *fake.Clientset) *rollout.Record {
 	t.Helper()
 	raw, ok := stsOf(t, client).Annotations[workload.LockAnnotation]
 	if !ok {
 		return nil
 	}
-	var l workload.Lock
+	var l rollout.Record
 	if err := json.Unmarshal([]byte(raw), &l); err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +91,9 @@ func TestTerminate(t *testing.T) {
 		kubelet bool
 		phase   types.StepPhase
 		message string
-		lock    string // the lock's phase after, "" for none
+		lock    rollout.Phase // the lock's phase after, "" for none
 	}{
-		{name: "held part way", kubelet: true, phase: types.PhaseSuccessful, message: "promoted: the remaining pods of StatefulSet shop/web are updated in place", lock: workload.LockSucceeded,
+		{name: "held part way", kubelet: true, phase: types.PhaseSuccessful, message: "promoted: the remaining pods of StatefulSet shop/web are updated in place", lock: rollout.PhaseSucceeded,
 			setup: func(t *testing.T, p *Plugin, _ *fake.Clientset) {
 				if res := runToEnd(t, p, argoRollout("65f9bfd99b"), held); res.Phase != types.PhaseSuccessful {
 					t.Fatalf("Run = %s %q, want Successful at the hold", res.Phase, res.Message)
@@ -101,7 +101,7 @@ func TestTerminate(t *testing.T) {
 			}},
 		{name: "nothing rolled out", kubelet: true, phase: types.PhaseSuccessful, message: "nothing to promote",
 			setup: func(*testing.T, *Plugin, *fake.Clientset) {}},
-		{name: "rolling back", kubelet: true, phase: types.PhaseFailed, message: "is rolling back", lock: workload.LockRollingBack,
+		{name: "rolling back", kubelet: true, phase: types.PhaseFailed, message: "is rolling back", lock: rollout.PhaseRollingBack,
 			setup: func(t *testing.T, p *Plugin, client *fake.Clientset) {
 				runToEnd(t, p, argoRollout("65f9bfd99b"), held)
 				req, err := decode(argoRollout("65f9bfd99b"), stepContext(held, nil))
@@ -113,7 +113,7 @@ func TestTerminate(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
-		{name: "pods that never finish", kubelet: false, phase: types.PhaseSuccessful, message: "promoted: the remaining pods of StatefulSet shop/web are updated in place, 0 of 2 so far", lock: workload.LockProgressing,
+		{name: "pods that never finish", kubelet: false, phase: types.PhaseSuccessful, message: "promoted: the remaining pods of StatefulSet shop/web are updated in place, 0 of 2 so far", lock: rollout.PhaseProgressing,
 			setup: func(t *testing.T, p *Plugin, client *fake.Clientset) {
 				if res, rpcErr := serve(t, p).Run(argoRollout("65f9bfd99b"), stepContext(goodConfig, nil)); rpcErr.HasError() || res.Phase != types.PhaseRunning {
 					t.Fatalf("Run = %s, RpcError %q; want Running", res.Phase, rpcErr.ErrorString)
@@ -147,7 +147,7 @@ func TestTerminate(t *testing.T) {
 			case tt.lock != "" && (l == nil || l.Phase != tt.lock):
 				t.Errorf("lock %+v, want phase %s", l, tt.lock)
 			}
-			if tt.lock == workload.LockSucceeded {
+			if tt.lock == rollout.PhaseSucceeded {
 				sts := stsOf(t, client)
 				if sts.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType || sts.Spec.Template.Spec.Containers[0].Image != imageV2 {
 					t.Errorf("StatefulSet strategy %s, template %s; want RollingUpdate back and %s", sts.Spec.UpdateStrategy.Type, sts.Spec.Template.Spec.Containers[0].Image, imageV2)
@@ -193,7 +193,7 @@ func cutShort(t *testing.T, client *fake.Clientset, holderRollout string) {
 	if _, _, err := e.Abort(context.Background(), req.Spec.Rollback(), rollout.Status{}); err != nil {
 		t.Fatal(err)
 	}
-	if l := lockOf(t, client); l.Phase != workload.LockRollingBack {
+	if l := lockOf(t, client); l.Phase != rollout.PhaseRollingBack {
 		t.Fatalf("lock %s, want RollingBack", l.Phase)
 	}
 }
@@ -230,7 +230,7 @@ func TestScan(t *testing.T) {
 				t.Fatalf("scan started %d rollbacks, want %d", got, tt.started)
 			}
 			if tt.started == 0 {
-				if l := lockOf(t, client); tt.holder != "" && l.Phase != workload.LockRollingBack {
+				if l := lockOf(t, client); tt.holder != "" && l.Phase != rollout.PhaseRollingBack {
 					t.Errorf("lock %s, want the rollback left alone", l.Phase)
 				}
 				return
@@ -282,7 +282,7 @@ func TestScanLoop(t *testing.T) {
 	if !d.Finished() {
 		t.Error("Abort returned while the scan's rollback still ran")
 	}
-	if l := lockOf(t, client); l.Phase != workload.LockRolledBack {
+	if l := lockOf(t, client); l.Phase != rollout.PhaseRolledBack {
 		t.Errorf("lock %s, want RolledBack", l.Phase)
 	}
 }
@@ -322,10 +322,10 @@ func TestScanPromotesAfterFullPromotion(t *testing.T) {
 	tests := []struct {
 		name     string
 		promoted bool
-		want     string // the lock's phase after the scan
+		want     rollout.Phase // the lock's phase after the scan
 	}{
-		{"fully promoted", true, workload.LockSucceeded},
-		{"between two steps", false, workload.LockHolding},
+		{"fully promoted", true, rollout.PhaseSucceeded},
+		{"between two steps", false, rollout.PhaseHolding},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -400,7 +400,7 @@ func TestScanRollsBackAnAbortCutBeforeItsRollback(t *testing.T) {
 				t.Fatalf("scan started %d rollbacks, want %d", got, want)
 			}
 			if !aborted {
-				if l := lockOf(t, client); l.Phase != workload.LockHolding {
+				if l := lockOf(t, client); l.Phase != rollout.PhaseHolding {
 					t.Errorf("lock %s, want the rollout left Holding", l.Phase)
 				}
 				return

@@ -14,7 +14,6 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
 
@@ -124,7 +123,7 @@ func TestScanOrphans(t *testing.T) {
 				if live.Finished() {
 					t.Error("the live Rollout's driver was stopped")
 				}
-				if l := lockOf(t, client); l.Phase != workload.LockHolding {
+				if l := lockOf(t, client); l.Phase != rollout.PhaseHolding {
 					t.Errorf("lock %s, want Holding", l.Phase)
 				}
 				return
@@ -193,7 +192,7 @@ func TestRunAfterAnEarlierRolloutOfTheSameName(t *testing.T) {
 	if rpcErr.HasError() || res.Phase != types.PhaseSuccessful {
 		t.Fatalf("Run = %s %q, RpcError %q; want Successful", res.Phase, res.Message, rpcErr.ErrorString)
 	}
-	if l := lockOf(t, client); l.HolderUID != "u2" || l.Phase != workload.LockSucceeded {
+	if l := lockOf(t, client); l.HolderUID != "u2" || l.Phase != rollout.PhaseSucceeded {
 		t.Errorf("lock %+v, want Succeeded for the Rollout of UID u2", l)
 	}
 	for name, image := range podsOn(t, client) {

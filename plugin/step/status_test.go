@@ -13,7 +13,6 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 
 	"github.com/inplace-rollout/inplace-rollout/plugin/plugintest"
 )
@@ -140,7 +139,7 @@ func TestLaterStepContinuesFromHold(t *testing.T) {
 			t.Errorf("pod %s restarted %d times, want once", name, n)
 		}
 	}
-	if l := lockOf(t, client); l.Phase != workload.LockSucceeded {
+	if l := lockOf(t, client); l.Phase != rollout.PhaseSucceeded {
 		t.Errorf("lock %s, want Succeeded", l.Phase)
 	}
 }

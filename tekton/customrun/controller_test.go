@@ -247,8 +247,8 @@ func TestControllerScansWhenARunIsDeleted(t *testing.T) {
 	}
 	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web"}
 	waitUntil(t, "the rollback of the deleted run's rollout", func() (bool, error) {
-		lock, err := workload.ReadLock(context.Background(), kube, ref)
-		return err == nil && lock.Phase == workload.LockRollingBack, err
+		lock, err := rollout.ReadRecord(context.Background(), kube, ref)
+		return err == nil && lock.Phase == rollout.PhaseRollingBack, err
 	})
 	if took := time.Since(deleted); took < orphanSettle || took >= r.c.scanEvery {
 		t.Errorf("rolled back %s after the deletion, want after the settle time %s and before the periodic scan %s", took, orphanSettle, r.c.scanEvery)

@@ -65,9 +65,9 @@ func lockedStatefulSet(t *testing.T, ns, name, holder, uid string) *appsv1.State
 	t.Helper()
 	s := statefulSet("")
 	s.Namespace, s.Name, s.UID = ns, name, types.UID(name+"-uid")
-	raw, err := json.Marshal(workload.Lock{Holder: holder, HolderUID: types.UID(uid), RolloutID: "r-" + name, SpecHash: "0123456789abcdef",
+	raw, err := json.Marshal(rollout.Record{Holder: holder, HolderUID: types.UID(uid), RolloutID: "r-" + name, SpecHash: "0123456789abcdef",
 		Images: map[string]string{"app": "registry.example/app:v2"}, PreviousImages: map[string]string{"app": "registry.example/app:v1"},
-		Phase: workload.LockProgressing, StartedAt: now})
+		Phase: rollout.PhaseProgressing, StartedAt: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +127,13 @@ func TestScanOrphans(t *testing.T) {
 				c.nextOrphan(ctx)
 			}
 			for _, w := range workloads {
-				lock, err := workload.ReadLock(ctx, kube, workload.Ref{Kind: workload.StatefulSet, Namespace: w.ns, Name: w.name})
+				lock, err := rollout.ReadRecord(ctx, kube, workload.Ref{Kind: workload.StatefulSet, Namespace: w.ns, Name: w.name})
 				if err != nil {
 					t.Fatal(err)
 				}
-				wantPhase := workload.LockProgressing
+				wantPhase := rollout.PhaseProgressing
 				if slices.Contains(tt.want, w.name) {
-					wantPhase = workload.LockRollingBack
+					wantPhase = rollout.PhaseRollingBack
 					lines := logLinesOf(logs.String(), "level=WARN", "rolling back the rollout of a deleted CustomRun", "workload=StatefulSet/"+w.name+" ")
 					if len(lines) != 1 || !strings.Contains(lines[0], "holder="+w.holder+" ") || !strings.Contains(lines[0], "rolloutID=r-"+w.name) {
 						t.Errorf("log lines of the rollback of %s: %q; want one warning naming holder %s and rollout r-%s", w.name, lines, w.holder, w.name)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -58,13 +59,13 @@ func runArgs(ns, image, config string, extra ...string) []string {
 		"--batches", "1,50%,100%", "--analysis", config}, extra...)
 }
 
-func lockOf(t *testing.T, ns string) *workload.Lock {
+func lockOf(t *testing.T, ns string) *rollout.Record {
 	t.Helper()
 	sts, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l workload.Lock
+	var l rollout.Record
 	if err := json.Unmarshal([]byte(sts.Annotations[workload.LockAnnotation]), &l); err != nil {
 		t.Fatalf("lock: %v", err)
 	}
@@ -111,7 +112,7 @@ func TestGoodImagePassesEveryBatch(t *testing.T) {
 	for _, m := range matches {
 		t.Logf("batch %s: verdict %s after batch completion, %s Prometheus queries", m[1], m[3], m[2])
 	}
-	if l := lockOf(t, ns); l.Phase != workload.LockSucceeded || l.AcceptedPods != 4 {
+	if l := lockOf(t, ns); l.Phase != rollout.PhaseSucceeded || l.AcceptedPods != 4 {
 		t.Errorf("lock phase %s, pods accepted by analysis %d; want Succeeded and all 4", l.Phase, l.AcceptedPods)
 	}
 	status := clitest.Run(t, env, cli, "status", "-n", ns, "--target", "statefulset/web")
@@ -150,7 +151,7 @@ func TestBadImagesFailTheirFirstBatch(t *testing.T) {
 			if touched != 1 {
 				t.Errorf("%d pods touched, want only batch 1's", touched)
 			}
-			if l := lockOf(t, ns); l.Phase != workload.LockRolledBack {
+			if l := lockOf(t, ns); l.Phase != rollout.PhaseRolledBack {
 				t.Errorf("lock phase %s, want RolledBack", l.Phase)
 			}
 		})
@@ -178,7 +179,7 @@ func TestNoTrafficIsInconclusive(t *testing.T) {
 		!strings.Contains(r.Stdout, "inplace-rollout rollback --target statefulset/web -n "+pause) {
 		t.Fatalf("run: %s\nwant exit 4, paused on the traffic check with the ways to resume and to roll back", r)
 	}
-	if l := lockOf(t, pause); l.Phase != workload.LockPaused {
+	if l := lockOf(t, pause); l.Phase != rollout.PhasePaused {
 		t.Fatalf("lock phase %s, want Paused", l.Phase)
 	}
 	// Running again does not get past the pause by itself.
@@ -190,7 +191,7 @@ func TestNoTrafficIsInconclusive(t *testing.T) {
 	if r.Code != 1 || !strings.Contains(r.Stdout, "analysis of batch 1: Inconclusive") {
 		t.Fatalf("run --on-inconclusive fail: %s\nwant exit 1, rolled back after batch 1", r)
 	}
-	if l := lockOf(t, fail); l.Phase != workload.LockRolledBack {
+	if l := lockOf(t, fail); l.Phase != rollout.PhaseRolledBack {
 		t.Errorf("--on-inconclusive fail: lock phase %s, want RolledBack", l.Phase)
 	}
 
@@ -198,7 +199,7 @@ func TestNoTrafficIsInconclusive(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("run --on-inconclusive continue: %s", r)
 	}
-	if l := lockOf(t, cont); l.Phase != workload.LockSucceeded || l.AcceptedPods != 4 {
+	if l := lockOf(t, cont); l.Phase != rollout.PhaseSucceeded || l.AcceptedPods != 4 {
 		t.Errorf("--on-inconclusive continue: lock phase %s, pods accepted by analysis %d; want Succeeded and all 4", l.Phase, l.AcceptedPods)
 	}
 
@@ -241,8 +242,8 @@ func TestPrometheusOutageNeverPasses(t *testing.T) {
 		t.Fatalf("run ended with %v, want exit 1 (rolled back)\n%s", err, clitest.LastLines(stderr.String(), 20))
 	}
 	l := lockOf(t, ns)
-	if l.Phase != workload.LockRolledBack || !strings.Contains(l.Reason, "Error") || !strings.Contains(l.Reason, env.PrometheusURL) {
-		t.Errorf("lock %s: %s; want RolledBack on an Error naming %s", l.Phase, l.Reason, env.PrometheusURL)
+	if l.Phase != rollout.PhaseRolledBack || !strings.Contains(l.Message, "Error") || !strings.Contains(l.Message, env.PrometheusURL) {
+		t.Errorf("lock %s: %s; want RolledBack on an Error naming %s", l.Phase, l.Message, env.PrometheusURL)
 	}
 	if strings.Contains(stderr.String(), "analysis passed") {
 		t.Error("an analysis passed while Prometheus was down")

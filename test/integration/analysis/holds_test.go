@@ -58,7 +58,7 @@ func TestHoldPointsAcrossRestarts(t *testing.T) {
 			t.Fatalf("step %d (up to %v): %s with %d pods updated (%s), error %v; want %s with %d", i+1, step.upTo, st.Phase, st.Updated, st.Message, err, step.phase, step.updated)
 		}
 		lock := lockOf(t, ns)
-		if step.phase == rollout.PhaseHolding && (lock.Phase != workload.LockHolding || !lock.Active() || lock.AcceptedPods != step.updated) {
+		if step.phase == rollout.PhaseHolding && (lock.Phase != rollout.PhaseHolding || !lock.Active() || lock.AcceptedPods != step.updated) {
 			t.Errorf("step %d: lock phase %s, %d pods accepted; want Holding, the workload held, %d accepted", i+1, lock.Phase, lock.AcceptedPods, step.updated)
 		}
 		if step.phase == rollout.PhaseHolding {

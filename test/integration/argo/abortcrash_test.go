@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -38,7 +38,7 @@ func TestStepAbortSurvivesPluginKilled(t *testing.T) {
 	// grace period at least.
 	cluster.WaitFor(t, time.Minute, "the rollback of web under way", func(context.Context) (bool, error) {
 		l := lockOf(t, ns, "web")
-		return l != nil && l.Phase == workload.LockRollingBack, nil
+		return l != nil && l.Phase == rollout.PhaseRollingBack, nil
 	})
 	offset := argoLogSize(t)
 	killed, err := env.Argo.KillPlugins()
@@ -49,7 +49,7 @@ func TestStepAbortSurvivesPluginKilled(t *testing.T) {
 		t.Fatal("no plugin process to kill")
 	}
 	left := specImages(t, ns, "web", clitest.AppV2)
-	if l := lockOf(t, ns, "web"); left == 0 || l == nil || l.Phase != workload.LockRollingBack {
+	if l := lockOf(t, ns, "web"); left == 0 || l == nil || l.Phase != rollout.PhaseRollingBack {
 		t.Fatalf("the rollback was over when the plugin processes were killed (%d pods on %s, lock %+v): the test proves nothing", left, clitest.AppV2, l)
 	}
 	t.Logf("killed plugin processes %v mid-Abort with %d pods still on %s", killed, left, clitest.AppV2)
@@ -61,7 +61,7 @@ func TestStepAbortSurvivesPluginKilled(t *testing.T) {
 	}
 	cluster.WaitFor(t, time.Minute, "the lock of web RolledBack", func(context.Context) (bool, error) {
 		l := lockOf(t, ns, "web")
-		return l != nil && l.Phase == workload.LockRolledBack, nil
+		return l != nil && l.Phase == rollout.PhaseRolledBack, nil
 	})
 	checkHistory(t, ns, "web", history, restarts, true)
 

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -59,7 +59,7 @@ func handedBack(t *testing.T, ns string, before map[string]podState) {
 				s.Spec.Template.Spec.Containers[0].Image == clitest.AppV1 &&
 				s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == replicas
 		})
-	if l := lockOf(t, ns, "web"); l == nil || l.Phase != workload.LockRolledBack {
+	if l := lockOf(t, ns, "web"); l == nil || l.Phase != rollout.PhaseRolledBack {
 		t.Errorf("lock of web %+v, want RolledBack", l)
 	}
 	// The controller had every chance to recreate a pod by now.
@@ -112,7 +112,7 @@ func TestStepRolloutDeletedWithoutPluginThenCreatedAgain(t *testing.T) {
 	if n, after := podsOn(t, ns, "web", clitest.AppV2); n != replicas || !maps.Equal(uids, after) {
 		t.Errorf("%d of %d pods on %s, UIDs before %v after %v; want all, none recreated", n, replicas, clitest.AppV2, uids, after)
 	}
-	if l := lockOf(t, ns, "web"); l == nil || l.Phase != workload.LockSucceeded || l.HolderUID != ro.UID {
+	if l := lockOf(t, ns, "web"); l == nil || l.Phase != rollout.PhaseSucceeded || l.HolderUID != ro.UID {
 		t.Errorf("lock of web %+v, want Succeeded for the new Rollout (UID %s)", l, ro.UID)
 	}
 	// The pods the deleted Rollout updated were put back before the new rollout began.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -96,9 +97,9 @@ func checkHistory(t *testing.T, ns, target string, h *imageHistory, restarts map
 }
 
 // lockOf reads the rollout lock of the StatefulSet target, or nil.
-func lockOf(t *testing.T, ns, target string) *workload.Lock {
+func lockOf(t *testing.T, ns, target string) *rollout.Record {
 	t.Helper()
-	l, err := workload.ReadLock(context.Background(), env.Client, workload.Ref{Kind: workload.StatefulSet, Namespace: ns, Name: target})
+	l, err := rollout.ReadRecord(context.Background(), env.Client, workload.Ref{Kind: workload.StatefulSet, Namespace: ns, Name: target})
 	if err != nil {
 		t.Fatalf("reading the lock of StatefulSet %s/%s: %v", ns, target, err)
 	}

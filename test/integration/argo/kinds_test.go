@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -127,7 +128,7 @@ func TestStepRollsADeploymentInPlace(t *testing.T) {
 	if rs := waitDeployment(t, ns, "web", n, clitest.AppV2); rs != rsBefore {
 		t.Errorf("the Deployment runs ReplicaSet %s after the rollout, want %s, as before it", rs, rsBefore)
 	}
-	if l := kindLock(t, workload.Ref{Kind: workload.Deployment, Namespace: ns, Name: "web"}); l == nil || l.Phase != workload.LockSucceeded {
+	if l := kindLock(t, workload.Ref{Kind: workload.Deployment, Namespace: ns, Name: "web"}); l == nil || l.Phase != rollout.PhaseSucceeded {
 		t.Errorf("the lock of the Deployment is %+v, want Succeeded", l)
 	}
 	t.Logf("rolled in place through Argo in %s", time.Since(began).Round(100*time.Millisecond))
@@ -145,7 +146,7 @@ func TestStepRollsADeploymentInPlace(t *testing.T) {
 	if rs := waitDeployment(t, ns, "web", n, clitest.AppV2); rs != rsBefore {
 		t.Errorf("the Deployment runs ReplicaSet %s after the rollback, want %s", rs, rsBefore)
 	}
-	if l := kindLock(t, workload.Ref{Kind: workload.Deployment, Namespace: ns, Name: "web"}); l == nil || l.Phase != workload.LockRolledBack {
+	if l := kindLock(t, workload.Ref{Kind: workload.Deployment, Namespace: ns, Name: "web"}); l == nil || l.Phase != rollout.PhaseRolledBack {
 		t.Errorf("the lock of the Deployment is %+v, want RolledBack", l)
 	}
 	t.Logf("rollout and crash rollback of a Deployment in %s", time.Since(began).Round(100*time.Millisecond))
@@ -188,7 +189,7 @@ func TestStepRollsLabelSelectedPodsInPlace(t *testing.T) {
 	if !maps.Equal(uids, after) {
 		t.Errorf("pods were recreated: UIDs before %v, after %v", uids, after)
 	}
-	if l := kindLock(t, first); l == nil || l.Phase != workload.LockSucceeded {
+	if l := kindLock(t, first); l == nil || l.Phase != rollout.PhaseSucceeded {
 		t.Fatalf("the lock of %s is %+v, want Succeeded", first, l)
 	}
 	t.Logf("rolled in place through Argo in %s", time.Since(began).Round(100*time.Millisecond))
@@ -214,7 +215,7 @@ func TestStepRollsLabelSelectedPodsInPlace(t *testing.T) {
 	}
 	cluster.WaitFor(t, time.Minute, "the lock of "+second.String()+" RolledBack", func(context.Context) (bool, error) {
 		l := kindLock(t, second)
-		return l != nil && l.Phase == workload.LockRolledBack, nil
+		return l != nil && l.Phase == rollout.PhaseRolledBack, nil
 	})
 	if l := kindLock(t, first); l != nil {
 		t.Errorf("the lock of %s is still there (%s), though no pod carries its rollout", first, l.Phase)
@@ -223,9 +224,9 @@ func TestStepRollsLabelSelectedPodsInPlace(t *testing.T) {
 }
 
 // kindLock reads the lock of ref: nil when a selector's lock ConfigMap is absent.
-func kindLock(t *testing.T, ref workload.Ref) *workload.Lock {
+func kindLock(t *testing.T, ref workload.Ref) *rollout.Record {
 	t.Helper()
-	l, err := workload.ReadLock(context.Background(), env.Client, ref)
+	l, err := rollout.ReadRecord(context.Background(), env.Client, ref)
 	if err != nil {
 		t.Fatalf("reading the lock of %s: %v", ref, err)
 	}

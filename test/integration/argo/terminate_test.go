@@ -9,7 +9,7 @@ import (
 	rolloutsv1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -62,7 +62,7 @@ func promotedInPlace(t *testing.T, ns string, uids map[string]string, timeout ti
 	t.Helper()
 	cluster.WaitFor(t, timeout, "the lock of web Succeeded", func(context.Context) (bool, error) {
 		l := lockOf(t, ns, "web")
-		if l == nil || l.Phase != workload.LockSucceeded {
+		if l == nil || l.Phase != rollout.PhaseSucceeded {
 			return false, fmt.Errorf("lock %+v", l)
 		}
 		return true, nil
@@ -100,7 +100,7 @@ func TestStepPromoteFullAtPausePromotes(t *testing.T) {
 		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhasePaused &&
 			ro.Status.CurrentStepIndex != nil && *ro.Status.CurrentStepIndex == 1
 	})
-	if l := lockOf(t, ns, "web"); l == nil || l.Phase != workload.LockHolding {
+	if l := lockOf(t, ns, "web"); l == nil || l.Phase != rollout.PhaseHolding {
 		t.Fatalf("lock %+v at the pause, want Holding", l)
 	}
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -121,22 +121,22 @@ func (a *argoChaos) scenario(t *testing.T, i int, abort bool) {
 			kp := observe(t, ns)
 			t.Logf("argo controller restarted: lock %s, pods%s", kp.phase, counts(kp.stages))
 		}
-		a.kill(t, i, ns, "rollout", perCommand, a.maxDelay, lockIn(workload.LockSucceeded))
+		a.kill(t, i, ns, "rollout", perCommand, a.maxDelay, lockIn(rollout.PhaseSucceeded))
 		waitRollout(t, ns, "Healthy on the new revision", func(ro *rolloutsv1alpha1.Rollout) bool {
 			return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseHealthy && ro.Status.StableRS == ro.Status.CurrentPodHash
 		})
-		check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded})
+		check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: rollout.PhaseSucceeded})
 		return
 	}
 	// One kill in the rollout, the others in the rollback, which starts once a random number
 	// of pods, up to half of them (the third batch), are updated.
-	a.kill(t, i, ns, "rollout", 1, a.maxDelay, lockIn(workload.LockSucceeded))
+	a.kill(t, i, ns, "rollout", 1, a.maxDelay, lockIn(rollout.PhaseSucceeded))
 	updated := 1 + a.rng.IntN(replicas/2)
 	cluster.WaitFor(t, argoTimeout, fmt.Sprintf("%d pods of %s/%s updated", updated, ns, name), func(context.Context) (bool, error) {
 		kp := observe(t, ns)
 		return kp.stages[string(inplace.StageUpdated)] >= updated || over(kp), nil
 	})
-	if kp := observe(t, ns); kp.phase != workload.LockProgressing {
+	if kp := observe(t, ns); kp.phase != rollout.PhaseProgressing {
 		t.Fatalf("the rollout was over before the abort (lock %s, pods%s): the test proves nothing", kp.phase, counts(kp.stages))
 	}
 	t.Logf("aborting with %d pods updated", updated)
@@ -145,16 +145,16 @@ func (a *argoChaos) scenario(t *testing.T, i int, abort bool) {
 		t.Fatalf("aborting Rollout %s/%s: %v", ns, name, err)
 	}
 	// Putting half the pods back takes a second or two: shorter delays land in it.
-	a.kill(t, i, ns, "rollback", perCommand, max(a.maxDelay/4, 2*minDelay), lockIn(workload.LockRolledBack))
+	a.kill(t, i, ns, "rollback", perCommand, max(a.maxDelay/4, 2*minDelay), lockIn(rollout.PhaseRolledBack))
 	waitRollout(t, ns, "Degraded, aborted", func(ro *rolloutsv1alpha1.Rollout) bool {
 		return onNewRevision(ro, old) && ro.Status.Phase == rolloutsv1alpha1.RolloutPhaseDegraded && ro.Status.Abort
 	})
-	waitPlugin(t, ns, "the lock of "+ns+"/"+name+" RolledBack", func() bool { return lockIn(workload.LockRolledBack)(t, ns) })
-	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true, partial: true})
+	waitPlugin(t, ns, "the lock of "+ns+"/"+name+" RolledBack", func() bool { return lockIn(rollout.PhaseRolledBack)(t, ns) })
+	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: rollout.PhaseRolledBack, back: true, partial: true})
 }
 
 // lockIn reports whether the StatefulSet's lock has reached phase.
-func lockIn(phase string) func(t *testing.T, ns string) bool {
+func lockIn(phase rollout.Phase) func(t *testing.T, ns string) bool {
 	return func(t *testing.T, ns string) bool {
 		t.Helper()
 		return observe(t, ns).phase == phase

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -90,7 +90,7 @@ func waitUpdated(t *testing.T, ns string, n int, fault string) {
 		kp := observe(t, ns)
 		return kp.stages[string(inplace.StageUpdated)] >= n || over(kp), nil
 	})
-	if kp := observe(t, ns); kp.phase != workload.LockProgressing {
+	if kp := observe(t, ns); kp.phase != rollout.PhaseProgressing {
 		t.Fatalf("the rollout was over before %s (lock %s, pods%s): the test proves nothing", fault, kp.phase, counts(kp.stages))
 	}
 }
@@ -98,7 +98,7 @@ func waitUpdated(t *testing.T, ns string, n int, fault string) {
 // over reports whether the rollout kp observed has ended: its lock is there and no longer
 // Progressing (none yet means it has not begun).
 func over(kp killPoint) bool {
-	return kp.phase != "none" && kp.phase != workload.LockProgressing
+	return kp.phase != "none" && kp.phase != rollout.PhaseProgressing
 }
 
 // TestControlPlaneRestartedMidRollout restarts kube-apiserver, then etcd, each on its ports and
@@ -138,7 +138,7 @@ func TestControlPlaneRestartedMidRollout(t *testing.T) {
 	if reruns := c.finish(t, args); reruns > 0 {
 		t.Logf("the command was run %d more times", reruns)
 	}
-	check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded})
+	check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: rollout.PhaseSucceeded})
 }
 
 // labeller keeps writing a label on the pods of the StatefulSet, one after another every 10 ms,
@@ -247,7 +247,7 @@ func TestConcurrentLabellerMeetsEveryWrite(t *testing.T) {
 	if pods+sts == 0 {
 		t.Error("no write met a conflict: the labeller exercised nothing")
 	}
-	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true})
+	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: rollout.PhaseRolledBack, back: true})
 }
 
 // TestWorkloadChangedMidRollout changes the StatefulSet under a CLI rollout: a pod deleted while
@@ -318,7 +318,7 @@ func TestWorkloadChangedMidRollout(t *testing.T) {
 				}
 				t.Logf("pod %s, the controller's (UID %s): state %s, app restarted %d times, on %s", p.Name, p.UID, stage, restarts, p.Spec.Containers[0].Image)
 			}
-			want := direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded, recreated: recreated, replicas: n}
+			want := direction{template: clitest.AppV2, restarts: 1, phase: rollout.PhaseSucceeded, recreated: recreated, replicas: n}
 			if check(t, ns, orig, before, want) == 0 {
 				changeCaught(t, ns, orig, before, want)
 			}
@@ -366,7 +366,7 @@ func podInStage(t *testing.T, ns string, stage inplace.Stage) string {
 				return true, nil
 			}
 		}
-		if kp := observe(t, ns); kp.phase != workload.LockProgressing && kp.phase != "none" {
+		if kp := observe(t, ns); kp.phase != rollout.PhaseProgressing && kp.phase != "none" {
 			t.Fatalf("the rollout was over before a pod was seen %s (lock %s, pods%s): the test proves nothing", stage, kp.phase, counts(kp.stages))
 		}
 		return false, nil

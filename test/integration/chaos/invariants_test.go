@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -49,10 +50,10 @@ func snapshot(t *testing.T, ns string) map[string]podBefore {
 
 // direction is where a scenario must end.
 type direction struct {
-	template string // the app image of the template and every pod
-	restarts int32  // app restarts per pod over the scenario
-	phase    string // the lock's final phase
-	back     bool   // the pods run their first image again
+	template string        // the app image of the template and every pod
+	restarts int32         // app restarts per pod over the scenario
+	phase    rollout.Phase // the lock's final phase
+	back     bool          // the pods run their first image again
 	// partial: the rollback of a rollout cut short. A pod the rollout reached (it has a state)
 	// restarted twice, once each way; a pod it never reached has no state and never restarted.
 	partial bool
@@ -256,13 +257,13 @@ func pinned(image, imageID string) string {
 }
 
 // readLock decodes the StatefulSet's lock annotation, or returns nil when it has none.
-func readLock(t *testing.T, sts *appsv1.StatefulSet) *workload.Lock {
+func readLock(t *testing.T, sts *appsv1.StatefulSet) *rollout.Record {
 	t.Helper()
 	raw, ok := sts.Annotations[workload.LockAnnotation]
 	if !ok {
 		return nil
 	}
-	var l workload.Lock
+	var l rollout.Record
 	if err := json.Unmarshal([]byte(raw), &l); err != nil {
 		t.Fatalf("statefulset %s/%s: annotation %s: %v", sts.Namespace, sts.Name, workload.LockAnnotation, err)
 	}

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 )
 
@@ -160,7 +160,7 @@ type killPoint struct {
 	scenario int
 	command  string
 	delay    time.Duration
-	phase    string
+	phase    rollout.Phase
 	stages   map[string]int
 }
 
@@ -218,14 +218,14 @@ func (c *chaos) scenario(t *testing.T, i int, rollback bool) {
 	ns := env.Namespace(t)
 	orig := clitest.CreateStatefulSet(t, env, ns, name, replicas)
 	before := snapshot(t, ns)
-	want := direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded}
+	want := direction{template: clitest.AppV2, restarts: 1, phase: rollout.PhaseSucceeded}
 	if !rollback {
 		c.drive(t, i, ns, runArgs(ns), perCommand)
 	} else {
 		// One kill in the run leaves most kills of the scenario to the rollback.
 		c.drive(t, i, ns, runArgs(ns), 1)
 		c.drive(t, i, ns, rollbackArgs(ns), perCommand)
-		want = direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true}
+		want = direction{template: clitest.AppV1, restarts: 2, phase: rollout.PhaseRolledBack, back: true}
 	}
 	found := violations(t, ns, orig, before, want)
 	for _, v := range found {
@@ -263,7 +263,7 @@ func checkerCatches(t *testing.T, ns string, orig *appsv1.StatefulSet, before ma
 			o.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
 		}, "updateStrategy"},
 		{"a lock left in another phase", nil, func(_ *appsv1.StatefulSet, _ map[string]podBefore, w *direction) {
-			w.phase = workload.LockProgressing
+			w.phase = rollout.PhaseProgressing
 		}, "lock phase"},
 		{"pods on another image", ptr.To(false), func(_ *appsv1.StatefulSet, _ map[string]podBefore, w *direction) {
 			w.template = clitest.AppV3
@@ -356,7 +356,7 @@ func observe(t *testing.T, ns string) killPoint {
 func report(t *testing.T, driver string, points []killPoint) {
 	phases, stages := map[string]int{}, map[string]int{}
 	for _, k := range points {
-		phases[k.phase]++
+		phases[string(k.phase)]++
 		for s := range k.stages {
 			stages[s]++
 		}

@@ -20,7 +20,7 @@ import (
 	"knative.dev/pkg/apis"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
-	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -114,7 +114,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 		if cond := run.Status.GetCondition(apis.ConditionSucceeded); cond == nil || cond.Status != corev1.ConditionTrue {
 			t.Errorf("CustomRun %s/%s: Succeeded %+v, want True", ns, name, cond)
 		}
-		check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: workload.LockSucceeded})
+		check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: rollout.PhaseSucceeded})
 		return
 	}
 	c.kill(t, i, ns, "run", 1, c.maxDelay)
@@ -123,7 +123,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 		kp := observe(t, ns)
 		return kp.stages[string(inplace.StageUpdated)] >= updated || over(kp), nil
 	})
-	if kp := observe(t, ns); kp.phase != workload.LockProgressing {
+	if kp := observe(t, ns); kp.phase != rollout.PhaseProgressing {
 		t.Fatalf("the rollout was over before the cancel (lock %s, pods%s): the test proves nothing", kp.phase, counts(kp.stages))
 	}
 	t.Logf("cancelling with %d pods updated", updated)
@@ -137,7 +137,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 	if cond := run.Status.GetCondition(apis.ConditionSucceeded); cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != "CustomRunCancelled" {
 		t.Errorf("CustomRun %s/%s: Succeeded %+v, want False CustomRunCancelled", ns, name, cond)
 	}
-	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: workload.LockRolledBack, back: true, partial: true})
+	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: rollout.PhaseRolledBack, back: true, partial: true})
 }
 
 // kill SIGKILLs the controller a random delay, up to maxDelay, after it leads, at most n times

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -127,7 +128,7 @@ func checkOnContent(t *testing.T, ns string, before map[string]podView, want, re
 	if got := sts.Spec.Template.Spec.Containers[0].Image; got != want {
 		t.Errorf("statefulset web: template image %s; want %s", got, want)
 	}
-	var lock workload.Lock
+	var lock rollout.Record
 	if err := json.Unmarshal([]byte(sts.Annotations[workload.LockAnnotation]), &lock); err != nil {
 		t.Fatalf("statefulset web: lock annotation %q: %v", sts.Annotations[workload.LockAnnotation], err)
 	}

@@ -38,13 +38,13 @@ func TestTakeOverFromAGoneHolder(t *testing.T) {
 			t.Errorf("%v: %s; want exit 2 naming the holder and --take-over", args, r)
 		}
 	}
-	if l := lockOf(t, ns); l.Holder != spec.Holder || l.Phase != workload.LockHolding {
+	if l := lockOf(t, ns); l.Holder != spec.Holder || l.Phase != rollout.PhaseHolding {
 		t.Fatalf("lock %+v after the refusals, want it as the gone Rollout left it", l)
 	}
 	if r := runCLI(t, append([]string{"rollback", "--take-over"}, target...)...); r.Code != 0 {
 		t.Fatalf("rollback --take-over: %s; want exit 0", r)
 	}
-	if l := lockOf(t, ns); l.Holder != "cli" || l.Phase != workload.LockRolledBack {
+	if l := lockOf(t, ns); l.Holder != "cli" || l.Phase != rollout.PhaseRolledBack {
 		t.Errorf("lock %+v, want RolledBack by cli", l)
 	}
 	after := identities(t, ns, "app=web")
@@ -58,9 +58,9 @@ func TestTakeOverFromAGoneHolder(t *testing.T) {
 	})
 }
 
-func lockOf(t *testing.T, ns string) *workload.Lock {
+func lockOf(t *testing.T, ns string) *rollout.Record {
 	t.Helper()
-	l, err := workload.ReadLock(context.Background(), env.Client, workload.Ref{Kind: workload.StatefulSet, Namespace: ns, Name: "web"})
+	l, err := rollout.ReadRecord(context.Background(), env.Client, workload.Ref{Kind: workload.StatefulSet, Namespace: ns, Name: "web"})
 	if err != nil || l == nil {
 		t.Fatalf("reading the lock of StatefulSet %s/web: %v, %v", ns, l, err)
 	}

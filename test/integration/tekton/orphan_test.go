@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -80,7 +81,7 @@ func TestOrphanedRolloutRollsBack(t *testing.T) {
 			})
 			cluster.WaitFor(t, rolloutTimeout, "the rollout of the deleted run rolled back", func(context.Context) (bool, error) {
 				lock := lockOf(t, ns)
-				if lock.Phase != workload.LockRolledBack {
+				if lock.Phase != rollout.PhaseRolledBack {
 					return false, fmt.Errorf("lock of rollout %s %s, held by %s", lock.RolloutID, lock.Phase, lock.Holder)
 				}
 				return true, nil
@@ -109,9 +110,9 @@ func statefulSetOf(t *testing.T, ns string) *appsv1.StatefulSet {
 }
 
 // lockOf is the rollout lock of StatefulSet ns/web.
-func lockOf(t *testing.T, ns string) *workload.Lock {
+func lockOf(t *testing.T, ns string) *rollout.Record {
 	t.Helper()
-	var lock workload.Lock
+	var lock rollout.Record
 	raw := statefulSetOf(t, ns).Annotations[workload.LockAnnotation]
 	if err := json.Unmarshal([]byte(raw), &lock); err != nil {
 		t.Fatalf("StatefulSet %s/web lock %q: %v", ns, raw, err)
