@@ -229,16 +229,18 @@ func (d *driver) closeEvents() {
 }
 
 // watchPods lets the engine step as soon as the target's pods change, instead of at the next
-// interval. Without it (the workload is not there yet, or pods cannot be watched) the rollout
-// goes on at its intervals.
+// interval, and read them from the watch's cache instead of listing them at every step. Without
+// it (the workload is not there yet, or pods cannot be watched) the rollout goes on at its
+// intervals, listing the pods from the API server.
 func (d *driver) watchPods(ctx context.Context, client kubernetes.Interface, ref rollout.Ref) {
-	changes, err := rollout.WatchPods(ctx, client, ref)
+	w, err := rollout.WatchPods(ctx, client, ref)
 	if err != nil {
 		// A workload that cannot be read is the first step's to report.
 		d.log.Debug("stepping at intervals", "target", d.target, "err", err)
 		return
 	}
-	d.engine.Changes = changes
+	d.engine.Changes = w.Changes()
+	d.engine.Pods = w
 }
 
 // report prints a step's status: a progress line when its message changed, a line per check

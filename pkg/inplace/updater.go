@@ -44,9 +44,11 @@ func (u *Updater) Update(ctx context.Context, namespace, name string, target Tar
 	return u.UpdatePod(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, target)
 }
 
-// UpdatePod is Update starting from a pod the caller has just read from the API server (not
-// from a cache that may lag): the first decision uses it, saving a read; a conflict re-reads.
-// A pod with no resourceVersion is read first.
+// UpdatePod is Update starting from a pod the caller has read, from the API server or from a
+// watch's cache: the first decision uses it, saving a read. Its write carries the pod's
+// resourceVersion, so a pod that has changed since (a cache that lags) costs a conflict and a
+// fresh read, never a write decided on what the pod no longer is. A pod with no
+// resourceVersion is read first.
 func (u *Updater) UpdatePod(ctx context.Context, pod *corev1.Pod, target Target) (Result, error) {
 	return u.do(ctx, pod, "updating", func(pod *corev1.Pod, now time.Time) (Step, error) {
 		return NextUpdate(pod, target, u.Options, now)

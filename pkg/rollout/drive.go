@@ -59,8 +59,8 @@ type Driver struct {
 	// *APIUnavailableError; zero means DefaultErrorBudget.
 	ErrorBudget time.Duration
 	// Changes, when set, cuts Drive's wait between two steps short: a value on it says the
-	// target's pods changed (see WatchPods), so the next step may have work. Steps still read
-	// everything from the API server; without it Drive waits what each step asks.
+	// target's pods changed (PodWatch.Changes), so the next step may have work; without it Drive
+	// waits what each step asks.
 	Changes <-chan struct{}
 
 	// wait replaces Drive's timer in tests; nil waits on a real one.

@@ -27,6 +27,10 @@ import (
 // the workload (its lock annotation) and the pods (their state annotations).
 type Engine struct {
 	Client kubernetes.Interface
+	// Pods lists the pods a step observes: a PodWatch of the target (WatchPods) answers from its
+	// cache instead of a LIST of every pod on every step; nil lists them from the API server.
+	// The workload object, which carries the lock, is read from the API server either way.
+	Pods PodLister
 	// Events records pod Events; nil records none.
 	Events inplace.EventRecorder
 	// Registry resolves target tags to digests, and tells a revert whether a tag still resolves

@@ -64,12 +64,18 @@ func NewEventBroadcaster(client kubernetes.Interface, onErr func(error)) (*Event
 	return inplace.NewEventBroadcaster(client, onErr)
 }
 
-// WatchPods watches the pods of the workload ref and, after each change, leaves a value on the
-// returned channel (at most one waits there), until ctx ends: what Driver.Changes takes, so that
-// a driver steps as soon as the pods change. It is a hint, never a fact a step relies on. Its
-// error (the workload cannot be read, or its pods watched) leaves the driver stepping at the
-// engine's intervals.
-func WatchPods(ctx context.Context, client kubernetes.Interface, ref Ref) (<-chan struct{}, error) {
+// PodLister lists the pods of a namespace that a selector selects (Engine.Pods).
+type PodLister = workload.PodLister
+
+// PodWatch is a watch of a workload's pods: Changes, what Driver.Changes takes, so that a driver
+// steps as soon as the pods change (a hint, never a fact a step relies on), and a PodLister
+// answering from the watch's cache, what Engine.Pods takes.
+type PodWatch = workload.PodWatch
+
+// WatchPods watches the pods of the workload ref until ctx ends. Its error (the workload cannot
+// be read, or its pods watched) leaves the driver stepping at the engine's intervals, reading
+// the pods from the API server.
+func WatchPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*PodWatch, error) {
 	w, err := workload.Load(ctx, client, ref)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s to watch its pods: %w", ref, err)

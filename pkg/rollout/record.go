@@ -148,7 +148,7 @@ func recordOf(target Ref, lock *workload.Lock) (*Record, error) {
 
 // load observes the workload ref, its pods and the Record on it (nil for none).
 func (e *Engine) load(ctx context.Context, ref Ref) (workload.Workload, *Record, error) {
-	w, err := workload.Load(ctx, e.Client, ref)
+	w, err := workload.LoadWith(ctx, e.Client, e.Pods, ref)
 	if err != nil {
 		return nil, nil, err
 	}

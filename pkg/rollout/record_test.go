@@ -15,7 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -284,7 +287,7 @@ func TestWatchPods(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	changes, err := WatchPods(ctx, fc.client, fc.spec(imageV2).Target)
+	w, err := WatchPods(ctx, fc.client, fc.spec(imageV2).Target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +295,7 @@ func TestWatchPods(t *testing.T) {
 	p.Labels["touched"] = "yes"
 	fc.updatePod(p)
 	select {
-	case <-changes:
+	case <-w.Changes():
 	case <-time.After(10 * time.Second):
 		t.Fatal("no change seen")
 	}
@@ -463,5 +466,51 @@ func TestRecordDecode(t *testing.T) {
 				t.Fatalf("ReadRecord = %+v, %v; want no record and a *workload.LockError (JSON %t) saying %q", rec, err, tt.notJSON, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestRolloutReadsPodsFromTheWatch: with Engine.Pods a watch of the target, a rollout lists the
+// pods once, for the watch, and reads them from its cache at every step after; a pod the cache
+// shows stale is written with the resourceVersion read, so the rollout ends as one reading the
+// API server does, every pod updated once.
+func TestRolloutReadsPodsFromTheWatch(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 6})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	spec := fc.spec(imageV2, intstr.FromInt32(2), intstr.FromString("100%"))
+	w, err := WatchPods(ctx, fc.client, spec.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
+		t.Fatal("the watch did not sync")
+	}
+	e := fc.engine()
+	e.Pods = w
+	fc.client.ClearActions()
+	if st := fc.mustDrive(e, spec, Status{}, nil); st.Phase != PhaseSucceeded || st.Updated != 6 {
+		t.Fatalf("rollout ended %s with %d/6 pods updated: %s", st.Phase, st.Updated, st.Message)
+	}
+	lists, started := 0, map[string]int{}
+	for _, a := range fc.client.Actions() {
+		if a.GetResource().Resource != "pods" {
+			continue
+		}
+		// The workload's pods, by its selector: the fake cluster's own players list every pod,
+		// and the end of a rollout lists its puller pods, by theirs.
+		if l, ok := a.(k8stesting.ListAction); ok && l.GetListRestrictions().Labels.String() == "app="+testName {
+			lists++
+		}
+		if p, ok := a.(k8stesting.PatchAction); ok && strings.Contains(string(p.GetPatch()), `"containers"`) {
+			started[p.GetName()]++
+		}
+	}
+	if lists != 0 {
+		t.Errorf("%d pod LISTs during the rollout, want none: the steps read the watch's cache", lists)
+	}
+	for _, p := range fc.pods() {
+		if started[p.Name] != 1 {
+			t.Errorf("pod %s had its image patched %d times, want once", p.Name, started[p.Name])
+		}
 	}
 }

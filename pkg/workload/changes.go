@@ -14,11 +14,45 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// WatchPods watches the pods sel selects in namespace and, after each change, leaves a value
-// on the returned channel (at most one waits there). It is a hint that a step may have
-// something new to do, never a fact a step relies on: steps read the API server. The watch
-// keeps only the pods' names, and ends with ctx.
-func WatchPods(ctx context.Context, client kubernetes.Interface, namespace string, sel labels.Selector) (<-chan struct{}, error) {
+// PodLister lists the pods of a namespace that a selector selects: what Load reads a workload's
+// pods with. Without one, Load lists them from the API server on every call.
+type PodLister interface {
+	ListPods(ctx context.Context, namespace string, sel labels.Selector) ([]*corev1.Pod, error)
+}
+
+// apiPods lists pods from the API server.
+type apiPods struct{ client kubernetes.Interface }
+
+func (a apiPods) ListPods(ctx context.Context, namespace string, sel labels.Selector) ([]*corev1.Pod, error) {
+	list, err := a.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
+}
+
+// PodWatch is a watch of the pods a selector selects in a namespace (WatchPods): a signal after
+// each change, and a PodLister that answers from the watch's cache instead of a LIST.
+//
+// The cache may lag the API server by the time an update takes to arrive; a step that reads a
+// pod from it and writes it carries the resourceVersion it read, so a stale pod costs a conflict
+// and a fresh read of that pod (inplace.Updater), never a wrong write.
+type PodWatch struct {
+	changes   chan struct{}
+	informer  cache.SharedIndexInformer
+	client    kubernetes.Interface
+	namespace string
+	sel       labels.Selector
+}
+
+// WatchPods watches the pods sel selects in namespace until ctx ends. The watch starts with one
+// call, so that a caller not allowed to watch pods hears it now, not from the informer's
+// retries.
+func WatchPods(ctx context.Context, client kubernetes.Interface, namespace string, sel labels.Selector) (*PodWatch, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel.String()
@@ -29,36 +63,86 @@ func WatchPods(ctx context.Context, client kubernetes.Interface, namespace strin
 			return client.CoreV1().Pods(namespace).Watch(ctx, o)
 		},
 	}
-	// One watch first, so that a caller not allowed to watch pods hears it now, not from the
-	// informer's retries.
 	probe, err := client.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: sel.String(), TimeoutSeconds: ptr.To[int64](1)})
 	if err != nil {
 		return nil, fmt.Errorf("watching the pods %s of namespace %s: %w", sel, namespace, err)
 	}
 	probe.Stop()
-	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
-	if err := inf.SetTransform(func(obj any) (any, error) {
+	w := &PodWatch{changes: make(chan struct{}, 1), client: client, namespace: namespace, sel: sel,
+		informer: cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})}
+	// Managed fields are most of a pod's size and nothing here reads them.
+	if err := w.informer.SetTransform(func(obj any) (any, error) {
 		if p, ok := obj.(*corev1.Pod); ok {
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, ResourceVersion: p.ResourceVersion}}, nil
+			p.ManagedFields = nil
 		}
 		return obj, nil
 	}); err != nil {
 		return nil, fmt.Errorf("watching the pods %s of namespace %s: %w", sel, namespace, err)
 	}
-	changed := make(chan struct{}, 1)
-	signal := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { signal() },
-		UpdateFunc: func(any, any) { signal() },
-		DeleteFunc: func(any) { signal() },
+	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.signal() },
+		UpdateFunc: func(any, any) { w.signal() },
+		DeleteFunc: func(any) { w.signal() },
 	}); err != nil {
 		return nil, fmt.Errorf("watching the pods %s of namespace %s: %w", sel, namespace, err)
 	}
-	go inf.RunWithContext(ctx)
-	return changed, nil
+	go w.informer.RunWithContext(ctx)
+	return w, nil
+}
+
+// Changes receives a value after each change to the pods (at most one waits there). It is a
+// hint that a step may have something new to do.
+func (w *PodWatch) Changes() <-chan struct{} { return w.changes }
+
+// HasSynced reports whether the watch's cache holds every pod (its first list arrived).
+func (w *PodWatch) HasSynced() bool { return w.informer.HasSynced() }
+
+func (w *PodWatch) signal() {
+	select {
+	case w.changes <- struct{}{}:
+	default:
+	}
+}
+
+// ListPods answers from the watch's cache once it has synced, when the selector asked for
+// selects among the pods watched (it has every requirement of the watch's selector, as a
+// ReplicaSet's selector has its Deployment's); otherwise from the API server. The pods are
+// copies: the caller may keep them.
+func (w *PodWatch) ListPods(ctx context.Context, namespace string, sel labels.Selector) ([]*corev1.Pod, error) {
+	if namespace != w.namespace || !narrows(sel, w.sel) || !w.informer.HasSynced() {
+		return apiPods{w.client}.ListPods(ctx, namespace, sel)
+	}
+	var pods []*corev1.Pod
+	for _, obj := range w.informer.GetStore().List() {
+		if p, ok := obj.(*corev1.Pod); ok && sel.Matches(labels.Set(p.Labels)) {
+			pods = append(pods, p.DeepCopy())
+		}
+	}
+	return pods, nil
+}
+
+// narrows reports whether every pod sel selects is one of those of watched selects: sel has
+// every requirement of watched.
+func narrows(sel, watched labels.Selector) bool {
+	have, ok := sel.Requirements()
+	if !ok {
+		return false
+	}
+	need, ok := watched.Requirements()
+	if !ok {
+		return false
+	}
+	for _, n := range need {
+		found := false
+		for _, h := range have {
+			if h.Equal(n) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
@@ -137,18 +136,17 @@ func selectorOf(s *metav1.LabelSelector) labels.Selector {
 }
 
 // ownedPods lists the pods matching selector that ownerUID controls.
-func ownedPods(ctx context.Context, client kubernetes.Interface, ns string, selector *metav1.LabelSelector, ownerUID types.UID) ([]*corev1.Pod, error) {
+func ownedPods(ctx context.Context, lister PodLister, ns string, selector *metav1.LabelSelector, ownerUID types.UID) ([]*corev1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
 		return nil, fmt.Errorf("parsing selector: %w", err)
 	}
-	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	list, err := lister.ListPods(ctx, ns, sel)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+		return nil, err
 	}
 	var pods []*corev1.Pod
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range list {
 		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == ownerUID && active(p) {
 			pods = append(pods, p)
 		}

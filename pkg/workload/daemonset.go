@@ -29,7 +29,7 @@ type daemonSet struct {
 
 func (d *daemonSet) PodSelector() labels.Selector { return selectorOf(d.ds.Spec.Selector) }
 
-func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*daemonSet, error) {
+func loadDaemonSet(ctx context.Context, client kubernetes.Interface, lister PodLister, ref Ref) (*daemonSet, error) {
 	ds, err := client.AppsV1().DaemonSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func loadDaemonSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*
 	if err != nil {
 		return nil, err
 	}
-	pods, err := ownedPods(ctx, client, ds.Namespace, ds.Spec.Selector, ds.UID)
+	pods, err := ownedPods(ctx, lister, ds.Namespace, ds.Spec.Selector, ds.UID)
 	if err != nil {
 		return nil, err
 	}

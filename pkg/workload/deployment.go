@@ -27,7 +27,7 @@ type deploymentStrategy struct {
 	Paused bool `json:"paused"`
 }
 
-func loadDeployment(ctx context.Context, client kubernetes.Interface, ref Ref) (*deployment, error) {
+func loadDeployment(ctx context.Context, client kubernetes.Interface, lister PodLister, ref Ref) (*deployment, error) {
 	dep, err := client.AppsV1().Deployments(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
@@ -52,7 +52,7 @@ func loadDeployment(ctx context.Context, client kubernetes.Interface, ref Ref) (
 		}
 		if rs.Spec.Replicas != nil && *rs.Spec.Replicas > 0 {
 			d.active = append(d.active, rs)
-			pods, err := ownedPods(ctx, client, dep.Namespace, rs.Spec.Selector, rs.UID)
+			pods, err := ownedPods(ctx, lister, dep.Namespace, rs.Spec.Selector, rs.UID)
 			if err != nil {
 				return nil, err
 			}

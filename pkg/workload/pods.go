@@ -22,19 +22,19 @@ type podSet struct {
 	configMap *corev1.ConfigMap // nil until the rollout starts
 }
 
-func loadPods(ctx context.Context, client kubernetes.Interface, ref Ref) (*podSet, error) {
+func loadPods(ctx context.Context, client kubernetes.Interface, lister PodLister, ref Ref) (*podSet, error) {
 	sel, err := labels.Parse(ref.Selector)
 	if err != nil || ref.Selector == "" {
 		return nil, &InvalidError{Msg: fmt.Sprintf("pods: selector %q is not a valid, non-empty label selector", ref.Selector)}
 	}
-	list, err := client.CoreV1().Pods(ref.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	list, err := lister.ListPods(ctx, ref.Namespace, sel)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+		return nil, err
 	}
 	p := &podSet{client: client, ref: ref}
-	for i := range list.Items {
-		if active(&list.Items[i]) {
-			p.pods = append(p.pods, &list.Items[i])
+	for _, pod := range list {
+		if active(pod) {
+			p.pods = append(p.pods, pod)
 		}
 	}
 	sortByName(p.pods)

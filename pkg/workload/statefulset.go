@@ -24,7 +24,7 @@ type statefulSet struct {
 
 func (s *statefulSet) PodSelector() labels.Selector { return selectorOf(s.sts.Spec.Selector) }
 
-func loadStatefulSet(ctx context.Context, client kubernetes.Interface, ref Ref) (*statefulSet, error) {
+func loadStatefulSet(ctx context.Context, client kubernetes.Interface, lister PodLister, ref Ref) (*statefulSet, error) {
 	sts, err := client.AppsV1().StatefulSets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func loadStatefulSet(ctx context.Context, client kubernetes.Interface, ref Ref) 
 	if err != nil {
 		return nil, err
 	}
-	owned, err := ownedPods(ctx, client, sts.Namespace, sts.Spec.Selector, sts.UID)
+	owned, err := ownedPods(ctx, lister, sts.Namespace, sts.Spec.Selector, sts.UID)
 	if err != nil {
 		return nil, err
 	}

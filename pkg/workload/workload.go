@@ -116,21 +116,31 @@ type Writer interface {
 	Restore(ctx context.Context, record string, images map[string]string, restoreForeign bool) (done bool, err error)
 }
 
-// Load observes the workload and its pods.
+// Load observes the workload and its pods, reading both from the API server.
 func Load(ctx context.Context, client kubernetes.Interface, ref Ref) (Workload, error) {
+	return LoadWith(ctx, client, nil, ref)
+}
+
+// LoadWith is Load reading the pods through lister (a PodWatch's cache); nil lists them from the
+// API server. The workload object itself, which carries the lock, is always read from the API
+// server.
+func LoadWith(ctx context.Context, client kubernetes.Interface, lister PodLister, ref Ref) (Workload, error) {
+	if lister == nil {
+		lister = apiPods{client}
+	}
 	var (
 		w   Workload
 		err error
 	)
 	switch ref.Kind {
 	case StatefulSet:
-		w, err = loadStatefulSet(ctx, client, ref)
+		w, err = loadStatefulSet(ctx, client, lister, ref)
 	case DaemonSet:
-		w, err = loadDaemonSet(ctx, client, ref)
+		w, err = loadDaemonSet(ctx, client, lister, ref)
 	case Deployment:
-		w, err = loadDeployment(ctx, client, ref)
+		w, err = loadDeployment(ctx, client, lister, ref)
 	case Pods:
-		w, err = loadPods(ctx, client, ref)
+		w, err = loadPods(ctx, client, lister, ref)
 	default:
 		return nil, &InvalidError{Msg: fmt.Sprintf("unknown workload kind %q", ref.Kind)}
 	}
