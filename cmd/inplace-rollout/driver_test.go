@@ -209,7 +209,7 @@ func TestDriverEvents(t *testing.T) {
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "shop", UID: "web-0-uid", ResourceVersion: "7"}}
 		ev := inplace.Event{Type: corev1.EventTypeNormal, Reason: inplace.EventUpdated, Message: "updated in place: app reg/app:v1 -> reg/app:v2"}
-		if err := d.engine.Events.Record(context.Background(), pod, ev); err != nil {
+		if err := d.engine.Events.Record(context.Background(), inplace.PodRef(pod), ev); err != nil {
 			t.Fatal(err)
 		}
 		d.closeEvents()
@@ -221,7 +221,7 @@ func TestDriverEvents(t *testing.T) {
 			list.Items[0].ReportingController != "inplace-rollout.io/"+cliComponent {
 			t.Errorf("Events written by the end: %+v; want the one recorded on web-0, by inplace-rollout.io/%s", list.Items, cliComponent)
 		}
-		if err := d.engine.Events.Record(context.Background(), pod, ev); err == nil {
+		if err := d.engine.Events.Record(context.Background(), inplace.PodRef(pod), ev); err == nil {
 			t.Error("an Event recorded after the end")
 		}
 		if stderr.Len() != 0 {
@@ -314,7 +314,7 @@ func TestProcessEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Record(context.Background(), pod, inplace.Event{Type: corev1.EventTypeNormal, Reason: inplace.EventUpdated, Message: "by " + component}); err != nil {
+		if err := r.Record(context.Background(), inplace.PodRef(pod), inplace.Event{Type: corev1.EventTypeNormal, Reason: inplace.EventUpdated, Message: "by " + component}); err != nil {
 			t.Fatal(err)
 		}
 	}

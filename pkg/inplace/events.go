@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -20,9 +21,15 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// EventRecorder records Events about pods.
+// EventRecorder records Events about a pod or a workload, the object regarding refers to.
 type EventRecorder interface {
-	Record(ctx context.Context, pod *corev1.Pod, ev Event) error
+	Record(ctx context.Context, regarding corev1.ObjectReference, ev Event) error
+}
+
+// PodRef is what an Event about pod regards: the pod as written (its resourceVersion).
+func PodRef(pod *corev1.Pod) corev1.ObjectReference {
+	return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+		UID: pod.UID, ResourceVersion: pod.ResourceVersion}
 }
 
 // EventBroadcaster records the Events of one process through client-go's events library
@@ -44,10 +51,10 @@ type EventBroadcaster struct {
 }
 
 // eventKey is what the library folds Events by (getKey in k8s.io/client-go/tools/events),
-// less what one broadcaster's Events all share (the reporting instance, no related object).
+// less what one broadcaster's Events all share (the reporting instance).
 type eventKey struct {
 	typ, action, reason, controller string
-	regarding                       corev1.ObjectReference
+	regarding, related              corev1.ObjectReference
 }
 
 // eventCount is what happened to the Events of one key.
@@ -86,27 +93,29 @@ func NewEventBroadcaster(client kubernetes.Interface, onErr func(error)) (*Event
 // Recorder records Events of component (ReportingController inplace-rollout.io/COMPONENT).
 func (b *EventBroadcaster) Recorder(component string) EventRecorder {
 	controller := "inplace-rollout.io/" + component
-	return &podEventRecorder{b: b, controller: controller, r: b.b.NewRecorder(scheme.Scheme, controller).WithLogger(logr.Discard())}
+	return &recorder{b: b, controller: controller, r: b.b.NewRecorder(scheme.Scheme, controller).WithLogger(logr.Discard())}
 }
 
-type podEventRecorder struct {
+type recorder struct {
 	b          *EventBroadcaster
 	controller string
 	r          events.EventRecorderLogger
 }
 
-// Record queues one Event on the pod as it was written (its resourceVersion). After Close it
-// records nothing and says so.
-func (p *podEventRecorder) Record(_ context.Context, pod *corev1.Pod, ev Event) error {
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-		UID: pod.UID, ResourceVersion: pod.ResourceVersion}
+// Record queues one Event on the object regarding refers to. After Close it records nothing and
+// says so.
+func (p *recorder) Record(_ context.Context, regarding corev1.ObjectReference, ev Event) error {
+	ref := &regarding
 	act := action(ev.Reason)
 	key := eventKey{typ: ev.Type, action: act, reason: ev.Reason, controller: p.controller, regarding: *ref}
+	if ev.Related != nil {
+		key.related = *ev.Related
+	}
 	b := p.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return fmt.Errorf("recording event %s on pod %s/%s: the recorder is closed", ev.Reason, pod.Namespace, pod.Name)
+		return fmt.Errorf("recording event %s on %s %s/%s: the recorder is closed", ev.Reason, ref.Kind, ref.Namespace, ref.Name)
 	}
 	c := b.pending[key]
 	if c == nil {
@@ -116,7 +125,11 @@ func (p *podEventRecorder) Record(_ context.Context, pod *corev1.Pod, ev Event) 
 	c.recorded++
 	c.last = time.Now()
 	// "%s": a message is never a format.
-	p.r.Eventf(ref, nil, ev.Type, ev.Reason, act, "%s", truncateNote(ev.Message))
+	var related runtime.Object
+	if ev.Related != nil {
+		related = ev.Related
+	}
+	p.r.Eventf(ref, related, ev.Type, ev.Reason, act, "%s", truncateNote(ev.Message))
 	return nil
 }
 
@@ -193,6 +206,9 @@ func (b *EventBroadcaster) left() int {
 // wrote counts one write of ev done, and wakes Flush.
 func (b *EventBroadcaster) wrote(ev *eventsv1.Event) {
 	key := eventKey{typ: ev.Type, action: ev.Action, reason: ev.Reason, controller: ev.ReportingController, regarding: ev.Regarding}
+	if ev.Related != nil {
+		key.related = *ev.Related
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.pending[key]

@@ -2,6 +2,7 @@ package inplace
 
 import (
 	"context"
+	"slices"
 	"errors"
 	"strings"
 	"sync"
@@ -58,15 +59,15 @@ func TestEventRecorderWritesEachEvent(t *testing.T) {
 		ev         Event
 		wantAction string
 	}{
-		{"update", "5", Event{corev1.EventTypeNormal, EventUpdating, "updating in place: app reg/app:v1 -> reg/app:v2"}, "Update"},
-		{"failure", "6", Event{corev1.EventTypeWarning, EventUpdateFailed, "ImagePullBackOff: 100% sure"}, "Update"},
-		{"rollback", "7", Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: app reg/app:v2 -> reg/app:v1"}, "RollBack"},
+		{"update", "5", Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "updating in place: app reg/app:v1 -> reg/app:v2"}, "Update"},
+		{"failure", "6", Event{Type: corev1.EventTypeWarning, Reason: EventUpdateFailed, Message: "ImagePullBackOff: 100% sure"}, "Update"},
+		{"rollback", "7", Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: app reg/app:v2 -> reg/app:v1"}, "RollBack"},
 	}
 	client := fake.NewClientset()
 	b := newEventBroadcaster(t, client, func(err error) { t.Errorf("unexpected failure: %v", err) })
 	r := b.Recorder("test")
 	for _, tt := range tests {
-		if err := r.Record(context.Background(), eventPod(tt.rv), tt.ev); err != nil {
+		if err := r.Record(context.Background(), PodRef(eventPod(tt.rv)), tt.ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,9 +104,9 @@ func TestEventRecorderFoldsRepeats(t *testing.T) {
 	client := fake.NewClientset()
 	b := newEventBroadcaster(t, client, nil)
 	r := b.Recorder("test")
-	ev := Event{corev1.EventTypeWarning, "TagContentDiffers", "pods of StatefulSet ns/web run one target tag as different content"}
+	ev := Event{Type: corev1.EventTypeWarning, Reason: "TagContentDiffers", Message: "pods of StatefulSet ns/web run one target tag as different content"}
 	for i := range 3 {
-		if err := r.Record(context.Background(), eventPod("5"), ev); err != nil {
+		if err := r.Record(context.Background(), PodRef(eventPod("5")), ev); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Flush(flushWithin); err != nil {
@@ -130,6 +131,35 @@ func TestEventRecorderFoldsRepeats(t *testing.T) {
 	}
 	if creates != 1 || patches != 1 {
 		t.Errorf("%d creates and %d patches of Events, want 1 of each", creates, patches)
+	}
+}
+
+// TestEventRecorderKeepsRelatedApart: the same Event about one object with two related objects
+// is two Events, each naming its related object, not one series.
+func TestEventRecorderKeepsRelatedApart(t *testing.T) {
+	client := fake.NewClientset()
+	b := newEventBroadcaster(t, client, nil)
+	r := b.Recorder("test")
+	workload := corev1.ObjectReference{Kind: "StatefulSet", APIVersion: "apps/v1", Namespace: "ns", Name: "web", UID: "sts-uid"}
+	for _, pod := range []string{"web-1", "web-3"} {
+		related := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "ns", Name: pod}
+		if err := r.Record(context.Background(), workload, Event{Type: corev1.EventTypeNormal, Reason: "InPlaceBatchUpdating", Message: "batch starting with " + pod, Related: related}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(flushWithin); err != nil {
+		t.Fatal(err)
+	}
+	stored := storedEvents(t, client)
+	var related []string
+	for _, ev := range stored {
+		if ev.Related != nil && ev.Regarding.Name == "web" {
+			related = append(related, ev.Related.Name)
+		}
+	}
+	slices.Sort(related)
+	if len(stored) != 2 || !slices.Equal(related, []string{"web-1", "web-3"}) {
+		t.Errorf("%d Events stored, related %v; want two, one per related pod", len(stored), related)
 	}
 }
 
@@ -160,7 +190,7 @@ func TestEventRecorderReportsFailures(t *testing.T) {
 				defer mu.Unlock()
 				reports = append(reports, err.Error())
 			})
-			if err := b.Recorder("test").Record(context.Background(), eventPod("5"), Event{corev1.EventTypeNormal, EventUpdated, "updated in place"}); err != nil {
+			if err := b.Recorder("test").Record(context.Background(), PodRef(eventPod("5")), Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "updated in place"}); err != nil {
 				t.Fatal(err)
 			}
 			if tt.wantReport {
@@ -199,7 +229,7 @@ func TestEventBroadcasterCloseWaitsForWrites(t *testing.T) {
 	})
 	b := newEventBroadcaster(t, client, nil)
 	r := b.Recorder("test")
-	if err := r.Record(context.Background(), eventPod("5"), Event{corev1.EventTypeNormal, EventUpdated, "updated in place"}); err != nil {
+	if err := r.Record(context.Background(), PodRef(eventPod("5")), Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "updated in place"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Flush(50 * time.Millisecond); err == nil {
@@ -212,7 +242,7 @@ func TestEventBroadcasterCloseWaitsForWrites(t *testing.T) {
 	if n := len(storedEvents(t, client)); n != 1 {
 		t.Errorf("%d Events stored after Close, want 1", n)
 	}
-	err := r.Record(context.Background(), eventPod("6"), Event{corev1.EventTypeNormal, EventUpdated, "updated in place"})
+	err := r.Record(context.Background(), PodRef(eventPod("6")), Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "updated in place"})
 	if err == nil || !strings.Contains(err.Error(), "the recorder is closed") {
 		t.Errorf("Record after Close = %v, want the recorder is closed", err)
 	}
@@ -235,7 +265,7 @@ func TestEventBroadcasterForgets(t *testing.T) {
 	b := newEventBroadcaster(t, client, nil)
 	r := b.Recorder("test")
 	for _, rv := range []string{"5", "6"} {
-		if err := r.Record(context.Background(), eventPod(rv), Event{corev1.EventTypeNormal, EventUpdated, "updated in place"}); err != nil {
+		if err := r.Record(context.Background(), PodRef(eventPod(rv)), Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "updated in place"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -59,7 +59,7 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	}
 	s := b.step(StageRollingBack, "")
 	s.RequeueAfter = pollInterval
-	s.Event = &Event{corev1.EventTypeNormal, EventRollingBack, "rolling back in place: " + describeChanges(next, true)}
+	s.Event = &Event{Type: corev1.EventTypeNormal, Reason: EventRollingBack, Message: "rolling back in place: " + describeChanges(next, true)}
 	if len(pinned) > 0 {
 		s.Event.Message += "; " + strings.Join(pinned, "; ")
 	}
@@ -74,7 +74,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 		judged := st.clone()
 		judged.Stage = StageRollingBack
 		if p := Refresh(pod, judged, opts, now); revertPatched(pod, st) && (p.Done || p.OpenGate) {
-			return finish(pod, judged, StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, ""), nil
+			return finish(pod, judged, StageRolledBack, now, &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: " + describeChanges(st, true)}, ""), nil
 		}
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}, nil
 	}
@@ -97,7 +97,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 	case p.OpenGate:
 		return openGate(pod, st, now, p.Reason), nil
 	case p.Done:
-		return finish(pod, st.clone(), StageRolledBack, now, &Event{corev1.EventTypeNormal, EventRolledBack, "rolled back in place: " + describeChanges(st, true)}, ""), nil
+		return finish(pod, st.clone(), StageRolledBack, now, &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: " + describeChanges(st, true)}, ""), nil
 	default:
 		return wait(st, p.RequeueAfter, p.Reason), nil
 	}
@@ -111,7 +111,7 @@ func clearState(pod *corev1.Pod, st *State, now time.Time) Step {
 	}
 	s := b.step(StageRolledBack, "images were never changed; state cleared")
 	s.Done = true
-	s.Event = &Event{corev1.EventTypeNormal, EventRolledBack, "in-place update cancelled before any image changed: " + describeChanges(st, false)}
+	s.Event = &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "in-place update cancelled before any image changed: " + describeChanges(st, false)}
 	return s
 }
 

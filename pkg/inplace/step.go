@@ -54,6 +54,9 @@ type Step struct {
 // Event is a Kubernetes Event about the pod.
 type Event struct {
 	Type, Reason, Message string
+	// Related is a second object the Event is about, if any: the first pod of a batch that an
+	// Event on its workload announces, which also keeps the Events of two batches apart.
+	Related *corev1.ObjectReference
 }
 
 // Event reasons.

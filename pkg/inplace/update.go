@@ -201,10 +201,10 @@ func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string
 	switch stage {
 	case StageDraining:
 		b.state(st).gate(corev1.ConditionFalse, "InPlaceUpdateDraining", now)
-		ev = &Event{corev1.EventTypeNormal, EventUpdating, "draining before in-place update: " + describeChanges(st, false)}
+		ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "draining before in-place update: " + describeChanges(st, false)}
 	case StageUpdating:
 		b.patchImages(st, false)
-		ev = &Event{corev1.EventTypeNormal, EventUpdating, "updating in place: " + describeChanges(st, false)}
+		ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "updating in place: " + describeChanges(st, false)}
 	default:
 		b.state(st)
 	}
@@ -261,9 +261,9 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 				next.Containers[i].AfterImageID = p.ImageIDs[next.Containers[i].Name]
 			}
 			if p.Unhealthy != "" {
-				return finish(pod, next, StageUpdated, now, &Event{corev1.EventTypeWarning, EventUpdated, "updated in place, failing as before: " + p.Unhealthy}, p.Unhealthy)
+				return finish(pod, next, StageUpdated, now, &Event{Type: corev1.EventTypeWarning, Reason: EventUpdated, Message: "updated in place, failing as before: " + p.Unhealthy}, p.Unhealthy)
 			}
-			return finish(pod, next, StageUpdated, now, &Event{corev1.EventTypeNormal, EventUpdated, "updated in place: " + describeChanges(st, false)}, "")
+			return finish(pod, next, StageUpdated, now, &Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "updated in place: " + describeChanges(st, false)}, "")
 		default:
 			return wait(st, p.RequeueAfter, p.Reason)
 		}
@@ -312,7 +312,7 @@ func fail(pod *corev1.Pod, st *State, now time.Time, code FailureCode, reason st
 	if reverting {
 		evReason = EventRollbackFailed
 	}
-	s.Event = &Event{corev1.EventTypeWarning, evReason, reason}
+	s.Event = &Event{Type: corev1.EventTypeWarning, Reason: evReason, Message: reason}
 	return s
 }
 

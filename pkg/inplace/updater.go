@@ -121,7 +121,7 @@ func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next f
 	if res.Wrote {
 		u.log().Info("pod written", "pod", namespace+"/"+name, "stage", res.Stage, "reason", res.Reason)
 		if event != nil && u.Events != nil {
-			if err := u.Events.Record(ctx, written, *event); err != nil {
+			if err := u.Events.Record(ctx, PodRef(written), *event); err != nil {
 				u.log().Warn("event not recorded", "pod", namespace+"/"+name, "err", err)
 			}
 		}

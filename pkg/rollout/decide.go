@@ -101,6 +101,9 @@ type decision struct {
 	// under maxUnavailable.
 	work                   []*corev1.Pod
 	budget, maxUnavailable int
+	// startsBatch says work starts the batch: every pod of the batches before it is updated and
+	// none of its own has started. Its Event, on the workload, says so once per batch.
+	startsBatch bool
 	// pulls is the pre-pull work (actPull); unpulled name the pods whose nodes still pull
 	// (actWaitPull).
 	pulls    pullPlan
@@ -384,6 +387,11 @@ func decideStep(c *census, spec Spec, lock *Record, total int, d *decision) erro
 		}
 		d.work, room, d.budget = append(d.work, p), room-1, d.budget-1
 	}
+	before := 0
+	if d.batch > 0 {
+		before = d.counts[d.batch-1]
+	}
+	d.startsBatch = len(d.work) > 0 && updated == before && len(c.inflight) == 0 && len(c.arriving) == 0
 	return nil
 }
 

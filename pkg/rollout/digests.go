@@ -123,7 +123,7 @@ func (e *Engine) warnTagDigests(ctx context.Context, ref workload.Ref, id string
 		}
 		ev := inplace.Event{Type: corev1.EventTypeWarning, Reason: EventTagContentDiffers, Message: fmt.Sprintf(
 			"pods of %s run one target tag as different content (the tag was pushed again between pulls): %s; a rollout to the tag does not restart the pods already on it: give the image by digest (IMAGE@sha256:...) to run one content on every pod", ref, what)}
-		if err := e.Events.Record(ctx, p, ev); err != nil {
+		if err := e.Events.Record(ctx, inplace.PodRef(p), ev); err != nil {
 			log.Warn("recording an Event", "err", err)
 		}
 		return

@@ -127,7 +127,7 @@ func (e *Engine) log() *slog.Logger {
 func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inplace.Updater {
 	return &inplace.Updater{
 		Client: e.Client,
-		Events: e.Events,
+		Events: e.podEvents(),
 		Log:    log,
 		Now:    e.Now,
 		// The soak is the batch's (see decideProgress), not each pod's: a pod counts as updated

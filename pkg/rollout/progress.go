@@ -120,6 +120,9 @@ func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, 
 		return res, err
 	})
 	e.podsUpdated(w.Ref(), c, d, int(updatedNow.Load()))
+	if err == nil && d.startsBatch {
+		e.recordOn(ctx, w, lock.RolloutID, batchEvent(d, st, c.target))
+	}
 	if err != nil {
 		// A pod refused now that was not when observed (it changed meanwhile) is observed, and
 		// decided on, by the next step.
@@ -350,6 +353,8 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
 	}
+	e.recordOn(ctx, w, lock.RolloutID, inplace.Event{Type: corev1.EventTypeNormal, Reason: EventRolloutSucceeded,
+		Message: fmt.Sprintf("rollout %s: %s", lock.RolloutID, st.Message)})
 	e.logFor(w.Ref(), lock.RolloutID).Info("rollout succeeded", "updated", st.Updated, "unhealthy", st.Unhealthy)
 	return st, 0, nil
 }

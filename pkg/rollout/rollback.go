@@ -465,6 +465,8 @@ func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workl
 	}
 	e.collectPodLocks(ctx, w.Ref())
 	st.Phase, st.Message = PhaseRolledBack, d.message
+	e.recordOn(ctx, w, lock.RolloutID, inplace.Event{Type: corev1.EventTypeWarning, Reason: EventRolloutRolledBack,
+		Message: fmt.Sprintf("rollout %s: %s", lock.RolloutID, d.message)})
 	e.rolledBack(w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
 	return st, 0, nil

@@ -296,3 +296,9 @@ func writeLock(ctx context.Context, observed objectVersion, p objectPatch, read 
 		return err
 	})
 }
+
+// objectRef is what an Event about the apps/v1 object of kind, as observed, regards.
+func objectRef(kind Kind, meta *metav1.ObjectMeta) corev1.ObjectReference {
+	return corev1.ObjectReference{Kind: string(kind), APIVersion: "apps/v1", Namespace: meta.Namespace, Name: meta.Name,
+		UID: meta.UID, ResourceVersion: meta.ResourceVersion}
+}

@@ -132,3 +132,7 @@ func (d *daemonSet) RevisionLabels(images map[string]string) (map[string]string,
 func (d *daemonSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
 	return RunsImages(pod, images) && (pod.Labels[revisionLabel] == labels[revisionLabel] || pod.Labels[templateGenerationLabel] == labels[templateGenerationLabel])
 }
+
+func (d *daemonSet) Object() (corev1.ObjectReference, bool) {
+	return objectRef(DaemonSet, &d.ds.ObjectMeta), true
+}

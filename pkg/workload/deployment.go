@@ -214,3 +214,7 @@ func (d *deployment) handBack(ctx context.Context, record string, images, depIma
 		"template": templatePatch(d.Template(), depImages),
 	}})
 }
+
+func (d *deployment) Object() (corev1.ObjectReference, bool) {
+	return objectRef(Deployment, &d.dep.ObjectMeta), true
+}

@@ -159,3 +159,6 @@ func (p *podSet) finish(ctx context.Context, record string) (bool, error) {
 	}
 	return true, nil
 }
+
+// Object: label-selected pods have no object an Event could regard.
+func (p *podSet) Object() (corev1.ObjectReference, bool) { return corev1.ObjectReference{}, false }

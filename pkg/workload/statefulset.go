@@ -114,3 +114,7 @@ func (s *statefulSet) RevisionLabels(images map[string]string) (map[string]strin
 func (s *statefulSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
 	return RunsImages(pod, images) && hasLabels(pod, labels)
 }
+
+func (s *statefulSet) Object() (corev1.ObjectReference, bool) {
+	return objectRef(StatefulSet, &s.sts.ObjectMeta), true
+}

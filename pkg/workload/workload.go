@@ -72,6 +72,9 @@ type Observed interface {
 	// workload, to hand it back: the template's images of those containers (a pod's, for
 	// label-selected pods) and the update strategy.
 	Previous(images map[string]string) (map[string]string, json.RawMessage)
+	// Object is what an Event about the workload regards: the object as observed; ok is false
+	// for label-selected pods, which have none.
+	Object() (ref corev1.ObjectReference, ok bool)
 	// Template returns the pod template, or nil for label-selected pods.
 	Template() *corev1.PodTemplateSpec
 	// Replicas is how many pods the workload should have.

@@ -26,7 +26,7 @@ func TestEventsReadAsCoreV1(t *testing.T) {
 	ev := inplace.Event{Type: corev1.EventTypeWarning, Reason: inplace.EventUpdateFailed, Message: "ImagePullBackOff: app: Back-off pulling image \"registry.example/app:v9\""}
 	r := b.Recorder("inplace-rollout")
 	for range 2 {
-		if err := r.Record(context.Background(), pod, ev); err != nil {
+		if err := r.Record(context.Background(), inplace.PodRef(pod), ev); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Flush(time.Minute); err != nil {
