@@ -2,8 +2,8 @@ package inplace
 
 import (
 	"context"
-	"slices"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
