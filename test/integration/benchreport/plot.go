@@ -39,8 +39,8 @@ func writePlot(path, title, yLabel string, r *Report, value func(Result) float64
 	var lines []any
 	for _, ap := range approaches {
 		var pts plotter.XYs
-		for _, n := range r.sizes() {
-			if res, ok := r.result(ap.a, n); ok {
+		for _, n := range r.sizes(EqualLimits) {
+			if res, ok := r.result(EqualLimits, ap.a, n); ok {
 				pts = append(pts, plotter.XY{X: float64(n), Y: value(res)})
 			}
 		}

@@ -34,17 +34,17 @@ var approaches = []struct {
 // Render writes the report as Markdown.
 func Render(w io.Writer, r *Report) error {
 	var b strings.Builder
-	sizes := r.sizes()
+	sizes := r.sizes(EqualLimits)
 	if len(sizes) == 0 {
 		return fmt.Errorf("rendering the benchmark report: no results")
 	}
 	small, large := sizes[0], sizes[len(sizes)-1]
 
 	b.WriteString("# Benchmarks\n\n")
-	fmt.Fprintf(&b, "Written by `make bench` on %s (%s). Every number comes from that one run, on one local\n", r.Date.UTC().Format("2006-01-02 15:04 MST"), r.Machine)
-	b.WriteString("control plane: etcd, kube-apiserver and kube-controller-manager built from source, and the simulated\n")
-	b.WriteString("kubelet of test/integration/kubeletsim. Run `make bench` again to measure anew; it rewrites this file\n")
-	b.WriteString("and its plots.\n\n")
+	fmt.Fprintf(&b, "Written by `make bench` on %s (%s). Every number comes from that one run, on a local\n", r.Date.UTC().Format("2006-01-02 15:04 MST"), r.Machine)
+	b.WriteString("control plane per table: etcd, kube-apiserver and kube-controller-manager built from source, and the\n")
+	b.WriteString("simulated kubelet of test/integration/kubeletsim. Run `make bench` again to measure anew; it rewrites\n")
+	b.WriteString("this file and its plots.\n\n")
 	b.WriteString("On the real node (a real kubelet and containerd), the in-place CLI against the StatefulSet RollingUpdate: [benchmarks-realnode.md](benchmarks-realnode.md).\n\n")
 
 	b.WriteString("## Summary\n\n")
@@ -72,42 +72,34 @@ func Render(w io.Writer, r *Report) error {
 	for _, s := range r.Settings {
 		fmt.Fprintf(&b, "| %s | %s |\n", s.Name, s.Value)
 	}
-	for _, ap := range approaches {
-		if l, ok := r.rateLimit(ap.a); ok {
-			fmt.Fprintf(&b, "| %s's API rate limit | %s |\n", ap.a, l)
+	for _, set := range []struct {
+		limits Limits
+		label  string
+	}{{EqualLimits, "main table"}, {DefaultLimits, "own-default table"}} {
+		for _, ap := range approaches {
+			if l, ok := r.rateLimit(set.limits, ap.a); ok {
+				fmt.Fprintf(&b, "| %s's API rate limit, %s | %s |\n", ap.a, set.label, l)
+			}
 		}
 	}
 
 	b.WriteString("\n## Results\n\n")
-	if r.unequalRateLimits() {
+	if r.unequalRateLimits(EqualLimits) {
 		b.WriteString("**Not a fair comparison.** The drivers ran at different client-side API rate limits (requests/s,\n")
 		b.WriteString("burst in the column \"rate limit\"), and a rollout's wall time is bound by its driver's rate limit:\n")
 		b.WriteString("the wall times, and the \"× floor\" ratios, of rows at different rate limits do not say which\n")
 		b.WriteString("approach is faster. Pod writes and pods recreated do not depend on the rate limit.\n\n")
 	} else {
-		b.WriteString("Every driver ran at the same client-side API rate limit (requests/s, burst in the column \"rate limit\").\n\n")
+		b.WriteString("Every driver ran at the same client-side API rate limit (requests/s, burst in the column \"rate limit\"; the settings\n")
+		b.WriteString("above say which clients each component gives it to).\n\n")
 	}
-	b.WriteString("| approach | pods | wall s | × floor | pod writes / pod | all writes / pod | API requests/s | driver | rate limit | driver CPU s | driver peak RSS MiB | kube-apiserver CPU s | pods recreated |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
-	for _, n := range sizes {
-		floor, hasFloor := r.result(FloorLoop, n)
-		for _, ap := range approaches {
-			res, ok := r.result(ap.a, n)
-			if !ok {
-				continue
-			}
-			overFloor := "–"
-			if hasFloor {
-				overFloor = fmt.Sprintf("%.2f", res.Wall.Seconds()/floor.Wall.Seconds())
-			}
-			limit := "–"
-			if l, ok := r.rateLimit(res.Approach); ok {
-				limit = l.Short()
-			}
-			fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %.2f | %.2f | %.0f | %s | %s | %.2f | %.0f | %.1f | %d |\n",
-				res.Approach, n, res.Wall.Seconds(), overFloor, perPod(res.PodWrites, n), perPod(res.Writes, n),
-				res.RequestsPerSecond(), res.Driver, limit, res.DriverCPU, float64(res.DriverPeakRSSKiB)/1024, res.APIServerCPU, res.Recreated)
-		}
+	writeResults(&b, r, EqualLimits)
+	if len(r.sizes(DefaultLimits)) > 0 {
+		b.WriteString("\n## Each component at its own default rate limit\n\n")
+		b.WriteString("Labelled as such: each driver at the rate limit it has when no flag sets one (the settings above), on a\n")
+		b.WriteString("control plane of its own, started after the main table's. What a user who changes no flag gets; the\n")
+		b.WriteString("rate limits differ, so these wall times do not compare the approaches' engines.\n\n")
+		writeResults(&b, r, DefaultLimits)
 	}
 
 	fmt.Fprintf(&b, "\n## Growth from %d to %d pods\n\n", small, large)
@@ -116,8 +108,8 @@ func Render(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "| approach | wall ms/pod at %d | at %d | ratio | driver CPU ms/pod at %d | at %d | ratio |\n", small, large, small, large)
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, ap := range approaches {
-		lo, ok1 := r.result(ap.a, small)
-		hi, ok2 := r.result(ap.a, large)
+		lo, ok1 := r.result(EqualLimits, ap.a, small)
+		hi, ok2 := r.result(EqualLimits, ap.a, large)
 		if !ok1 || !ok2 {
 			continue
 		}
@@ -139,8 +131,34 @@ func Render(w io.Writer, r *Report) error {
 	return err
 }
 
+// writeResults writes the table of the rows measured at limits.
+func writeResults(b *strings.Builder, r *Report, limits Limits) {
+	b.WriteString("| approach | pods | wall s | × floor | pod writes / pod | all writes / pod | API requests/s | driver | rate limit | driver CPU s | driver peak RSS MiB | kube-apiserver CPU s | pods recreated |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
+	for _, n := range r.sizes(limits) {
+		floor, hasFloor := r.result(limits, FloorLoop, n)
+		for _, ap := range approaches {
+			res, ok := r.result(limits, ap.a, n)
+			if !ok {
+				continue
+			}
+			overFloor := "–"
+			if hasFloor {
+				overFloor = fmt.Sprintf("%.2f", res.Wall.Seconds()/floor.Wall.Seconds())
+			}
+			limit := "–"
+			if l, ok := r.rateLimit(limits, res.Approach); ok {
+				limit = l.Short()
+			}
+			fmt.Fprintf(b, "| %s | %d | %.1f | %s | %.2f | %.2f | %.0f | %s | %s | %.2f | %.0f | %.1f | %d |\n",
+				res.Approach, n, res.Wall.Seconds(), overFloor, perPod(res.PodWrites, n), perPod(res.Writes, n),
+				res.RequestsPerSecond(), res.Driver, limit, res.DriverCPU, float64(res.DriverPeakRSSKiB)/1024, res.APIServerCPU, res.Recreated)
+		}
+	}
+}
+
 func writeSummary(b *strings.Builder, r *Report, small, large int) {
-	ours, ok := r.result(InPlace, large)
+	ours, ok := r.result(EqualLimits, InPlace, large)
 	if !ok {
 		fmt.Fprintf(b, "- inplace-rollout was not measured at %d pods.\n", large)
 		return
@@ -149,30 +167,30 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 	// taken at different rate limits would measure the limits, not the approaches.
 	var walls []string
 	for _, a := range []Approach{InPlace, StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
-		res, ok := r.result(a, large)
+		res, ok := r.result(EqualLimits, a, large)
 		if !ok {
 			continue
 		}
 		limit := "rate limit not recorded"
-		if l, ok := r.rateLimit(a); ok {
+		if l, ok := r.rateLimit(EqualLimits, a); ok {
 			limit = "at " + l.Short()
 		}
 		walls = append(walls, fmt.Sprintf("%s %.1f s (%s)", a, res.Wall.Seconds(), limit))
 	}
 	fmt.Fprintf(b, "- Wall time at %d pods, with each driver's API rate limit (requests/s, burst): %s.", large, strings.Join(walls, ", "))
-	if r.unequalRateLimits() {
+	if r.unequalRateLimits(EqualLimits) {
 		b.WriteString(" The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches.\n")
 	} else {
 		b.WriteString("\n")
 	}
 	var recreated []string
 	for _, a := range []Approach{InPlace, StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
-		if res, ok := r.result(a, large); ok {
+		if res, ok := r.result(EqualLimits, a, large); ok {
 			recreated = append(recreated, fmt.Sprintf("%s %d", a, res.Recreated))
 		}
 	}
 	fmt.Fprintf(b, "- Pods recreated at %d pods: %s.\n", large, strings.Join(recreated, ", "))
-	if floor, ok := r.result(FloorLoop, large); ok {
+	if floor, ok := r.result(EqualLimits, FloorLoop, large); ok {
 		over := ours.Wall.Seconds()/floor.Wall.Seconds() - 1
 		fmt.Fprintf(b, "- Overhead over the floor at %d pods: %.1f s against %.1f s, %+.0f%% (goal: at most %.0f%%, %s).\n",
 			large, ours.Wall.Seconds(), floor.Wall.Seconds(), 100*over, 100*goalOverhead, verdict(over <= goalOverhead))
@@ -193,7 +211,7 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 	}
 	pw := perPod(ours.PodWrites, large)
 	fmt.Fprintf(b, "- Pod writes per pod at %d pods: %.2f (goal: at most %.0f without a readiness gate, %s).\n", large, pw, goalPodWrites, verdict(pw <= goalPodWrites))
-	if lo, ok := r.result(InPlace, small); ok && small != large {
+	if lo, ok := r.result(EqualLimits, InPlace, small); ok && small != large {
 		wallRatio := (ours.Wall.Seconds() / float64(large)) / (lo.Wall.Seconds() / float64(small))
 		cpuRatio := (ours.DriverCPU / float64(large)) / (lo.DriverCPU / float64(small))
 		fmt.Fprintf(b, "- Cost per pod at %d pods over that at %d: wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",

@@ -3,6 +3,7 @@ package benchreport
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,10 +24,24 @@ const (
 	CloneSetInPlace Approach = "kruise-cloneset"
 )
 
+// Limits names the client-side rate limits a set of rows ran at.
+type Limits string
+
+const (
+	// EqualLimits is every driver at one rate limit, the inplace-rollout command's default:
+	// the main table, whose wall times compare the approaches.
+	EqualLimits Limits = "equal"
+	// DefaultLimits is each component at its own default rate limit: what a user who changes
+	// none gets.
+	DefaultLimits Limits = "default"
+)
+
 // Result is what one rollout of Pods pods by one approach measured.
 type Result struct {
 	Approach Approach
 	Pods     int
+	// Limits are the rate limits the rollout ran at.
+	Limits Limits
 	// Wall is from the first write of the rollout until every pod ran the new image, Ready.
 	Wall time.Duration
 	// PodWrites are the requests that wrote the pods' objects (POST, PUT, PATCH, DELETE on
@@ -63,10 +78,11 @@ type Report struct {
 	// share: the least time their pod writes can take follows from it.
 	ClientQPS   float64
 	ClientBurst int
-	// RateLimits are the client-side API rate limits each approach's driver ran at. A
-	// rollout's wall time is bound by its driver's rate limit, so the report says when the
-	// approaches' limits differ: their times then do not compare the approaches.
-	RateLimits map[Approach]RateLimit
+	// RateLimits are the client-side API rate limits each approach's driver ran at, for each
+	// set of rows. A rollout's wall time is bound by its driver's rate limit, so the report
+	// says when the approaches' limits in the main table differ: their times then do not
+	// compare the approaches.
+	RateLimits map[Limits]map[Approach]RateLimit
 	// Results holds one entry per approach and size.
 	Results []Result
 	// CloneSetSkipped says why the CloneSet rows are missing, when they are.
@@ -77,11 +93,13 @@ type Report struct {
 	ProfileFile string
 }
 
-// RateLimit is a client's token bucket: QPS requests per second, Burst above it. Note says
-// where it comes from (a default, a flag) and how many clients have it.
+// RateLimit is a client's token bucket: QPS requests per second, Burst above it. Flags are
+// the component's flags that set it (empty: none, its default); Note says which clients
+// have it.
 type RateLimit struct {
 	QPS   float64
 	Burst int
+	Flags string
 	Note  string
 }
 
@@ -92,24 +110,34 @@ func (l RateLimit) Short() string {
 
 func (l RateLimit) String() string {
 	s := strconv.FormatFloat(l.QPS, 'f', -1, 64) + " requests/s, burst " + strconv.Itoa(l.Burst)
-	if l.Note != "" {
-		s += " (" + l.Note + ")"
+	var notes []string
+	if l.Flags != "" {
+		notes = append(notes, "`"+l.Flags+"`")
+	} else {
+		notes = append(notes, "its default, no flag")
 	}
-	return s
+	if l.Note != "" {
+		notes = append(notes, l.Note)
+	}
+	return s + " (" + strings.Join(notes, "; ") + ")"
 }
 
-// rateLimit is approach a's rate limit, if the report has it.
-func (r *Report) rateLimit(a Approach) (RateLimit, bool) {
-	l, ok := r.RateLimits[a]
+// rateLimit is approach a's rate limit in the rows of limits, if the report has it.
+func (r *Report) rateLimit(limits Limits, a Approach) (RateLimit, bool) {
+	l, ok := r.RateLimits[limits][a]
 	return l, ok
 }
 
-// unequalRateLimits reports whether the approaches measured ran at different rate limits, or
-// at one the report does not know: their wall times then do not compare the approaches.
-func (r *Report) unequalRateLimits() bool {
+// unequalRateLimits reports whether the approaches measured at limits ran at different rate
+// limits, or at one the report does not know: their wall times then do not compare the
+// approaches.
+func (r *Report) unequalRateLimits(limits Limits) bool {
 	var first *RateLimit
 	for _, res := range r.Results {
-		l, ok := r.rateLimit(res.Approach)
+		if res.Limits != limits {
+			continue
+		}
+		l, ok := r.rateLimit(limits, res.Approach)
 		if !ok {
 			return true
 		}
@@ -127,22 +155,22 @@ func (r *Report) unequalRateLimits() bool {
 // Setting is one named parameter of the run.
 type Setting struct{ Name, Value string }
 
-// result returns the result of approach at pods, if measured.
-func (r *Report) result(a Approach, pods int) (Result, bool) {
+// result returns the result of approach at pods and limits, if measured.
+func (r *Report) result(limits Limits, a Approach, pods int) (Result, bool) {
 	for _, res := range r.Results {
-		if res.Approach == a && res.Pods == pods {
+		if res.Limits == limits && res.Approach == a && res.Pods == pods {
 			return res, true
 		}
 	}
 	return Result{}, false
 }
 
-// sizes are the pod counts measured, in increasing order.
-func (r *Report) sizes() []int {
+// sizes are the pod counts measured at limits, in increasing order.
+func (r *Report) sizes(limits Limits) []int {
 	var out []int
 	seen := map[int]bool{}
 	for _, res := range r.Results {
-		if !seen[res.Pods] {
+		if res.Limits == limits && !seen[res.Pods] {
 			seen[res.Pods] = true
 			out = append(out, res.Pods)
 		}

@@ -50,6 +50,9 @@ type Bench struct {
 	// Kruise waits until kruise-manager runs and returns its process ID; nil, or an error,
 	// leaves the CloneSet out.
 	Kruise func() (pid int, err error)
+	// Limits are the rate limits the control plane's controllers and the commands run at,
+	// recorded in each result.
+	Limits Limits
 	// ClientQPS and ClientBurst, when set, are inplace-rollout's rate limit
 	// (--kube-api-qps, --kube-api-burst); FloorCommand sets the floor loop's.
 	ClientQPS   float64
@@ -269,7 +272,7 @@ func (b *Bench) measure(ctx context.Context, w *podWatch, a Approach, app string
 		return Result{}, err
 	}
 	d := api1.sub(api0)
-	r := Result{Approach: a, Pods: n, Wall: wall, PodWrites: d.podWrites, Writes: d.writes, Requests: d.requests,
+	r := Result{Approach: a, Pods: n, Limits: b.Limits, Wall: wall, PodWrites: d.podWrites, Writes: d.writes, Requests: d.requests,
 		Driver: driver, DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB, APIServerCPU: srv1.cpuSeconds - srv0.cpuSeconds}
 	for uid := range w.uids(app) {
 		if !before[uid] {

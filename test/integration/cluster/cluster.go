@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,11 @@ type Options struct {
 	// SimulatorQPS gives the kubelet simulator its own client with this rate limit (burst
 	// twice that); zero shares Client's (200 requests/s).
 	SimulatorQPS float32
+	// ControllerManagerQPS and ControllerManagerBurst, when above 0, are kube-controller-manager's
+	// client-side rate limit (--kube-api-qps, --kube-api-burst), which the client of each of its
+	// controllers has for itself; zero keeps its defaults, 20 requests/s and a burst of 30.
+	ControllerManagerQPS   float32
+	ControllerManagerBurst int
 	// Logger receives one line per lifecycle event. Nil discards.
 	Logger *slog.Logger
 }
@@ -478,11 +484,7 @@ func (c *Cluster) restart(r *restartable, name string, grace time.Duration) erro
 }
 
 func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
-	var gates []string
-	if c.opts.FeatureGates != "" {
-		gates = []string{"--feature-gates=" + c.opts.FeatureGates}
-	}
-	return c.start("kube-controller-manager", append(gates,
+	return c.start("kube-controller-manager", append(c.controllerManagerFlags(),
 		"--kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
@@ -492,6 +494,21 @@ func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
 		"--root-ca-file="+certs.CACert,
 		"--use-service-account-credentials=false",
 	)...)
+}
+
+// controllerManagerFlags are kube-controller-manager's flags that the options set.
+func (c *Cluster) controllerManagerFlags() []string {
+	var flags []string
+	if c.opts.FeatureGates != "" {
+		flags = append(flags, "--feature-gates="+c.opts.FeatureGates)
+	}
+	if c.opts.ControllerManagerQPS > 0 {
+		flags = append(flags, "--kube-api-qps="+strconv.FormatFloat(float64(c.opts.ControllerManagerQPS), 'f', -1, 32))
+	}
+	if c.opts.ControllerManagerBurst > 0 {
+		flags = append(flags, "--kube-api-burst="+strconv.Itoa(c.opts.ControllerManagerBurst))
+	}
+	return flags
 }
 
 // waitControllerManager waits until the controller manager is observably working. It serves no

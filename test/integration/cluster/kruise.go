@@ -42,6 +42,26 @@ const (
 	kruiseValidatingWebhookConfiguration = "kruise-validating-webhook-configuration"
 )
 
+// KruiseOptions configure kruise-manager.
+type KruiseOptions struct {
+	// QPS and Burst, when above 0, are its client-side rate limit (--rest-config-qps,
+	// --rest-config-burst, whole numbers in its main.go), set on the rest.Config every client
+	// of its own is built from; zero keeps its defaults, 30 requests/s and a burst of 50.
+	QPS, Burst int
+}
+
+// Args are kruise-manager's flags that the options set.
+func (o KruiseOptions) Args() []string {
+	var args []string
+	if o.QPS > 0 {
+		args = append(args, "--rest-config-qps="+strconv.Itoa(o.QPS))
+	}
+	if o.Burst > 0 {
+		args = append(args, "--rest-config-burst="+strconv.Itoa(o.Burst))
+	}
+	return args
+}
+
 // Kruise is the kruise-manager StartKruise started. Cluster.Stop stops it.
 type Kruise struct {
 	// Dir is its working directory: its webhook certificates and protection log.
@@ -72,7 +92,7 @@ type Kruise struct {
 // The PodWebhook and KruiseDaemon feature gates are off, as no pod webhook and no kruise-daemon
 // run here. The webhook server binds all interfaces on a free port: kruise-manager hard-codes
 // the host 0.0.0.0.
-func (c *Cluster) StartKruise(ctx context.Context) (*Kruise, error) {
+func (c *Cluster) StartKruise(ctx context.Context, opts KruiseOptions) (*Kruise, error) {
 	if _, err := os.Stat(c.bin(kruiseProcess)); err != nil {
 		return nil, fmt.Errorf("%s is missing from %s: run `%s` first: %w", kruiseProcess, c.opts.BinDir, KruiseBuild, err)
 	}
@@ -95,7 +115,7 @@ func (c *Cluster) StartKruise(ctx context.Context) (*Kruise, error) {
 	if err := c.installKruise(ctx); err != nil {
 		return nil, err
 	}
-	if err := k.start(); err != nil {
+	if err := k.start(opts); err != nil {
 		return nil, err
 	}
 	c.Kruise = k
@@ -123,19 +143,19 @@ func (c *Cluster) installKruise(ctx context.Context) error {
 
 // start starts kruise-manager on free ports and waits until it is ready: its /readyz answers
 // once its webhook server is up, and its controllers are set up only after that.
-func (k *Kruise) start() error {
+func (k *Kruise) start(opts KruiseOptions) error {
 	return k.c.onFreePorts(kruiseProcess, 3, func(ports []int) error {
 		metrics := "127.0.0.1:" + strconv.Itoa(ports[0])
 		health := "127.0.0.1:" + strconv.Itoa(ports[1])
-		cmd := exec.Command(k.c.bin(kruiseProcess),
-			"--kubeconfig="+k.c.Kubeconfig,
+		cmd := exec.Command(k.c.bin(kruiseProcess), append([]string{
+			"--kubeconfig=" + k.c.Kubeconfig,
 			"--enable-leader-election=false",
-			"--metrics-addr="+metrics,
-			"--health-probe-addr="+health,
+			"--metrics-addr=" + metrics,
+			"--health-probe-addr=" + health,
 			"--enable-pprof=false",
-			"--protection-log-path="+k.Dir,
+			"--protection-log-path=" + k.Dir,
 			"--feature-gates=PodWebhook=false,KruiseDaemon=false",
-		)
+		}, opts.Args()...)...)
 		// A WEBHOOK_HOST makes kruise-manager write its self-signed certificates for that host
 		// into WEBHOOK_CERT_DIR instead of a Secret; its health check calls https://localhost.
 		cmd.Env = append(os.Environ(),

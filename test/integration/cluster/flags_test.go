@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestControllerManagerFlags: the options' rate limit and feature gates become
+// kube-controller-manager's flags, and none is passed for an option left at zero, which keeps
+// its own default.
+func TestControllerManagerFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{"defaults", Options{}, nil},
+		{"rate limit", Options{ControllerManagerQPS: 100, ControllerManagerBurst: 200}, []string{"--kube-api-qps=100", "--kube-api-burst=200"}},
+		{"fractional rate", Options{ControllerManagerQPS: 12.5}, []string{"--kube-api-qps=12.5"}},
+		{"gates and burst", Options{FeatureGates: "A=true", ControllerManagerBurst: 30}, []string{"--feature-gates=A=true", "--kube-api-burst=30"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Cluster{opts: tt.opts}
+			if got := c.controllerManagerFlags(); !slices.Equal(got, tt.want) {
+				t.Errorf("flags %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKruiseOptionsArgs: the rate limit becomes kruise-manager's --rest-config-qps and
+// --rest-config-burst, as OpenKruise's main.go names them, and zero passes no flag.
+func TestKruiseOptionsArgs(t *testing.T) {
+	tests := []struct {
+		opts KruiseOptions
+		want []string
+	}{
+		{KruiseOptions{}, nil},
+		{KruiseOptions{QPS: 100, Burst: 200}, []string{"--rest-config-qps=100", "--rest-config-burst=200"}},
+		{KruiseOptions{Burst: 50}, []string{"--rest-config-burst=50"}},
+	}
+	for _, tt := range tests {
+		if got := tt.opts.Args(); !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: flags %q, want %q", tt.opts, got, tt.want)
+		}
+	}
+}
