@@ -16,7 +16,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -237,13 +236,15 @@ func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, size
 		return nil, "", fmt.Errorf("the control plane's kube-controller-manager or kube-apiserver is not running")
 	}
 	b.ControllerManagerPID, b.APIServerPID = kcm, apiserver
-	kruise := startKruise(ctx, c, cluster.KruiseOptions{QPS: int(p.qps), Burst: p.burst})
-	b.Kruise = kruise
-	results, err = b.Run(ctx, sizes)
-	if _, kerr := kruise(); kerr != nil {
-		skipped = kerr.Error()
+	b.StartKruise = func(ctx context.Context) (int, func() error, error) {
+		k, err := c.StartKruise(ctx, cluster.KruiseOptions{QPS: int(p.qps), Burst: p.burst, Settled: true})
+		if err != nil {
+			return 0, nil, fmt.Errorf("kruise-manager %s did not start here: %w", cluster.KruiseVersion, err)
+		}
+		return k.PID(), k.Stop, nil
 	}
-	return results, skipped, err
+	results, err = b.Run(ctx, sizes)
+	return results, b.KruiseSkipped, err
 }
 
 // write prints the results and, unless partial, writes the report and its plots into out.
@@ -275,32 +276,6 @@ func write(ctx context.Context, r *benchreport.Report, cliPath, out string, part
 	}
 	fmt.Printf("wrote %s and its plots in %s\n", f.Name(), time.Since(r.Date).Round(time.Second))
 	return f.Close()
-}
-
-// startKruise starts kruise-manager in the background, since it takes about a minute to set
-// itself up, and returns what waits for it: its PID, or why it does not run.
-func startKruise(ctx context.Context, c *cluster.Cluster, opts cluster.KruiseOptions) func() (int, error) {
-	type started struct {
-		pid int
-		err error
-	}
-	done := make(chan started, 1)
-	go func() {
-		k, err := c.StartKruise(ctx, opts)
-		if err != nil {
-			done <- started{err: fmt.Errorf("kruise-manager %s did not start here: %w", cluster.KruiseVersion, err)}
-			return
-		}
-		done <- started{pid: k.PID()}
-	}()
-	var (
-		once   sync.Once
-		result started
-	)
-	return func() (int, error) {
-		once.Do(func() { result = <-done })
-		return result.pid, result.err
-	}
 }
 
 // floor runs the floor loop, by default at the inplace-rollout command's default rate limit.

@@ -47,9 +47,14 @@ type Bench struct {
 	FloorCommand []string
 	// ControllerManagerPID and APIServerPID are those processes' IDs.
 	ControllerManagerPID, APIServerPID int
-	// Kruise waits until kruise-manager runs and returns its process ID; nil, or an error,
-	// leaves the CloneSet out.
-	Kruise func() (pid int, err error)
+	// StartKruise starts kruise-manager, returning once it is ready to measure (its set-up
+	// ended), with its process ID and what stops it; nil leaves the CloneSet out. Run starts
+	// it after the other approaches' rollouts and stops it after the CloneSet's, so that it
+	// runs during no other rollout.
+	StartKruise func(ctx context.Context) (pid int, stop func() error, err error)
+	// KruiseSkipped says why the CloneSet rows are missing, once Run found that
+	// kruise-manager does not start here.
+	KruiseSkipped string
 	// Limits are the rate limits the control plane's controllers and the commands run at,
 	// recorded in each result.
 	Limits Limits
@@ -90,22 +95,60 @@ func FloorArgs(kubeconfig string, spec FloorSpec) []string {
 		"-container", spec.Container, "-image", spec.Image, "-batches", strings.Join(counts, ",")}
 }
 
-// Run measures every approach at each size, in increasing order of size, and returns the
-// results. A failed rollout stops the run with an error naming it.
+// Run measures every approach at each size, in increasing order of size, the CloneSet last, and
+// returns the results. A failed rollout stops the run with an error naming it.
 func (b *Bench) Run(ctx context.Context, sizes []int) ([]Result, error) {
-	var out []Result
+	var runs []*sizeRun
 	for i, n := range sizes {
-		largest := i == len(sizes)-1
-		res, err := b.runSize(ctx, n, largest)
-		out = append(out, res...)
+		s, err := b.newSizeRun(ctx, n, i == len(sizes)-1)
 		if err != nil {
-			return out, fmt.Errorf("%d pods: %w", n, err)
+			return nil, err
+		}
+		runs = append(runs, s)
+	}
+	collect := func() []Result {
+		var out []Result
+		for _, s := range runs {
+			out = append(out, s.out...)
+		}
+		return out
+	}
+	for _, s := range runs {
+		for _, run := range []func(context.Context) error{s.statefulSet, s.deployment} {
+			if err := run(ctx); err != nil {
+				return collect(), fmt.Errorf("%d pods: %w", s.n, err)
+			}
 		}
 	}
-	return out, nil
+	err := b.cloneSets(ctx, runs)
+	return collect(), err
 }
 
-func (b *Bench) runSize(ctx context.Context, n int, largest bool) ([]Result, error) {
+// cloneSets starts kruise-manager, measures the CloneSet at each size and stops it.
+func (b *Bench) cloneSets(ctx context.Context, runs []*sizeRun) (err error) {
+	if b.StartKruise == nil || (len(b.Only) > 0 && !b.Only[CloneSetInPlace]) {
+		return nil
+	}
+	pid, stop, err := b.StartKruise(ctx)
+	if err != nil {
+		b.KruiseSkipped = err.Error()
+		b.Log.Warn("no CloneSet rollout", "err", err)
+		return nil
+	}
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stopping kruise-manager: %w", serr)
+		}
+	}()
+	for _, s := range runs {
+		if err := s.cloneSet(ctx, pid); err != nil {
+			return fmt.Errorf("%d pods: %w", s.n, err)
+		}
+	}
+	return nil
+}
+
+func (b *Bench) newSizeRun(ctx context.Context, n int, largest bool) (*sizeRun, error) {
 	ns := fmt.Sprintf("bench-%d", n)
 	if _, err := b.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", ns, err)
@@ -114,13 +157,7 @@ func (b *Bench) runSize(ctx context.Context, n int, largest bool) ([]Result, err
 	if err != nil {
 		return nil, err
 	}
-	s := &sizeRun{Bench: b, w: w, ns: ns, n: n, largest: largest}
-	for _, run := range []func(context.Context) error{s.statefulSet, s.deployment, s.cloneSet} {
-		if err := run(ctx); err != nil {
-			return s.out, err
-		}
-	}
-	return s.out, nil
+	return &sizeRun{Bench: b, w: w, ns: ns, n: n, largest: largest}, nil
 }
 
 // sizeRun is the rollouts of one size, in a namespace of their own.
@@ -207,16 +244,8 @@ func (s *sizeRun) deployment(ctx context.Context) error {
 	}))
 }
 
-// cloneSet runs OpenKruise's CloneSet in-place update, when kruise-manager runs.
-func (s *sizeRun) cloneSet(ctx context.Context) error {
-	if s.Kruise == nil || !s.want(CloneSetInPlace) {
-		return nil
-	}
-	pid, err := s.Kruise()
-	if err != nil {
-		s.Log.Warn("no CloneSet rollout", "err", err)
-		return nil
-	}
+// cloneSet runs OpenKruise's CloneSet in-place update by kruise-manager, process pid.
+func (s *sizeRun) cloneSet(ctx context.Context, pid int) error {
 	const cs = "cloneset"
 	if err := s.createCloneSet(ctx, s.ns, cs, s.n); err != nil {
 		return err

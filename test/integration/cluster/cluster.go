@@ -119,6 +119,9 @@ type Cluster struct {
 	// pickPorts hands out loopback ports for a component; nil means freePorts. Tests make it
 	// hand out a port that is taken.
 	pickPorts func(n int) ([]int, error)
+	// kruiseInstalled is set once StartKruise has installed OpenKruise's CRDs, namespace and
+	// webhook configurations, which a later StartKruise finds there.
+	kruiseInstalled bool
 	// etcd and apiServer are the running processes with the arguments they were started with,
 	// which RestartEtcd and RestartAPIServer start them again with: same ports, same data.
 	etcd, apiServer *restartable

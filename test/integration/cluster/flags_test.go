@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -44,5 +46,34 @@ func TestKruiseOptionsArgs(t *testing.T) {
 		if got := tt.opts.Args(); !slices.Equal(got, tt.want) {
 			t.Errorf("%+v: flags %q, want %q", tt.opts, got, tt.want)
 		}
+	}
+}
+
+// TestLogLineContains: kruise-manager's end of set-up is found only when one line of this
+// run's log holds every part, not when the parts are on different lines or in an earlier run's
+// part of an appended log.
+func TestLogLineContains(t *testing.T) {
+	const earlier = `I0101 "Not found kind in group version" kind="ImageListPullJob"` + "\n"
+	tests := []struct {
+		name string
+		log  string
+		want bool
+	}{
+		{"one line", `I0102 discovery.go:73] "Not found kind in group version" kind="ImageListPullJob" groupVersion="apps.kruise.io/v1alpha1"` + "\n", true},
+		{"another kind", `I0102 "Not found kind in group version" kind="DaemonSet"` + "\n", false},
+		{"parts on two lines", `I0102 "Not found kind in group version" kind="DaemonSet"` + "\nI0102 ImageListPullJob indexed\n", false},
+		{"empty", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "kruise-manager.log")
+			if err := os.WriteFile(path, []byte(earlier+tt.log), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := &process{logPath: path, logStart: int64(len(earlier))}
+			if got := p.logLineContains(kruiseLastProbe...); got != tt.want {
+				t.Errorf("logLineContains(%q) over %q = %v, want %v", kruiseLastProbe, tt.log, got, tt.want)
+			}
+		})
 	}
 }
