@@ -88,7 +88,7 @@ func report(ctx context.Context, args []string) error {
 	qps := fs.Float64("qps", clientQPS, "requests per second allowed to every driver in the main table (a whole number: kruise-manager takes no fraction)")
 	burst := fs.Int("burst", clientBurst, "requests allowed in a burst above -qps, to every driver in the main table")
 	defaults := fs.Bool("defaults", true, "also measure each component at its own default rate limit, on a second control plane")
-	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
+	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, inplace-rollout-gated, inplace-rollout-window, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -138,6 +138,11 @@ func report(ctx context.Context, args []string) error {
 		if p.qps > 0 {
 			b.ClientQPS, b.ClientBurst = p.qps, p.burst
 			b.FloorCommand = []string{self, "floor", "-qps", strconv.FormatFloat(p.qps, 'f', -1, 64), "-burst", strconv.Itoa(p.burst)}
+		} else {
+			// The in-place variants differ from inplace-rollout's row in their rollout, not in
+			// a default: the main table has them.
+			b.Approaches = []benchreport.Approach{benchreport.InPlace, benchreport.FloorLoop,
+				benchreport.StatefulSetRolling, benchreport.DeploymentRolling, benchreport.CloneSetInPlace}
 		}
 		if i == 0 {
 			b.ProfileFile = profile
@@ -196,8 +201,11 @@ func rateLimits(p pass) map[benchreport.Approach]benchreport.RateLimit {
 	}
 	q := strconv.FormatFloat(p.qps, 'f', -1, 64)
 	kcm := benchreport.RateLimit{QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("--kube-api-qps=%s --kube-api-burst=%d", q, p.burst), Note: "kube-controller-manager's; " + kcmNote}
+	cli := benchreport.RateLimit{QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("--kube-api-qps %s --kube-api-burst %d", q, p.burst), Note: cliNote}
 	return map[benchreport.Approach]benchreport.RateLimit{
-		benchreport.InPlace:            {QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("--kube-api-qps %s --kube-api-burst %d", q, p.burst), Note: cliNote},
+		benchreport.InPlace:            cli,
+		benchreport.InPlaceGated:       cli,
+		benchreport.InPlaceWindow:      cli,
 		benchreport.FloorLoop:          {QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("-qps %s -burst %d", q, p.burst), Note: floorNote},
 		benchreport.StatefulSetRolling: kcm,
 		benchreport.DeploymentRolling:  kcm,
@@ -229,7 +237,7 @@ func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, size
 	if b.Dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
 		return nil, "", fmt.Errorf("building a dynamic client: %w", err)
 	}
-	b.Client, b.Kubeconfig = c.Client, c.Kubeconfig
+	b.Client, b.Config, b.Kubeconfig = c.Client, c.Config, c.Kubeconfig
 	kcm, ok1 := c.PID("kube-controller-manager")
 	apiserver, ok2 := c.PID("kube-apiserver")
 	if !ok1 || !ok2 {

@@ -25,7 +25,9 @@ var approaches = []struct {
 	what string
 }{
 	{InPlace, "`inplace-rollout run` on a StatefulSet: 10 batches of 10% (`--batches 10%,20%,...,100% --max-unavailable 10%`), each pod's image patched in place, with the lock, the per-pod state and every check"},
-	{FloorLoop, "the same image patches on the same StatefulSet's pods by a loop with no safety: patch a batch's pods (32 in flight, at inplace-rollout's rate limit), wait until they are Ready on the image, next batch"},
+	{InPlaceGated, "the same on a StatefulSet whose pods declare the readiness gate `inplace-rollout.io/ready`, set True on each new pod by the project's gate controller (pkg/gate, in the benchmark's process): each pod drained through the gate (False, so it leaves its Service) before its image changes, and Ready through it again after, as the CloneSet drains its pods through its own gate"},
+	{InPlaceWindow, "the same in one batch, `--batches 100% --max-unavailable 10%`: a sliding window of at most 10% of the pods updating at once, as the controllers' rolling updates below"},
+	{FloorLoop, "the same image patches, in the same 10 batches, by a loop with no safety, on the pods of an identical StatefulSet of their own (OnDelete, as the loop leaves its template behind): patch a batch's pods (32 in flight, at inplace-rollout's rate limit), wait until they are Ready on the image, next batch"},
 	{StatefulSetRolling, "the StatefulSet's own RollingUpdate of the same pods, `maxUnavailable: 10%` (Parallel pod management): pods deleted and recreated"},
 	{DeploymentRolling, "a Deployment of as many pods, rolling update `maxUnavailable: 10%`, `maxSurge: 0`: pods deleted and recreated"},
 	{CloneSetInPlace, "OpenKruise's CloneSet of as many pods, `updateStrategy: {type: InPlaceIfPossible, maxUnavailable: 10%}`: images patched in place by kruise-manager. " +

@@ -24,7 +24,7 @@ func sampleReport() *Report {
 		ClientQPS:   100,
 		ClientBurst: 200,
 		RateLimits: map[Limits]map[Approach]RateLimit{
-			EqualLimits: {InPlace: equal, FloorLoop: equal, StatefulSetRolling: equal, DeploymentRolling: equal, CloneSetInPlace: equal},
+			EqualLimits: {InPlace: equal, InPlaceGated: equal, InPlaceWindow: equal, FloorLoop: equal, StatefulSetRolling: equal, DeploymentRolling: equal, CloneSetInPlace: equal},
 			DefaultLimits: {
 				InPlace:            {QPS: 100, Burst: 200, Note: "two clients"},
 				FloorLoop:          {QPS: 100, Burst: 200, Flags: "-qps 100 -burst 200"},
@@ -50,6 +50,10 @@ func sampleReport() *Report {
 					DriverCPU: cpu, DriverPeakRSSKiB: 64 * 1024, APIServerCPU: 2 * cpu, Recreated: recreated})
 			}
 			add(InPlace, 5+1.55*f, 2*n, 0.5*f, 0)
+			if limits == EqualLimits {
+				add(InPlaceGated, 6+2*f, 4*n, 0.7*f, 0)
+				add(InPlaceWindow, 4+1.4*f, 2*n, 0.5*f, 0)
+			}
 			add(FloorLoop, 4+0.9*f, n, 0.1*f, 0)
 			add(StatefulSetRolling, 10*f*slow, 3*n, 2*f, n)
 			add(DeploymentRolling, 12.5*f*slow, 3*n, 2.5*f, n)

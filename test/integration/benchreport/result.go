@@ -14,6 +14,13 @@ type Approach string
 const (
 	// InPlace is inplace-rollout's command rolling a StatefulSet in place.
 	InPlace Approach = "inplace-rollout"
+	// InPlaceGated is InPlace on pods that declare the readiness gate inplace-rollout.io/ready:
+	// each pod drained through the gate before its update, as the CloneSet's are through
+	// theirs.
+	InPlaceGated Approach = "inplace-rollout-gated"
+	// InPlaceWindow is InPlace in one batch: a sliding window of pods, as the controllers'
+	// rolling updates.
+	InPlaceWindow Approach = "inplace-rollout-window"
 	// FloorLoop is Floor: the same image patches with no safety.
 	FloorLoop Approach = "floor"
 	// StatefulSetRolling is the StatefulSet controller's RollingUpdate: pods recreated.

@@ -8,36 +8,33 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
+	"k8s.io/client-go/rest"
 )
 
-// The images each rollout goes between; the simulated kubelet runs any image on
-// registry.example.
-const (
-	imageV1 = "registry.example/app:v1"
-	imageV2 = "registry.example/app:v2"
-	imageV3 = "registry.example/app:v3"
-	imageV4 = "registry.example/app:v4"
-)
+// imageV1 is what every workload starts on; each rollout then moves a workload to its next
+// version (image). The simulated kubelet runs any image on registry.example.
+const imageV1 = "registry.example/app:v1"
+
+func image(version int) string { return fmt.Sprintf("registry.example/app:v%d", version) }
 
 // Bench runs the scenarios on one control plane.
 type Bench struct {
 	Client  kubernetes.Interface
 	Dynamic dynamic.Interface
+	// Config is an admin rest.Config, for the clients the bench builds of its own (the gate
+	// controller's).
+	Config *rest.Config
 	// Kubeconfig is an admin kubeconfig file, for the commands it starts.
 	Kubeconfig string
 	// CLI is the inplace-rollout binary.
@@ -65,8 +62,9 @@ type Bench struct {
 	// ProfileFile, when set, is where the CPU profile of inplace-rollout at the largest size is
 	// written.
 	ProfileFile string
-	// Only, when not empty, limits the run to these approaches (the StatefulSet's rollouts
-	// still run in their order: inplace-rollout, then the floor, then its own).
+	// Approaches, when not empty, are the approaches this control plane measures.
+	Approaches []Approach
+	// Only, when not empty, limits the run further to these approaches.
 	Only map[Approach]bool
 	// LogDir, when set, keeps each command's output there, as APPROACH-PODS.log.
 	LogDir string
@@ -95,10 +93,25 @@ func FloorArgs(kubeconfig string, spec FloorSpec) []string {
 		"-container", spec.Container, "-image", spec.Image, "-batches", strings.Join(counts, ",")}
 }
 
+// order is the order in which Run measures the approaches of one size; kruise-manager's
+// CloneSet comes after all of them, at every size.
+var order = []Approach{InPlace, InPlaceGated, InPlaceWindow, FloorLoop, StatefulSetRolling, DeploymentRolling}
+
 // Run measures every approach at each size, in increasing order of size, the CloneSet last, and
 // returns the results. A failed rollout stops the run with an error naming it.
-func (b *Bench) Run(ctx context.Context, sizes []int) ([]Result, error) {
+func (b *Bench) Run(ctx context.Context, sizes []int) (results []Result, err error) {
+	// The gate controllers of the gated StatefulSets run until the run ends.
+	ctx, cancel := context.WithCancel(ctx)
 	var runs []*sizeRun
+	defer func() {
+		cancel()
+		for _, s := range runs {
+			results = append(results, s.out...)
+			if gerr := s.stopGate(); gerr != nil && err == nil {
+				err = gerr
+			}
+		}
+	}()
 	for i, n := range sizes {
 		s, err := b.newSizeRun(ctx, n, i == len(sizes)-1)
 		if err != nil {
@@ -106,27 +119,19 @@ func (b *Bench) Run(ctx context.Context, sizes []int) ([]Result, error) {
 		}
 		runs = append(runs, s)
 	}
-	collect := func() []Result {
-		var out []Result
-		for _, s := range runs {
-			out = append(out, s.out...)
-		}
-		return out
-	}
 	for _, s := range runs {
-		for _, run := range []func(context.Context) error{s.statefulSet, s.deployment} {
-			if err := run(ctx); err != nil {
-				return collect(), fmt.Errorf("%d pods: %w", s.n, err)
+		for _, a := range order {
+			if err := s.run(ctx, a); err != nil {
+				return nil, fmt.Errorf("%d pods: %w", s.n, err)
 			}
 		}
 	}
-	err := b.cloneSets(ctx, runs)
-	return collect(), err
+	return nil, b.cloneSets(ctx, runs)
 }
 
 // cloneSets starts kruise-manager, measures the CloneSet at each size and stops it.
 func (b *Bench) cloneSets(ctx context.Context, runs []*sizeRun) (err error) {
-	if b.StartKruise == nil || (len(b.Only) > 0 && !b.Only[CloneSetInPlace]) {
+	if b.StartKruise == nil || !b.want(CloneSetInPlace) {
 		return nil
 	}
 	pid, stop, err := b.StartKruise(ctx)
@@ -148,6 +153,13 @@ func (b *Bench) cloneSets(ctx context.Context, runs []*sizeRun) (err error) {
 	return nil
 }
 
+func (b *Bench) want(a Approach) bool {
+	if len(b.Approaches) > 0 && !slices.Contains(b.Approaches, a) {
+		return false
+	}
+	return len(b.Only) == 0 || b.Only[a]
+}
+
 func (b *Bench) newSizeRun(ctx context.Context, n int, largest bool) (*sizeRun, error) {
 	ns := fmt.Sprintf("bench-%d", n)
 	if _, err := b.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -157,10 +169,11 @@ func (b *Bench) newSizeRun(ctx context.Context, n int, largest bool) (*sizeRun, 
 	if err != nil {
 		return nil, err
 	}
-	return &sizeRun{Bench: b, w: w, ns: ns, n: n, largest: largest}, nil
+	return &sizeRun{Bench: b, w: w, ns: ns, n: n, largest: largest, versions: map[string]int{}}, nil
 }
 
-// sizeRun is the rollouts of one size, in a namespace of their own.
+// sizeRun is the rollouts of one size, in a namespace of their own: one workload per kind of
+// rollout, created at its first, each rollout moving it to its next version.
 type sizeRun struct {
 	*Bench
 	w       *podWatch
@@ -168,116 +181,170 @@ type sizeRun struct {
 	n       int
 	largest bool
 	out     []Result
+	// versions are the image versions the workloads run, by name; a workload not there yet
+	// has none.
+	versions map[string]int
+	// gateDone, once the gated StatefulSet's gate controller runs, gives its end.
+	gateDone chan error
 }
 
-func (s *sizeRun) want(a Approach) bool { return len(s.Only) == 0 || s.Only[a] }
+// The workloads of a size, by the label app of their pods. The in-place rollouts and the
+// StatefulSet's own share one StatefulSet, each handing it back as it found it (its update
+// strategy, every pod at its revision); the floor loop, which leaves the template behind the
+// pods, and the gated pods have their own.
+const (
+	stsApp      = "sts"
+	floorApp    = "floor"
+	gatedApp    = "gated"
+	deployApp   = "deploy"
+	cloneSetApp = "cloneset"
+)
 
-func (s *sizeRun) add(r Result, err error) error {
-	if err != nil {
+// tenBatches are inplace-rollout's batches: 10 of 10% each.
+const tenBatches = "10%,20%,30%,40%,50%,60%,70%,80%,90%,100%"
+
+// run measures approach a at this size.
+func (s *sizeRun) run(ctx context.Context, a Approach) error {
+	if !s.want(a) {
+		return nil
+	}
+	switch a {
+	case InPlace:
+		return s.inPlace(ctx, a, stsApp, tenBatches)
+	case InPlaceGated:
+		return s.inPlace(ctx, a, gatedApp, tenBatches)
+	case InPlaceWindow:
+		return s.inPlace(ctx, a, stsApp, "100%")
+	case FloorLoop:
+		return s.floor(ctx)
+	case StatefulSetRolling:
+		return s.statefulSetRolling(ctx)
+	case DeploymentRolling:
+		return s.deployment(ctx)
+	}
+	return fmt.Errorf("no rollout of approach %q here", a)
+}
+
+// next is the image app's next rollout goes to.
+func (s *sizeRun) next(app string) string { return image(s.versions[app] + 1) }
+
+// ensure creates the workload app with create, unless it is there, and waits until its pods
+// run on imageV1.
+func (s *sizeRun) ensure(ctx context.Context, app string, create func() error) error {
+	if s.versions[app] > 0 {
+		return nil
+	}
+	if err := create(); err != nil {
 		return err
 	}
-	s.Log.Info("measured", "approach", r.Approach, "pods", r.Pods, "wall", r.Wall.Round(time.Millisecond),
-		"podWritesPerPod", float64(r.PodWrites)/float64(r.Pods), "driverCPU", r.DriverCPU, "recreated", r.Recreated)
-	s.out = append(s.out, r)
+	if err := s.w.waitAllOn(ctx, app, s.n, imageV1, s.Timeout); err != nil {
+		return fmt.Errorf("creating the %d pods app=%s in %s: %w", s.n, app, s.ns, err)
+	}
+	s.versions[app] = 1
 	return nil
 }
 
-// statefulSet runs three rollouts on one StatefulSet: inplace-rollout's, the floor's, then the
-// StatefulSet controller's own.
-func (s *sizeRun) statefulSet(ctx context.Context) error {
-	if !s.want(InPlace) && !s.want(FloorLoop) && !s.want(StatefulSetRolling) {
-		return nil
-	}
-	const sts = "sts"
-	if err := s.createStatefulSet(ctx, s.ns, sts, s.n); err != nil {
+// add records r, a rollout of the workload app.
+func (s *sizeRun) add(app string, r Result) {
+	s.versions[app]++
+	s.Log.Info("measured", "approach", r.Approach, "pods", r.Pods, "wall", r.Wall.Round(time.Millisecond),
+		"podWritesPerPod", float64(r.PodWrites)/float64(r.Pods), "driverCPU", r.DriverCPU, "recreated", r.Recreated)
+	s.out = append(s.out, r)
+}
+
+// inPlace runs inplace-rollout on the StatefulSet app in batches, 10% of its pods unavailable
+// at most.
+func (s *sizeRun) inPlace(ctx context.Context, a Approach, app, batches string) error {
+	if err := s.ensure(ctx, app, func() error { return s.createStatefulSet(ctx, app, app == gatedApp) }); err != nil {
 		return err
 	}
-	if err := s.w.waitAllOn(ctx, sts, s.n, imageV1, s.Timeout); err != nil {
-		return fmt.Errorf("creating StatefulSet %s/%s: %w", s.ns, sts, err)
-	}
-	if s.want(InPlace) {
-		if err := s.add(s.measure(ctx, s.w, InPlace, sts, s.n, imageV2, func() (string, procUsage, error) {
-			return s.runCLI(ctx, s.ns, sts, imageV2, s.largest)
-		})); err != nil {
-			return err
-		}
-	}
-	// The floor patches pods behind the StatefulSet's back: OnDelete keeps its controller out.
-	if err := s.patch(ctx, s.ns, "statefulsets", sts, `{"spec":{"updateStrategy":{"type":"OnDelete","rollingUpdate":null}}}`); err != nil {
+	img := s.next(app)
+	profile := s.largest && a == InPlace
+	return s.measure(ctx, a, app, img, func() (string, procUsage, error) {
+		return s.runCLI(ctx, s.ns, app, img, batches, profile)
+	})
+}
+
+// floor runs the floor loop on the pods of its StatefulSet, whose OnDelete strategy keeps its
+// controller out.
+func (s *sizeRun) floor(ctx context.Context) error {
+	if err := s.ensure(ctx, floorApp, func() error { return s.createStatefulSet(ctx, floorApp, false) }); err != nil {
 		return err
 	}
-	if s.want(FloorLoop) {
-		spec := FloorSpec{Namespace: s.ns, App: sts, Container: "app", Image: imageV3, Batches: batchCounts(s.n)}
-		if err := s.add(s.measure(ctx, s.w, FloorLoop, sts, s.n, imageV3, func() (string, procUsage, error) {
-			return s.runFloor(ctx, spec)
-		})); err != nil {
-			return err
-		}
+	spec := FloorSpec{Namespace: s.ns, App: floorApp, Container: "app", Image: s.next(floorApp), Batches: batchCounts(s.n)}
+	return s.measure(ctx, FloorLoop, floorApp, spec.Image, func() (string, procUsage, error) {
+		return s.runFloor(ctx, spec)
+	})
+}
+
+// statefulSetRolling runs the StatefulSet controller's RollingUpdate, 10% unavailable at most.
+func (s *sizeRun) statefulSetRolling(ctx context.Context) error {
+	if err := s.ensure(ctx, stsApp, func() error { return s.createStatefulSet(ctx, stsApp, false) }); err != nil {
+		return err
 	}
-	if !s.want(StatefulSetRolling) {
-		return nil
-	}
-	return s.add(s.measure(ctx, s.w, StatefulSetRolling, sts, s.n, imageV4, func() (string, procUsage, error) {
-		return s.byController(ctx, s.w, s.ControllerManagerPID, "kube-controller-manager", sts, s.n, imageV4, func() error {
-			return s.patch(ctx, s.ns, "statefulsets", sts, `{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"10%"}},`+
-				`"template":{"spec":{"containers":[{"name":"app","image":"`+imageV4+`"}]}}}}`)
+	img := s.next(stsApp)
+	return s.measure(ctx, StatefulSetRolling, stsApp, img, func() (string, procUsage, error) {
+		return s.byController(ctx, s.ControllerManagerPID, "kube-controller-manager", stsApp, s.n, img, func() error {
+			return s.patch(ctx, s.ns, "statefulsets", stsApp, `{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":"10%"}},`+
+				`"template":{"spec":{"containers":[{"name":"app","image":"`+img+`"}]}}}}`)
 		})
-	}))
+	})
 }
 
 // deployment runs the Deployment controller's rolling update.
 func (s *sizeRun) deployment(ctx context.Context) error {
-	if !s.want(DeploymentRolling) {
-		return nil
-	}
-	const deploy = "deploy"
-	if err := s.createDeployment(ctx, s.ns, deploy, s.n); err != nil {
+	if err := s.ensure(ctx, deployApp, func() error { return s.createDeployment(ctx, deployApp) }); err != nil {
 		return err
 	}
-	if err := s.w.waitAllOn(ctx, deploy, s.n, imageV1, s.Timeout); err != nil {
-		return fmt.Errorf("creating Deployment %s/%s: %w", s.ns, deploy, err)
-	}
-	return s.add(s.measure(ctx, s.w, DeploymentRolling, deploy, s.n, imageV2, func() (string, procUsage, error) {
-		return s.byController(ctx, s.w, s.ControllerManagerPID, "kube-controller-manager", deploy, s.n, imageV2, func() error {
-			return s.patch(ctx, s.ns, "deployments", deploy, `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"`+imageV2+`"}]}}}}`)
+	img := s.next(deployApp)
+	return s.measure(ctx, DeploymentRolling, deployApp, img, func() (string, procUsage, error) {
+		return s.byController(ctx, s.ControllerManagerPID, "kube-controller-manager", deployApp, s.n, img, func() error {
+			return s.patch(ctx, s.ns, "deployments", deployApp, `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"`+img+`"}]}}}}`)
 		})
-	}))
+	})
 }
 
 // cloneSet runs OpenKruise's CloneSet in-place update by kruise-manager, process pid.
 func (s *sizeRun) cloneSet(ctx context.Context, pid int) error {
-	const cs = "cloneset"
-	if err := s.createCloneSet(ctx, s.ns, cs, s.n); err != nil {
+	if err := s.ensure(ctx, cloneSetApp, func() error { return s.createCloneSet(ctx, cloneSetApp) }); err != nil {
 		return err
 	}
-	if err := s.w.waitAllOn(ctx, cs, s.n, imageV1, s.Timeout); err != nil {
-		return fmt.Errorf("creating CloneSet %s/%s: %w", s.ns, cs, err)
-	}
-	return s.add(s.measure(ctx, s.w, CloneSetInPlace, cs, s.n, imageV2, func() (string, procUsage, error) {
-		return s.byController(ctx, s.w, pid, "kruise-manager", cs, s.n, imageV2, func() error {
-			_, err := s.Dynamic.Resource(cloneSets).Namespace(s.ns).Patch(ctx, cs, types.MergePatchType,
-				[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"`+imageV2+`"}]}}}}`), metav1.PatchOptions{})
+	img := s.next(cloneSetApp)
+	return s.measure(ctx, CloneSetInPlace, cloneSetApp, img, func() (string, procUsage, error) {
+		return s.byController(ctx, pid, "kruise-manager", cloneSetApp, s.n, img, func() error {
+			_, err := s.Dynamic.Resource(cloneSets).Namespace(s.ns).Patch(ctx, cloneSetApp, types.MergePatchType,
+				[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"`+img+`"}]}}}}`), metav1.PatchOptions{})
 			if err != nil {
-				return fmt.Errorf("patching CloneSet %s/%s: %w", s.ns, cs, err)
+				return fmt.Errorf("patching CloneSet %s/%s: %w", s.ns, cloneSetApp, err)
 			}
 			return nil
 		})
-	}))
+	})
 }
 
 // settle is how long the control plane is left alone before a measurement, so that the status
 // writes of what came before are not counted.
 const settle = 2 * time.Second
 
-// measure runs one rollout of the n pods app=app to image and takes its numbers.
-func (b *Bench) measure(ctx context.Context, w *podWatch, a Approach, app string, n int, image string, rollout func() (string, procUsage, error)) (Result, error) {
+// measure runs one rollout of the pods app=app to image and records its numbers.
+func (s *sizeRun) measure(ctx context.Context, a Approach, app, image string, rollout func() (string, procUsage, error)) error {
+	r, err := s.measured(ctx, a, app, image, rollout)
+	if err != nil {
+		return err
+	}
+	s.add(app, r)
+	return nil
+}
+
+// measured runs one rollout of the pods app=app to image and takes its numbers.
+func (s *sizeRun) measured(ctx context.Context, a Approach, app, image string, rollout func() (string, procUsage, error)) (Result, error) {
 	time.Sleep(settle)
-	before := w.uids(app)
-	api0, err := readAPICounts(ctx, b.Client)
+	before := s.w.uids(app)
+	api0, err := readAPICounts(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
-	srv0, err := readProc(b.APIServerPID)
+	srv0, err := readProc(s.APIServerPID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -289,21 +356,21 @@ func (b *Bench) measure(ctx context.Context, w *podWatch, a Approach, app string
 	}
 	// Every approach is done only when every pod runs the image; the command and the loop
 	// wait for that themselves.
-	if err := w.waitAllOn(ctx, app, n, image, 10*time.Second); err != nil {
+	if err := s.w.waitAllOn(ctx, app, s.n, image, 10*time.Second); err != nil {
 		return Result{}, fmt.Errorf("%s finished, but: %w", a, err)
 	}
-	api1, err := readAPICounts(ctx, b.Client)
+	api1, err := readAPICounts(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
-	srv1, err := readProc(b.APIServerPID)
+	srv1, err := readProc(s.APIServerPID)
 	if err != nil {
 		return Result{}, err
 	}
 	d := api1.sub(api0)
-	r := Result{Approach: a, Pods: n, Limits: b.Limits, Wall: wall, PodWrites: d.podWrites, Writes: d.writes, Requests: d.requests,
+	r := Result{Approach: a, Pods: s.n, Limits: s.Limits, Wall: wall, PodWrites: d.podWrites, Writes: d.writes, Requests: d.requests,
 		Driver: driver, DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB, APIServerCPU: srv1.cpuSeconds - srv0.cpuSeconds}
-	for uid := range w.uids(app) {
+	for uid := range s.w.uids(app) {
 		if !before[uid] {
 			r.Recreated++
 		}
@@ -311,10 +378,11 @@ func (b *Bench) measure(ctx context.Context, w *podWatch, a Approach, app string
 	return r, nil
 }
 
-// runCLI rolls the StatefulSet out in place with inplace-rollout in 10 batches of 10%.
-func (b *Bench) runCLI(ctx context.Context, ns, name, image string, profile bool) (string, procUsage, error) {
+// runCLI rolls the StatefulSet name out in place with inplace-rollout, in batches, 10% of its
+// pods unavailable at most.
+func (b *Bench) runCLI(ctx context.Context, ns, name, image, batches string, profile bool) (string, procUsage, error) {
 	args := []string{"run", "-n", ns, "--target", "statefulset/" + name, "--image", "app=" + image,
-		"--batches", "10%,20%,30%,40%,50%,60%,70%,80%,90%,100%", "--max-unavailable", "10%"}
+		"--batches", batches, "--max-unavailable", "10%"}
 	if b.ClientQPS > 0 && b.ClientBurst > 0 {
 		args = append(args, "--kube-api-qps", strconv.FormatFloat(b.ClientQPS, 'f', -1, 64), "--kube-api-burst", strconv.Itoa(b.ClientBurst))
 	}
@@ -323,14 +391,14 @@ func (b *Bench) runCLI(ctx context.Context, ns, name, image string, profile bool
 	}
 	cmd := exec.CommandContext(ctx, b.CLI, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.Kubeconfig)
-	u, err := b.runMeasured(cmd, fmt.Sprintf("%s-%s", InPlace, ns))
+	u, err := b.runMeasured(cmd, fmt.Sprintf("%s-%s-%s", name, ns, image[strings.LastIndexByte(image, ':')+1:]))
 	return "inplace-rollout run", u, err
 }
 
 // runFloor runs the floor loop as its own process.
 func (b *Bench) runFloor(ctx context.Context, spec FloorSpec) (string, procUsage, error) {
 	argv := append(append([]string(nil), b.FloorCommand...), FloorArgs(b.Kubeconfig, spec)...)
-	u, err := b.runMeasured(exec.CommandContext(ctx, argv[0], argv[1:]...), fmt.Sprintf("%s-%s", FloorLoop, spec.Namespace))
+	u, err := b.runMeasured(exec.CommandContext(ctx, argv[0], argv[1:]...), fmt.Sprintf("%s-%s-%s", FloorLoop, spec.Namespace, spec.Image[strings.LastIndexByte(spec.Image, ':')+1:]))
 	return "floor loop", u, err
 }
 
@@ -338,7 +406,7 @@ func (b *Bench) runFloor(ctx context.Context, spec FloorSpec) (string, procUsage
 func (b *Bench) runMeasured(cmd *exec.Cmd, name string) (procUsage, error) {
 	out, err := cmd.CombinedOutput()
 	if b.LogDir != "" {
-		if werr := os.WriteFile(filepath.Join(b.LogDir, name+".log"), out, 0o644); werr != nil {
+		if werr := os.WriteFile(filepath.Join(b.LogDir, string(b.Limits)+"-"+name+".log"), out, 0o644); werr != nil {
 			return procUsage{}, fmt.Errorf("keeping the output of %s: %w", name, werr)
 		}
 	}
@@ -355,7 +423,7 @@ func (b *Bench) runMeasured(cmd *exec.Cmd, name string) (procUsage, error) {
 
 // byController starts a controller's rollout with one write and waits until every pod runs
 // the image, counting the controller's CPU time and peak resident set meanwhile.
-func (b *Bench) byController(ctx context.Context, w *podWatch, pid int, name, app string, n int, image string, write func() error) (string, procUsage, error) {
+func (s *sizeRun) byController(ctx context.Context, pid int, name, app string, n int, image string, write func() error) (string, procUsage, error) {
 	if err := resetPeakRSS(pid); err != nil {
 		return name, procUsage{}, err
 	}
@@ -366,7 +434,7 @@ func (b *Bench) byController(ctx context.Context, w *podWatch, pid int, name, ap
 	if err := write(); err != nil {
 		return name, procUsage{}, err
 	}
-	if err := w.waitAllOn(ctx, app, n, image, b.Timeout); err != nil {
+	if err := s.w.waitAllOn(ctx, app, n, image, s.Timeout); err != nil {
 		return name, procUsage{}, err
 	}
 	u1, err := readProc(pid)
@@ -388,74 +456,6 @@ func (b *Bench) patch(ctx context.Context, ns, resource, name, patch string) err
 	}
 	if err != nil {
 		return fmt.Errorf("patching %s %s/%s: %w", resource, ns, name, err)
-	}
-	return nil
-}
-
-func template(app string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: imageV1}}},
-	}
-}
-
-func (b *Bench) createStatefulSet(ctx context.Context, ns, name string, n int) error {
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(n)), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: template(name),
-		},
-	}
-	if _, err := b.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating StatefulSet %s/%s: %w", ns, name, err)
-	}
-	return nil
-}
-
-func (b *Bench) createDeployment(ctx context.Context, ns, name string, n int) error {
-	tenPercent := intstr.FromString("10%")
-	zero := intstr.FromInt32(0)
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32(n)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-			Template: template(name),
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &tenPercent, MaxSurge: &zero}},
-		},
-	}
-	if _, err := b.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating Deployment %s/%s: %w", ns, name, err)
-	}
-	return nil
-}
-
-// cloneSets is OpenKruise's CloneSet resource.
-var cloneSets = schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1alpha1", Resource: "clonesets"}
-
-func (b *Bench) createCloneSet(ctx context.Context, ns, name string, n int) error {
-	cs := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apps.kruise.io/v1alpha1",
-		"kind":       "CloneSet",
-		"metadata":   map[string]any{"name": name, "namespace": ns},
-		// Every field its controller reads is set: no defaulting webhook runs here.
-		"spec": map[string]any{
-			"replicas":             int64(n),
-			"revisionHistoryLimit": int64(10),
-			"scaleStrategy":        map[string]any{},
-			"selector":             map[string]any{"matchLabels": map[string]any{"app": name}},
-			"template": map[string]any{
-				"metadata": map[string]any{"labels": map[string]any{"app": name}},
-				"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": imageV1}}},
-			},
-			"updateStrategy": map[string]any{"type": "InPlaceIfPossible", "partition": int64(0), "maxUnavailable": "10%", "maxSurge": int64(0)},
-		},
-	}}
-	if _, err := b.Dynamic.Resource(cloneSets).Namespace(ns).Create(ctx, cs, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating CloneSet %s/%s: %w", ns, name, err)
 	}
 	return nil
 }
