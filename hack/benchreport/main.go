@@ -87,6 +87,8 @@ func report(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "longest one rollout may take")
 	qps := fs.Float64("qps", clientQPS, "requests per second allowed to every driver in the main table (a whole number: kruise-manager takes no fraction)")
 	burst := fs.Int("burst", clientBurst, "requests allowed in a burst above -qps, to every driver in the main table")
+	reps := fs.Int("repetitions", 5, "times each approach is measured at each size, interleaved: the report gives each figure's median and range")
+	seed := fs.Uint64("seed", 1, "seed of the order the approaches are measured in, shuffled for each repetition and size")
 	defaults := fs.Bool("defaults", true, "also measure each component at its own default rate limit, on a second control plane")
 	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, inplace-rollout-gated, inplace-rollout-window, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
@@ -99,6 +101,9 @@ func report(ctx context.Context, args []string) error {
 			return fmt.Errorf("-sizes %q: want pod counts of at least 10, comma-separated", *sizesFlag)
 		}
 		sizes = append(sizes, n)
+	}
+	if *reps < 1 {
+		return fmt.Errorf("-repetitions %d: want at least 1", *reps)
 	}
 	if *qps <= 0 || *burst <= 0 || *qps != float64(int(*qps)) {
 		return fmt.Errorf("-qps %v -burst %d: want both above 0, whole numbers", *qps, *burst)
@@ -124,6 +129,8 @@ func report(ctx context.Context, args []string) error {
 		ProfileFile: profile,
 		ClientQPS:   *qps,
 		ClientBurst: *burst,
+		Repetitions: *reps,
+		Seed:        *seed,
 	}
 	passes := []pass{{limits: benchreport.EqualLimits, qps: *qps, burst: *burst}}
 	if *defaults {
@@ -134,6 +141,7 @@ func report(ctx context.Context, args []string) error {
 			CLI: cliPath, Limits: p.limits, ClientQPS: clientQPS, ClientBurst: clientBurst,
 			FloorCommand: []string{self, "floor", "-qps", strconv.Itoa(clientQPS), "-burst", strconv.Itoa(clientBurst)},
 			LogDir:       *work, Timeout: *timeout, Log: log.With("limits", p.limits),
+			Repetitions: *reps, Seed: *seed,
 		}
 		if p.qps > 0 {
 			b.ClientQPS, b.ClientBurst = p.qps, p.burst

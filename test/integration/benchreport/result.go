@@ -49,6 +49,8 @@ type Result struct {
 	Pods     int
 	// Limits are the rate limits the rollout ran at.
 	Limits Limits
+	// Rep is the repetition it was measured in, from 1.
+	Rep int
 	// Wall is from the first write of the rollout until every pod ran the new image, Ready.
 	Wall time.Duration
 	// PodWrites are the requests that wrote the pods' objects (POST, PUT, PATCH, DELETE on
@@ -90,7 +92,11 @@ type Report struct {
 	// says when the approaches' limits in the main table differ: their times then do not
 	// compare the approaches.
 	RateLimits map[Limits]map[Approach]RateLimit
-	// Results holds one entry per approach and size.
+	// Repetitions is how many times each approach was measured at each size, interleaved:
+	// each repetition measures every approach once, in an order shuffled from Seed.
+	Repetitions int
+	Seed        uint64
+	// Results holds one entry per approach, size, rate limits and repetition.
 	Results []Result
 	// CloneSetSkipped says why the CloneSet rows are missing, when they are.
 	CloneSetSkipped string
@@ -162,15 +168,46 @@ func (r *Report) unequalRateLimits(limits Limits) bool {
 // Setting is one named parameter of the run.
 type Setting struct{ Name, Value string }
 
-// result returns the result of approach at pods and limits, if measured.
-func (r *Report) result(limits Limits, a Approach, pods int) (Result, bool) {
+// samples are the results of approach a at pods and limits, one per repetition, in the order
+// of their repetitions.
+func (r *Report) samples(limits Limits, a Approach, pods int) []Result {
+	var out []Result
 	for _, res := range r.Results {
 		if res.Limits == limits && res.Approach == a && res.Pods == pods {
-			return res, true
+			out = append(out, res)
 		}
 	}
-	return Result{}, false
+	slices.SortFunc(out, func(x, y Result) int { return x.Rep - y.Rep })
+	return out
 }
+
+// spread is the spread of value over the samples of approach a at pods and limits.
+func (r *Report) spread(limits Limits, a Approach, pods int, value func(Result) float64) spread {
+	var xs []float64
+	for _, res := range r.samples(limits, a, pods) {
+		xs = append(xs, value(res))
+	}
+	return spreadOf(xs)
+}
+
+// ratio is the spread of value(a) over value(b) at pods and limits, each repetition's a against
+// that repetition's b: the repetitions ran interleaved, so a pair shared the machine's state.
+func (r *Report) ratio(limits Limits, a, b Approach, pods int, value func(Result) float64) spread {
+	bs := map[int]Result{}
+	for _, res := range r.samples(limits, b, pods) {
+		bs[res.Rep] = res
+	}
+	var xs []float64
+	for _, res := range r.samples(limits, a, pods) {
+		if other, ok := bs[res.Rep]; ok && value(other) > 0 {
+			xs = append(xs, value(res)/value(other))
+		}
+	}
+	return spreadOf(xs)
+}
+
+// wall is a result's wall time in seconds.
+func wall(res Result) float64 { return res.Wall.Seconds() }
 
 // sizes are the pod counts measured at limits, in increasing order.
 func (r *Report) sizes(limits Limits) []int {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,8 +61,13 @@ type Bench struct {
 	ClientQPS   float64
 	ClientBurst int
 	// ProfileFile, when set, is where the CPU profile of inplace-rollout at the largest size is
-	// written.
+	// written, by one more rollout after the repetitions, left out of the results.
 	ProfileFile string
+	// Repetitions is how many times each approach is measured at each size (0: once). Each
+	// repetition measures every approach at every size once, kruise-manager's CloneSet last;
+	// the others in an order shuffled for each repetition and size from Seed.
+	Repetitions int
+	Seed        uint64
 	// Approaches, when not empty, are the approaches this control plane measures.
 	Approaches []Approach
 	// Only, when not empty, limits the run further to these approaches.
@@ -93,12 +99,12 @@ func FloorArgs(kubeconfig string, spec FloorSpec) []string {
 		"-container", spec.Container, "-image", spec.Image, "-batches", strings.Join(counts, ",")}
 }
 
-// order is the order in which Run measures the approaches of one size; kruise-manager's
+// order is the approaches Run shuffles for each repetition and size; kruise-manager's
 // CloneSet comes after all of them, at every size.
 var order = []Approach{InPlace, InPlaceGated, InPlaceWindow, FloorLoop, StatefulSetRolling, DeploymentRolling}
 
-// Run measures every approach at each size, in increasing order of size, the CloneSet last, and
-// returns the results. A failed rollout stops the run with an error naming it.
+// Run measures every approach at each size, Repetitions times, and returns the results. A
+// failed rollout stops the run with an error naming it.
 func (b *Bench) Run(ctx context.Context, sizes []int) (results []Result, err error) {
 	// The gate controllers of the gated StatefulSets run until the run ends.
 	ctx, cancel := context.WithCancel(ctx)
@@ -119,26 +125,54 @@ func (b *Bench) Run(ctx context.Context, sizes []int) (results []Result, err err
 		}
 		runs = append(runs, s)
 	}
-	for _, s := range runs {
-		for _, a := range order {
-			if err := s.run(ctx, a); err != nil {
-				return nil, fmt.Errorf("%d pods: %w", s.n, err)
+	reps := max(1, b.Repetitions)
+	orders := shuffledOrders(b.Seed, reps, len(runs))
+	for rep := 1; rep <= reps; rep++ {
+		for i, s := range runs {
+			s.rep = rep
+			for _, a := range orders[(rep-1)*len(runs)+i] {
+				if err := s.run(ctx, a); err != nil {
+					return nil, fmt.Errorf("repetition %d, %d pods: %w", rep, s.n, err)
+				}
 			}
 		}
+		if err := b.cloneSets(ctx, rep, runs); err != nil {
+			return nil, fmt.Errorf("repetition %d: %w", rep, err)
+		}
 	}
-	return nil, b.cloneSets(ctx, runs)
+	if b.ProfileFile != "" && b.want(InPlace) {
+		return nil, runs[len(runs)-1].profile(ctx)
+	}
+	return nil, nil
 }
 
-// cloneSets starts kruise-manager, measures the CloneSet at each size and stops it.
-func (b *Bench) cloneSets(ctx context.Context, runs []*sizeRun) (err error) {
-	if b.StartKruise == nil || !b.want(CloneSetInPlace) {
+// shuffledOrders are the orders of the approaches of each repetition and size, repetition
+// after repetition: each a permutation of order, drawn from seed alone, so that a run with the
+// same seed, repetitions and sizes measures in the same order.
+func shuffledOrders(seed uint64, reps, sizes int) [][]Approach {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	out := make([][]Approach, reps*sizes)
+	for i := range out {
+		out[i] = slices.Clone(order)
+		rng.Shuffle(len(order), func(a, b int) { out[i][a], out[i][b] = out[i][b], out[i][a] })
+	}
+	return out
+}
+
+// cloneSets starts kruise-manager, measures the CloneSet at each size and stops it. When it
+// does not start in the first repetition, the CloneSet is left out (KruiseSkipped says why).
+func (b *Bench) cloneSets(ctx context.Context, rep int, runs []*sizeRun) (err error) {
+	if b.StartKruise == nil || !b.want(CloneSetInPlace) || b.KruiseSkipped != "" {
 		return nil
 	}
 	pid, stop, err := b.StartKruise(ctx)
-	if err != nil {
+	if err != nil && rep == 1 {
 		b.KruiseSkipped = err.Error()
 		b.Log.Warn("no CloneSet rollout", "err", err)
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if serr := stop(); serr != nil && err == nil {
@@ -146,6 +180,7 @@ func (b *Bench) cloneSets(ctx context.Context, runs []*sizeRun) (err error) {
 		}
 	}()
 	for _, s := range runs {
+		s.rep = rep
 		if err := s.cloneSet(ctx, pid); err != nil {
 			return fmt.Errorf("%d pods: %w", s.n, err)
 		}
@@ -180,7 +215,9 @@ type sizeRun struct {
 	ns      string
 	n       int
 	largest bool
-	out     []Result
+	// rep is the repetition being measured.
+	rep int
+	out []Result
 	// versions are the image versions the workloads run, by name; a workload not there yet
 	// has none.
 	versions map[string]int
@@ -247,7 +284,7 @@ func (s *sizeRun) ensure(ctx context.Context, app string, create func() error) e
 // add records r, a rollout of the workload app.
 func (s *sizeRun) add(app string, r Result) {
 	s.versions[app]++
-	s.Log.Info("measured", "approach", r.Approach, "pods", r.Pods, "wall", r.Wall.Round(time.Millisecond),
+	s.Log.Info("measured", "rep", r.Rep, "approach", r.Approach, "pods", r.Pods, "wall", r.Wall.Round(time.Millisecond),
 		"podWritesPerPod", float64(r.PodWrites)/float64(r.Pods), "driverCPU", r.DriverCPU, "recreated", r.Recreated)
 	s.out = append(s.out, r)
 }
@@ -259,10 +296,27 @@ func (s *sizeRun) inPlace(ctx context.Context, a Approach, app, batches string) 
 		return err
 	}
 	img := s.next(app)
-	profile := s.largest && a == InPlace
 	return s.measure(ctx, a, app, img, func() (string, procUsage, error) {
-		return s.runCLI(ctx, s.ns, app, img, batches, profile)
+		return s.runCLI(ctx, s.ns, app, img, batches, false)
 	})
+}
+
+// profile runs inplace-rollout's rollout once more, with its CPU profile written to
+// ProfileFile, and records nothing of it: the profiler's cost stays out of the results.
+func (s *sizeRun) profile(ctx context.Context) error {
+	if err := s.ensure(ctx, stsApp, func() error { return s.createStatefulSet(ctx, stsApp, false) }); err != nil {
+		return err
+	}
+	img := s.next(stsApp)
+	time.Sleep(settle)
+	if _, _, err := s.runCLI(ctx, s.ns, stsApp, img, tenBatches, true); err != nil {
+		return fmt.Errorf("the profiled rollout: %w", err)
+	}
+	if err := s.w.waitAllOn(ctx, stsApp, s.n, img, 10*time.Second); err != nil {
+		return fmt.Errorf("the profiled rollout finished, but: %w", err)
+	}
+	s.versions[stsApp]++
+	return nil
 }
 
 // floor runs the floor loop on the pods of its StatefulSet, whose OnDelete strategy keeps its
@@ -368,7 +422,7 @@ func (s *sizeRun) measured(ctx context.Context, a Approach, app, image string, r
 		return Result{}, err
 	}
 	d := api1.sub(api0)
-	r := Result{Approach: a, Pods: s.n, Limits: s.Limits, Wall: wall, PodWrites: d.podWrites, Writes: d.writes, Requests: d.requests,
+	r := Result{Approach: a, Pods: s.n, Limits: s.Limits, Rep: s.rep, Wall: wall, PodWrites: d.podWrites, Writes: d.writes, Requests: d.requests,
 		Driver: driver, DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB, APIServerCPU: srv1.cpuSeconds - srv0.cpuSeconds}
 	for uid := range s.w.uids(app) {
 		if !before[uid] {
