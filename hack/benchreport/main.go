@@ -236,7 +236,10 @@ func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, size
 		SimulatorQPS:           simulatorQPS,
 		ControllerManagerQPS:   float32(p.qps),
 		ControllerManagerBurst: p.burst,
-		Logger:                 b.Log.With("component", "cluster"),
+		// Every client's requests, at Metadata level, for the table of requests by client.
+		AuditLog:      true,
+		AuditEveryone: true,
+		Logger:        b.Log.With("component", "cluster"),
 	})
 	if err != nil {
 		return nil, "", err
@@ -248,10 +251,14 @@ func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, size
 	b.Client, b.Config, b.Kubeconfig = c.Client, c.Config, c.Kubeconfig
 	kcm, ok1 := c.PID("kube-controller-manager")
 	apiserver, ok2 := c.PID("kube-apiserver")
-	if !ok1 || !ok2 {
-		return nil, "", fmt.Errorf("the control plane's kube-controller-manager or kube-apiserver is not running")
+	etcd, ok3 := c.PID("etcd")
+	if !ok1 || !ok2 || !ok3 {
+		return nil, "", fmt.Errorf("the control plane's kube-controller-manager, kube-apiserver or etcd is not running")
 	}
-	b.ControllerManagerPID, b.APIServerPID = kcm, apiserver
+	b.ControllerManagerPID, b.APIServerPID, b.EtcdPID = kcm, apiserver, etcd
+	if b.AuditLog, err = c.AuditLogFile(); err != nil {
+		return nil, "", err
+	}
 	b.StartKruise = func(ctx context.Context) (int, func() error, error) {
 		k, err := c.StartKruise(ctx, cluster.KruiseOptions{QPS: int(p.qps), Burst: p.burst, Settled: true})
 		if err != nil {
@@ -321,6 +328,8 @@ func floor(ctx context.Context, args []string) error {
 		return fmt.Errorf("loading kubeconfig %s: %w", *kubeconfig, err)
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	// Its requests, in the audit log, apart from the benchmark's own.
+	cfg.UserAgent = "floor-loop"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)

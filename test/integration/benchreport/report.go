@@ -1,8 +1,10 @@
 package benchreport
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -78,6 +80,8 @@ func Render(w io.Writer, r *Report) error {
 		writeResults(&b, r, DefaultLimits)
 	}
 
+	writeCPU(&b, r, large)
+	writeCalls(&b, r, large)
 	writeGrowth(&b, r, small, large)
 	fmt.Fprintf(&b, "\n![Wall time by number of pods](%s)\n\n![Wall time per pod by number of pods](%s)\n\n![Driver CPU seconds by number of pods](%s)\n",
 		plotWallFile, plotPerPodFile, plotCPUFile)
@@ -161,6 +165,97 @@ func writeResults(b *strings.Builder, r *Report, limits Limits) {
 				r.spread(limits, ap.a, n, func(res Result) float64 { return res.APIServerCPU }).format(1),
 				r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.Recreated) }).format(0))
 		}
+	}
+}
+
+// writeCPU writes the table of every process's CPU time over the rollouts of the main table at
+// pods.
+func writeCPU(b *strings.Builder, r *Report, pods int) {
+	if !slices.ContainsFunc(r.Results, func(res Result) bool { return res.CPU != nil }) {
+		return
+	}
+	fmt.Fprintf(b, "\n## CPU seconds by process at %d pods\n\n", pods)
+	b.WriteString("Each process's CPU time over each rollout of the main table, from /proc (the command's from its rusage):\n")
+	b.WriteString("the machine's cores are shared by all of them. \"command\" is the process the benchmark started for the\n")
+	b.WriteString("rollout (inplace-rollout, or the floor loop); \"benchreport\" is the benchmark's own process, which runs the\n")
+	b.WriteString("kubelet simulator, the gate controller and the pod watches; kruise-manager runs for the CloneSet's rows only.\n\n")
+	b.WriteString("| approach |")
+	for _, p := range cpuProcesses {
+		fmt.Fprintf(b, " %s |", p)
+	}
+	b.WriteString(" all |\n|---|")
+	b.WriteString(strings.Repeat("--:|", len(cpuProcesses)+1) + "\n")
+	for _, ap := range approaches {
+		samples := r.samples(EqualLimits, ap.a, pods)
+		if len(samples) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "| %s |", ap.a)
+		for _, p := range cpuProcesses {
+			var xs []float64
+			for _, res := range samples {
+				if c, ok := res.CPU[p]; ok {
+					xs = append(xs, c)
+				}
+			}
+			fmt.Fprintf(b, " %s |", spreadOf(xs).format(1))
+		}
+		fmt.Fprintf(b, " %s |\n", r.spread(EqualLimits, ap.a, pods, func(res Result) float64 {
+			var all float64
+			for _, c := range res.CPU {
+				all += c
+			}
+			return all
+		}).format(1))
+	}
+}
+
+// writeCalls writes, for each approach of the main table, its requests at pods by client,
+// resource and verb.
+func writeCalls(b *strings.Builder, r *Report, pods int) {
+	if !slices.ContainsFunc(r.Results, func(res Result) bool { return res.Calls != nil }) {
+		return
+	}
+	fmt.Fprintf(b, "\n## API requests by client, resource and verb at %d pods\n\n", pods)
+	b.WriteString("From kube-apiserver's audit log, which logs every request (Metadata level) during the benchmark: the\n")
+	b.WriteString("requests of each rollout of the main table, each counted once (a watch too), by client, named from its\n")
+	b.WriteString("User-Agent (kube-controller-manager's with the controller whose client it is), resource\n")
+	b.WriteString("(RESOURCE[/SUBRESOURCE][.GROUP]) and verb.\n")
+	for _, ap := range approaches {
+		samples := r.samples(EqualLimits, ap.a, pods)
+		keys := map[Call]bool{}
+		for _, res := range samples {
+			for c := range res.Calls {
+				keys[c] = true
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		type row struct {
+			c Call
+			s spread
+		}
+		rows := make([]row, 0, len(keys))
+		for c := range keys {
+			rows = append(rows, row{c, r.spread(EqualLimits, ap.a, pods, func(res Result) float64 { return float64(res.Calls[c]) })})
+		}
+		slices.SortFunc(rows, func(x, y row) int {
+			return cmp.Or(strings.Compare(x.c.Client, y.c.Client), cmp.Compare(y.s.median, x.s.median),
+				strings.Compare(x.c.Resource, y.c.Resource), strings.Compare(x.c.Verb, y.c.Verb))
+		})
+		fmt.Fprintf(b, "\n### %s\n\n| client | resource | verb | requests |\n|---|---|---|--:|\n", ap.a)
+		for _, row := range rows {
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", row.c.Client, row.c.Resource, row.c.Verb, row.s.format(0))
+		}
+		all := r.spread(EqualLimits, ap.a, pods, func(res Result) float64 {
+			var n int
+			for _, k := range res.Calls {
+				n += k
+			}
+			return float64(n)
+		})
+		fmt.Fprintf(b, "| all | | | %s |\n", all.format(0))
 	}
 }
 

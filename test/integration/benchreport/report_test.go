@@ -54,9 +54,23 @@ func sampleReport() *Report {
 					if a == FloorLoop {
 						j = floorJitter
 					}
-					r.Results = append(r.Results, Result{Approach: a, Pods: n, Limits: limits, Rep: rep, Wall: time.Duration(wall * j * float64(time.Second)),
+					res := Result{Approach: a, Pods: n, Limits: limits, Rep: rep, Wall: time.Duration(wall * j * float64(time.Second)),
 						PodWrites: podWrites, Writes: 3 * podWrites, Requests: 5 * podWrites, Driver: string(a) + " driver",
-						DriverCPU: cpu, DriverPeakRSSKiB: 64 * 1024, APIServerCPU: 2 * cpu, Recreated: recreated})
+						DriverCPU: cpu, DriverPeakRSSKiB: 64 * 1024, APIServerCPU: 2 * cpu, Recreated: recreated,
+						CPU:   map[string]float64{CPUAPIServer: 2 * cpu, CPUEtcd: cpu / 2, CPUControllerManager: 0.1 * f, CPUBench: f},
+						Calls: map[Call]int{{"kubelet-simulator", "pods/status", "patch"}: 2 * n, {"benchreport", nonResource, "get"}: 2}}
+					client := sampleClients[a]
+					switch a {
+					case StatefulSetRolling, DeploymentRolling:
+						res.CPU[CPUControllerManager] = cpu
+					case CloneSetInPlace:
+						res.CPU[CPUKruise] = cpu
+					default:
+						res.CPU[CPUCommand] = cpu
+					}
+					res.Calls[Call{client, "pods", "patch"}] = podWrites
+					res.Calls[Call{client, "pods", "list"}] = 10 + rep
+					r.Results = append(r.Results, res)
 				}
 				add(InPlace, 5+1.55*f, 2*n, 0.5*f, 0)
 				if limits == EqualLimits {
@@ -71,6 +85,13 @@ func sampleReport() *Report {
 		}
 	}
 	return r
+}
+
+// sampleClients are the clients that drive each approach's rollout in sampleReport.
+var sampleClients = map[Approach]string{
+	InPlace: "inplace-rollout", InPlaceGated: "inplace-rollout", InPlaceWindow: "inplace-rollout", FloorLoop: "floor-loop",
+	StatefulSetRolling: "kube-controller-manager/statefulset-controller", DeploymentRolling: "kube-controller-manager/replicaset-controller",
+	CloneSetInPlace: "kruise-manager",
 }
 
 func TestRenderMatchesGolden(t *testing.T) {
@@ -123,6 +144,10 @@ func TestRenderSummary(t *testing.T) {
 			"kube-apiserver took 10.0 s of CPU over the in-place rollout's 20.5 s (0.49 CPUs on average), 2.0 s over the floor's 13.0 s (0.15).",
 			"Pod writes per pod at 1000 pods: 2.00 (goal: at most 2 without a readiness gate, met).",
 			"Cost per pod at 1000 pods over that at 100 (medians): wall time 0.31×, CPU seconds 1.00× (goal: within 20%, met).",
+			"| approach | command | kube-apiserver | etcd | kube-controller-manager | kruise-manager | benchreport | all |",
+			"| kruise-cloneset | – | 20.0 | 5.0 | 1.0 | 10.0 | 10.0 | 46.0 |",
+			"### inplace-rollout\n\n| client | resource | verb | requests |\n|---|---|---|--:|\n| benchreport | (discovery and other non-resource URLs) | get | 2 |\n" +
+				"| inplace-rollout | pods | patch | 2000 |\n| inplace-rollout | pods | list | 12 (11–13) |\n",
 		}, []string{"as fast", "faster than", "Not a fair comparison", "not a fair comparison", "The rate limits differ"}},
 		{"unequal rate limits in the main table", func(r *Report) {
 			r.RateLimits[EqualLimits][StatefulSetRolling] = RateLimit{QPS: 20, Burst: 30}
@@ -152,6 +177,11 @@ func TestRenderSummary(t *testing.T) {
 			}
 			r.Results, r.Repetitions = kept, 1
 		}, []string{"inplace-rollout 20.5 s (at 100, 200)", "| inplace-rollout | 1000 | 20.5 | 1.58 | 2.00 |", "own floor: +58% (goal"}, []string{"(18.4–24.6)"}},
+		{"no audit log, no CPU of every process", func(r *Report) {
+			for i := range r.Results {
+				r.Results[i].Calls, r.Results[i].CPU = nil, nil
+			}
+		}, []string{"## Growth from 100 to 1000 pods"}, []string{"## API requests by client", "## CPU seconds by process"}},
 		{"no CloneSet", func(r *Report) {
 			r.CloneSetSkipped = "kruise-manager v1.8.3 did not start here: boom"
 			kept := r.Results[:0]

@@ -43,6 +43,22 @@ const (
 	DefaultLimits Limits = "default"
 )
 
+// The processes whose CPU time a Result has (Result.CPU), in the order the report gives them.
+const (
+	// CPUCommand is the process the bench started for the rollout: inplace-rollout, or the
+	// floor loop. The controllers' rollouts have none.
+	CPUCommand           = "command"
+	CPUAPIServer         = "kube-apiserver"
+	CPUEtcd              = "etcd"
+	CPUControllerManager = "kube-controller-manager"
+	CPUKruise            = "kruise-manager"
+	// CPUBench is the benchmark's own process: the kubelet simulator, the gate controller and
+	// the pod watches.
+	CPUBench = "benchreport"
+)
+
+var cpuProcesses = []string{CPUCommand, CPUAPIServer, CPUEtcd, CPUControllerManager, CPUKruise, CPUBench}
+
 // Result is what one rollout of Pods pods by one approach measured.
 type Result struct {
 	Approach Approach
@@ -68,6 +84,12 @@ type Result struct {
 	DriverPeakRSSKiB int
 	// APIServerCPU is kube-apiserver's CPU time over the rollout.
 	APIServerCPU float64
+	// CPU is the CPU time over the rollout of every process of the run, by name (the CPU...
+	// constants); a process that did not run is missing.
+	CPU map[string]float64
+	// Calls are the requests of the rollout by client, resource and verb, from kube-apiserver's
+	// audit log; nil without one.
+	Calls map[Call]int
 	// Recreated is how many pods ended with a UID they did not start with.
 	Recreated int
 }

@@ -43,8 +43,13 @@ type Bench struct {
 	// FloorCommand starts the floor loop as its own process, so that its CPU time and memory
 	// are measured as the CLI's are; Floor's flags are appended (see FloorArgs).
 	FloorCommand []string
-	// ControllerManagerPID and APIServerPID are those processes' IDs.
-	ControllerManagerPID, APIServerPID int
+	// ControllerManagerPID, APIServerPID and EtcdPID are those processes' IDs.
+	ControllerManagerPID, APIServerPID, EtcdPID int
+	// AuditLog, when set, is kube-apiserver's audit log of every request, which the bench
+	// truncates before each rollout and reads after (cluster.Options.AuditEveryone).
+	AuditLog string
+	// kruisePID is kruise-manager's process ID while it runs.
+	kruisePID int
 	// StartKruise starts kruise-manager, returning once it is ready to measure (its set-up
 	// ended), with its process ID and what stops it; nil leaves the CloneSet out. Run starts
 	// it after the other approaches' rollouts and stops it after the CloneSet's, so that it
@@ -166,6 +171,8 @@ func (b *Bench) cloneSets(ctx context.Context, rep int, runs []*sizeRun) (err er
 		return nil
 	}
 	pid, stop, err := b.StartKruise(ctx)
+	b.kruisePID = pid
+	defer func() { b.kruisePID = 0 }()
 	if err != nil && rep == 1 {
 		b.KruiseSkipped = err.Error()
 		b.Log.Warn("no CloneSet rollout", "err", err)
@@ -398,9 +405,15 @@ func (s *sizeRun) measured(ctx context.Context, a Approach, app, image string, r
 	if err != nil {
 		return Result{}, err
 	}
-	srv0, err := readProc(s.APIServerPID)
+	cpu0, err := s.readCPU()
 	if err != nil {
 		return Result{}, err
+	}
+	var audit auditWindow
+	if s.AuditLog != "" {
+		if audit, err = openAuditWindow(s.AuditLog); err != nil {
+			return Result{}, err
+		}
 	}
 	start := time.Now()
 	driver, usage, err := rollout()
@@ -413,23 +426,55 @@ func (s *sizeRun) measured(ctx context.Context, a Approach, app, image string, r
 	if err := s.w.waitAllOn(ctx, app, s.n, image, 10*time.Second); err != nil {
 		return Result{}, fmt.Errorf("%s finished, but: %w", a, err)
 	}
+	r := Result{Approach: a, Pods: s.n, Limits: s.Limits, Rep: s.rep, Wall: wall, Driver: driver,
+		DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB}
+	if s.AuditLog != "" {
+		if r.Calls, err = audit.calls(); err != nil {
+			return Result{}, err
+		}
+	}
+	cpu1, err := s.readCPU()
+	if err != nil {
+		return Result{}, err
+	}
 	api1, err := readAPICounts(ctx, s.Client)
 	if err != nil {
 		return Result{}, err
 	}
-	srv1, err := readProc(s.APIServerPID)
-	if err != nil {
-		return Result{}, err
-	}
 	d := api1.sub(api0)
-	r := Result{Approach: a, Pods: s.n, Limits: s.Limits, Rep: s.rep, Wall: wall, PodWrites: d.podWrites, Writes: d.writes, Requests: d.requests,
-		Driver: driver, DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB, APIServerCPU: srv1.cpuSeconds - srv0.cpuSeconds}
+	r.PodWrites, r.Writes, r.Requests = d.podWrites, d.writes, d.requests
+	r.CPU = map[string]float64{}
+	for name, c := range cpu1 {
+		r.CPU[name] = c - cpu0[name]
+	}
+	if usage.command {
+		r.CPU[CPUCommand] = usage.cpuSeconds
+	}
+	r.APIServerCPU = r.CPU[CPUAPIServer]
 	for uid := range s.w.uids(app) {
 		if !before[uid] {
 			r.Recreated++
 		}
 	}
 	return r, nil
+}
+
+// readCPU reads the CPU time so far of every process of the run that is running.
+func (s *sizeRun) readCPU() (map[string]float64, error) {
+	pids := map[string]int{CPUAPIServer: s.APIServerPID, CPUEtcd: s.EtcdPID, CPUControllerManager: s.ControllerManagerPID,
+		CPUKruise: s.kruisePID, CPUBench: os.Getpid()}
+	out := map[string]float64{}
+	for name, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		u, err := readProc(pid)
+		if err != nil {
+			return nil, fmt.Errorf("the CPU time of %s: %w", name, err)
+		}
+		out[name] = u.cpuSeconds
+	}
+	return out, nil
 }
 
 // runCLI rolls the StatefulSet name out in place with inplace-rollout, in batches, 10% of its
@@ -472,7 +517,7 @@ func (b *Bench) runMeasured(cmd *exec.Cmd, name string) (procUsage, error) {
 		return procUsage{}, errors.New("no resource usage for " + cmd.Path)
 	}
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return procUsage{cpuSeconds: cpu.Seconds(), peakRSSKiB: int(ru.Maxrss)}, nil
+	return procUsage{cpuSeconds: cpu.Seconds(), peakRSSKiB: int(ru.Maxrss), command: true}, nil
 }
 
 // byController starts a controller's rollout with one write and waits until every pod runs

@@ -51,6 +51,9 @@ type Options struct {
 	// AuditUsers are the users whose requests AuditLog logs; empty means ArgoUser and
 	// InplaceTektonUser, the drivers the harness starts.
 	AuditUsers []string
+	// AuditEveryone makes AuditLog log every user's requests, AuditUsers ignored, to a file
+	// that a reader may truncate (see AuditLogFile).
+	AuditEveryone bool
 	// FeatureGates is passed as --feature-gates to kube-apiserver and kube-controller-manager,
 	// e.g. "MaxUnavailableStatefulSet=true" [none].
 	FeatureGates string
@@ -69,6 +72,10 @@ type Options struct {
 	// Logger receives one line per lifecycle event. Nil discards.
 	Logger *slog.Logger
 }
+
+// SimulatorUserAgent is the kubelet simulator's User-Agent, when it has a client of its own
+// (Options.SimulatorQPS).
+const SimulatorUserAgent = "kubelet-simulator"
 
 // Cluster is a running control plane.
 type Cluster struct {
@@ -541,6 +548,8 @@ func (c *Cluster) startSimulator(ctx context.Context) error {
 	if c.opts.SimulatorQPS > 0 {
 		rc := rest.CopyConfig(c.Config)
 		rc.QPS, rc.Burst = c.opts.SimulatorQPS, int(2*c.opts.SimulatorQPS)
+		// Its requests, in an audit log, apart from the test's own.
+		rc.UserAgent = SimulatorUserAgent
 		var err error
 		if client, err = kubernetes.NewForConfig(rc); err != nil {
 			return fmt.Errorf("building the kubelet simulator's client: %w", err)

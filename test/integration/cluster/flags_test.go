@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -75,5 +76,53 @@ func TestLogLineContains(t *testing.T) {
 				t.Errorf("logLineContains(%q) over %q = %v, want %v", kruiseLastProbe, tt.log, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAuditArgs: the policy logs the listed users only, or everyone with AuditEveryone, whose
+// log the apiserver never rotates, so that the benchmark may truncate it between rollouts.
+func TestAuditArgs(t *testing.T) {
+	tests := []struct {
+		name       string
+		opts       Options
+		wantPolicy []string
+		notPolicy  []string
+		maxSize    bool
+	}{
+		{"drivers", Options{AuditLog: true}, []string{`users: ["` + ArgoUser + `","` + InplaceTektonUser + `"]`, "level: None"}, nil, false},
+		{"everyone", Options{AuditLog: true, AuditEveryone: true}, []string{"level: Metadata"}, []string{"users:", "level: None"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Cluster{Dir: t.TempDir(), opts: tt.opts}
+			args, err := c.auditArgs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			policy, err := os.ReadFile(filepath.Join(c.Dir, "audit-policy.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.wantPolicy {
+				if !strings.Contains(string(policy), w) {
+					t.Errorf("policy lacks %q:\n%s", w, policy)
+				}
+			}
+			for _, w := range tt.notPolicy {
+				if strings.Contains(string(policy), w) {
+					t.Errorf("policy holds %q:\n%s", w, policy)
+				}
+			}
+			if got := slices.Contains(args, "--audit-log-maxsize=1048576"); got != tt.maxSize {
+				t.Errorf("flags %q: --audit-log-maxsize=1048576 there: %v, want %v", args, got, tt.maxSize)
+			}
+			path, err := c.AuditLogFile()
+			if err != nil || !slices.Contains(args, "--audit-log-path="+path) {
+				t.Errorf("AuditLogFile() = %q, %v; flags %q", path, err, args)
+			}
+		})
+	}
+	if _, err := (&Cluster{}).AuditLogFile(); err == nil {
+		t.Error("AuditLogFile of a cluster without an audit log: no error")
 	}
 }
