@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -287,13 +288,37 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		fmt.Fprintf(b, "- inplace-rollout was not measured at %d pods.\n", large)
 		return
 	}
+	writeWalls(b, r, large)
+	writeOverhead(b, r, large)
+	writeWrites(b, r, large)
+	var recreated []string
+	for _, ap := range approaches {
+		if rec := med(ap.a, large, func(res Result) float64 { return float64(res.Recreated) }); rec.n > 0 && ap.a != FloorLoop {
+			recreated = append(recreated, fmt.Sprintf("%s %s", ap.a, rec.format(0)))
+		}
+	}
+	fmt.Fprintf(b, "- Pods recreated at %d pods: %s.\n", large, strings.Join(recreated, ", "))
+	if lo := med(InPlace, small, wall); lo.n > 0 && small != large {
+		cpu := func(res Result) float64 { return res.DriverCPU }
+		wallRatio := (ours.median / float64(large)) / (lo.median / float64(small))
+		cpuRatio := (med(InPlace, large, cpu).median / float64(large)) / (med(InPlace, small, cpu).median / float64(small))
+		fmt.Fprintf(b, "- Cost per pod at %d pods over that at %d (medians): wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",
+			large, small, wallRatio, cpuRatio, 100*goalGrowth, verdict(wallRatio <= 1+goalGrowth && cpuRatio <= 1+goalGrowth))
+	}
+}
+
+// writeWalls writes the wall times of the main table at pods and, when its drivers ran at one
+// rate limit, inplace-rollout's wall time over each other approach's.
+func writeWalls(b *strings.Builder, r *Report, pods int) {
+	unequal := r.unequalRateLimits(EqualLimits)
 	var walls []string
 	for _, ap := range approaches {
-		if ap.a == FloorLoop {
+		w := r.spread(EqualLimits, ap.a, pods, wall)
+		if w.n == 0 || ap.a == FloorLoop {
 			continue
 		}
-		w := med(ap.a, large, wall)
-		if w.n == 0 {
+		if !unequal {
+			walls = append(walls, fmt.Sprintf("%s %s s", ap.a, w.format(1)))
 			continue
 		}
 		limit := "rate limit not recorded"
@@ -302,29 +327,50 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		}
 		walls = append(walls, fmt.Sprintf("%s %s s (%s)", ap.a, w.format(1), limit))
 	}
-	fmt.Fprintf(b, "- Wall time at %d pods, with each driver's API rate limit (requests/s, burst): %s.", large, strings.Join(walls, ", "))
-	if r.unequalRateLimits(EqualLimits) {
-		b.WriteString(" The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches.\n")
-	} else {
-		b.WriteString("\n")
+	if unequal {
+		fmt.Fprintf(b, "- Wall time at %d pods, with each driver's API rate limit (requests/s, burst): %s. "+
+			"The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches.\n", pods, strings.Join(walls, ", "))
+		return
 	}
-	var recreated []string
+	l, _ := r.rateLimit(EqualLimits, InPlace)
+	fmt.Fprintf(b, "- Wall time at %d pods, every driver at %s requests/s, burst %d: %s.\n", pods, strconv.FormatFloat(l.QPS, 'f', -1, 64), l.Burst, strings.Join(walls, ", "))
+	var ratios []string
 	for _, ap := range approaches {
-		if rec := med(ap.a, large, func(res Result) float64 { return float64(res.Recreated) }); rec.n > 0 && ap.a != FloorLoop {
-			recreated = append(recreated, fmt.Sprintf("%s %s", ap.a, rec.format(0)))
+		if ap.a == InPlace || ap.a == FloorLoop {
+			continue
+		}
+		if x := r.ratio(EqualLimits, InPlace, ap.a, pods, wall); x.n > 0 {
+			ratios = append(ratios, fmt.Sprintf("%s %s", ap.a, x.format(2)))
 		}
 	}
-	fmt.Fprintf(b, "- Pods recreated at %d pods: %s.\n", large, strings.Join(recreated, ", "))
-	writeOverhead(b, r, large)
-	pw := med(InPlace, large, func(res Result) float64 { return perPod(res.PodWrites, large) })
-	fmt.Fprintf(b, "- Pod writes per pod at %d pods: %s (goal: at most %.0f without a readiness gate, %s).\n", large, pw.format(2), goalPodWrites, verdict(pw.median <= goalPodWrites))
-	if lo := med(InPlace, small, wall); lo.n > 0 && small != large {
-		cpu := func(res Result) float64 { return res.DriverCPU }
-		wallRatio := (ours.median / float64(large)) / (lo.median / float64(small))
-		cpuRatio := (med(InPlace, large, cpu).median / float64(large)) / (med(InPlace, small, cpu).median / float64(small))
-		fmt.Fprintf(b, "- Cost per pod at %d pods over that at %d (medians): wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",
-			large, small, wallRatio, cpuRatio, 100*goalGrowth, verdict(wallRatio <= 1+goalGrowth && cpuRatio <= 1+goalGrowth))
+	if len(ratios) > 0 {
+		fmt.Fprintf(b, "- inplace-rollout's wall time over each other approach's at %d pods, each repetition's pair "+
+			"(below 1: inplace-rollout took less time): %s.\n", pods, strings.Join(ratios, ", "))
 	}
+}
+
+// writeWrites writes the pod writes and all writes per pod of each approach at pods against the
+// floor's, with the goal of inplace-rollout's pod writes.
+func writeWrites(b *strings.Builder, r *Report, pods int) {
+	podWrites := func(res Result) float64 { return perPod(res.PodWrites, pods) }
+	writes := func(res Result) float64 { return perPod(res.Writes, pods) }
+	pw := r.spread(EqualLimits, InPlace, pods, podWrites)
+	fmt.Fprintf(b, "- Pod writes per pod at %d pods: %s (goal: at most %.0f without a readiness gate, %s).\n", pods, pw.format(2), goalPodWrites, verdict(pw.median <= goalPodWrites))
+	floorPod, floorAll := r.spread(EqualLimits, FloorLoop, pods, podWrites), r.spread(EqualLimits, FloorLoop, pods, writes)
+	if floorPod.n == 0 {
+		return
+	}
+	var each []string
+	for _, ap := range approaches {
+		if ap.a == FloorLoop {
+			continue
+		}
+		if p := r.spread(EqualLimits, ap.a, pods, podWrites); p.n > 0 {
+			each = append(each, fmt.Sprintf("%s %s and %s", ap.a, p.format(2), r.spread(EqualLimits, ap.a, pods, writes).format(2)))
+		}
+	}
+	fmt.Fprintf(b, "- Pod writes and all writes (every resource, status included) per pod at %d pods, against the floor's %s and %s: %s.\n",
+		pods, floorPod.format(2), floorAll.format(2), strings.Join(each, "; "))
 }
 
 // writeOverhead writes inplace-rollout's overhead over the floor at pods, and what bounds it.

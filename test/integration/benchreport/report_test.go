@@ -46,13 +46,16 @@ func sampleReport() *Report {
 		}
 		for rep := 1; rep <= r.Repetitions; rep++ {
 			// Each repetition's wall times differ, the floor's less than the others'.
-			jitter, floorJitter := []float64{1, 0.9, 1.2}[rep-1], []float64{1, 1, 1.1}[rep-1]
+			jitter, floorJitter, kruiseJitter := []float64{1, 0.9, 1.2}[rep-1], []float64{1, 1, 1.1}[rep-1], []float64{1, 1.1, 0.9}[rep-1]
 			for _, n := range []int{100, 1000} {
 				f := float64(n) / 100
 				add := func(a Approach, wall float64, podWrites int, cpu float64, recreated int) {
 					j := jitter
-					if a == FloorLoop {
+					switch a {
+					case FloorLoop:
 						j = floorJitter
+					case CloneSetInPlace:
+						j = kruiseJitter
 					}
 					res := Result{Approach: a, Pods: n, Limits: limits, Rep: rep, Wall: time.Duration(wall * j * float64(time.Second)),
 						PodWrites: podWrites, Writes: 3 * podWrites, Requests: 5 * podWrites, Driver: string(a) + " driver",
@@ -124,9 +127,13 @@ func TestRenderSummary(t *testing.T) {
 		notWant []string
 	}{
 		{"sample", func(*Report) {}, []string{
-			"- Wall time at 1000 pods, with each driver's API rate limit (requests/s, burst): inplace-rollout 20.5 (18.4–24.6) s (at 100, 200), " +
-				"inplace-rollout-gated 26.0 (23.4–31.2) s (at 100, 200), inplace-rollout-window 18.0 (16.2–21.6) s (at 100, 200), " +
-				"statefulset-rollingupdate 100.0 (90.0–120.0) s (at 100, 200), deployment-rollingupdate 125.0 (112.5–150.0) s (at 100, 200), kruise-cloneset 16.0 (14.4–19.2) s (at 100, 200).\n",
+			"- Wall time at 1000 pods, every driver at 100 requests/s, burst 200: inplace-rollout 20.5 (18.4–24.6) s, inplace-rollout-gated 26.0 (23.4–31.2) s, " +
+				"inplace-rollout-window 18.0 (16.2–21.6) s, statefulset-rollingupdate 100.0 (90.0–120.0) s, deployment-rollingupdate 125.0 (112.5–150.0) s, kruise-cloneset 16.0 (14.4–17.6) s.\n",
+			// Each repetition's pair: 20.5/16, 18.45/17.6, 24.6/14.4 against the CloneSet.
+			"- inplace-rollout's wall time over each other approach's at 1000 pods, each repetition's pair (below 1: inplace-rollout took less time): " +
+				"inplace-rollout-gated 0.79, inplace-rollout-window 1.14, statefulset-rollingupdate 0.20, deployment-rollingupdate 0.16, kruise-cloneset 1.28 (1.05–1.71).\n",
+			"- Pod writes and all writes (every resource, status included) per pod at 1000 pods, against the floor's 1.00 and 3.00: inplace-rollout 2.00 and 6.00; " +
+				"inplace-rollout-gated 4.00 and 12.00; inplace-rollout-window 2.00 and 6.00; statefulset-rollingupdate 3.00 and 9.00; deployment-rollingupdate 3.00 and 9.00; kruise-cloneset 2.00 and 6.00.\n",
 			"- Pods recreated at 1000 pods: inplace-rollout 0, inplace-rollout-gated 0, inplace-rollout-window 0, statefulset-rollingupdate 1000, deployment-rollingupdate 1000, kruise-cloneset 0.",
 			"3 repetitions of\neach approach at each size, interleaved",
 			"| repetitions | 3 of every approach at each size, interleaved; order shuffled per repetition and size, seed 7 |",
@@ -153,7 +160,7 @@ func TestRenderSummary(t *testing.T) {
 			r.RateLimits[EqualLimits][StatefulSetRolling] = RateLimit{QPS: 20, Burst: 30}
 		}, []string{"**Not a fair comparison.**", "statefulset-rollingupdate 100.0 (90.0–120.0) s (at 20, 30)",
 			"The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches."},
-			[]string{"Every driver ran at the same"}},
+			[]string{"Every driver ran at the same", "inplace-rollout's wall time over each other approach's"}},
 		{"a rate limit not recorded", func(r *Report) {
 			delete(r.RateLimits[EqualLimits], DeploymentRolling)
 		}, []string{"deployment-rollingupdate 125.0 (112.5–150.0) s (rate limit not recorded)", "not a fair comparison of the approaches",
@@ -176,7 +183,7 @@ func TestRenderSummary(t *testing.T) {
 				}
 			}
 			r.Results, r.Repetitions = kept, 1
-		}, []string{"inplace-rollout 20.5 s (at 100, 200)", "| inplace-rollout | 1000 | 20.5 | 1.58 | 2.00 |", "own floor: +58% (goal"}, []string{"(18.4–24.6)"}},
+		}, []string{"inplace-rollout 20.5 s, ", "kruise-cloneset 1.28.\n", "| inplace-rollout | 1000 | 20.5 | 1.58 | 2.00 |", "own floor: +58% (goal"}, []string{"(18.4–24.6)"}},
 		{"no audit log, no CPU of every process", func(r *Report) {
 			for i := range r.Results {
 				r.Results[i].Calls, r.Results[i].CPU = nil, nil
