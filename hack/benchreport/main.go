@@ -184,6 +184,8 @@ func settings() []benchreport.Setting {
 		{Name: "scheduling a new pod", Value: scheduleDelay.String()},
 		{Name: "a new pod's sandbox, network, IP and volumes", Value: sandboxDelay.String() + " (paid by recreated pods only)"},
 		{Name: "kubelets' API rate limit", Value: fmt.Sprintf("%d requests/s in all", simulatorQPS)},
+		{Name: "gate controller (inplace-rollout-gated's pods)", Value: "pkg/gate in the benchmark's process, its own client at the drivers' rate limit; " +
+			"it sets the gate True on a pod that has no such condition yet, a new pod: the rollout's engine drains and readies the gate of the pods it updates"},
 	}
 }
 

@@ -77,7 +77,7 @@ type Bench struct {
 	Approaches []Approach
 	// Only, when not empty, limits the run further to these approaches.
 	Only map[Approach]bool
-	// LogDir, when set, keeps each command's output there, as APPROACH-PODS.log.
+	// LogDir, when set, keeps each command's output there, as LIMITS-APP-NAMESPACE-VERSION.log.
 	LogDir string
 	// Timeout bounds each rollout.
 	Timeout time.Duration

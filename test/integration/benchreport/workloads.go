@@ -3,6 +3,8 @@ package benchreport
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,9 +74,11 @@ func (s *sizeRun) startGate(ctx context.Context, app string) error {
 	if err != nil {
 		return fmt.Errorf("building the gate controller's client: %w", err)
 	}
+	// Its line per pod set is no news here; its warnings are.
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s.gateDone = make(chan error, 1)
 	go func() {
-		s.gateDone <- gate.Run(ctx, client, gate.Options{Namespace: s.ns, Selector: "app=" + app, Logger: s.Log.With("component", "gate-controller", "namespace", s.ns)})
+		s.gateDone <- gate.Run(ctx, client, gate.Options{Namespace: s.ns, Selector: "app=" + app, Logger: quiet.With("component", "gate-controller", "namespace", s.ns)})
 	}()
 	return nil
 }

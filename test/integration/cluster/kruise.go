@@ -131,13 +131,13 @@ func (c *Cluster) StartKruise(ctx context.Context, opts KruiseOptions) (*Kruise,
 	if err := k.start(opts); err != nil {
 		return nil, err
 	}
-	c.Kruise = k
 	if opts.Settled {
 		if err := k.settle(ctx); err != nil {
 			_ = k.Stop()
 			return nil, err
 		}
 	}
+	c.Kruise = k
 	return k, nil
 }
 
