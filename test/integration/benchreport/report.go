@@ -263,6 +263,9 @@ func writeCalls(b *strings.Builder, r *Report, pods int) {
 // writeGrowth writes the table of each approach's cost per pod at the smallest and largest
 // sizes, from the medians.
 func writeGrowth(b *strings.Builder, r *Report, small, large int) {
+	if small == large {
+		return
+	}
 	fmt.Fprintf(b, "\n## Growth from %d to %d pods\n\n", small, large)
 	fmt.Fprintf(b, "Per pod: the median wall time and driver CPU time divided by the number of pods; the ratio is the value at %d\n", large)
 	fmt.Fprintf(b, "pods over the value at %d (1.00: linear; below 1: fixed costs spread over more pods).\n\n", small)
@@ -391,6 +394,21 @@ func writeOverhead(b *strings.Builder, r *Report, pods int) {
 	podWrites := int(med(InPlace, func(res Result) float64 { return float64(res.PodWrites) }))
 	floorWrites := int(med(FloorLoop, func(res Result) float64 { return float64(res.PodWrites) }))
 	least := writeBound(podWrites, r)
+	if least == 0 {
+		fmt.Fprintf(b, "- Why: the in-place rollout's %d pod writes fit within the clients' burst of %d, so the rate limit does not account for the overhead; "+
+			"the profile below shows where the CPU time goes.\n", podWrites, r.ClientBurst)
+	}
+	if least > 0 {
+		writeRateBound(b, r, podWrites, floorWrites, least, ours, floor)
+	}
+	srv, floorSrv := med(InPlace, func(res Result) float64 { return res.APIServerCPU }), med(FloorLoop, func(res Result) float64 { return res.APIServerCPU })
+	fmt.Fprintf(b, "  The control plane shares the machine: kube-apiserver took %.1f s of CPU over the in-place rollout's %.1f s (%.2f CPUs on average), %.1f s over the floor's %.1f s (%.2f).\n",
+		srv, ours, srv/ours, floorSrv, floor, floorSrv/floor)
+}
+
+// writeRateBound writes the least time the rate limit leaves the in-place rollout's podWrites,
+// least, against its wall time ours and the floor's.
+func writeRateBound(b *strings.Builder, r *Report, podWrites, floorWrites int, least, ours, floor float64) {
 	fmt.Fprintf(b, "- Why: at the clients' rate limit (%.0f requests/s, burst %d) the in-place rollout's %d pod writes cannot take less than %.1f s, %.0f%% of its %.1f s, "+
 		"where the floor's %d need %.1f s.", r.ClientQPS, r.ClientBurst, podWrites, least, 100*least/ours, ours, floorWrites, writeBound(floorWrites, r))
 	if least > floor {
@@ -399,9 +417,6 @@ func writeOverhead(b *strings.Builder, r *Report, pods int) {
 	} else {
 		b.WriteString(" The rate limit does not account for the overhead; the profile below shows where the CPU time goes.\n")
 	}
-	srv, floorSrv := med(InPlace, func(res Result) float64 { return res.APIServerCPU }), med(FloorLoop, func(res Result) float64 { return res.APIServerCPU })
-	fmt.Fprintf(b, "  The control plane shares the machine: kube-apiserver took %.1f s of CPU over the in-place rollout's %.1f s (%.2f CPUs on average), %.1f s over the floor's %.1f s (%.2f).\n",
-		srv, ours, srv/ours, floorSrv, floor, floorSrv/floor)
 }
 
 // writeBound is the least time n requests take through a token bucket of r's rate limit.

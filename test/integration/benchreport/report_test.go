@@ -189,6 +189,17 @@ func TestRenderSummary(t *testing.T) {
 				r.Results[i].Calls, r.Results[i].CPU = nil, nil
 			}
 		}, []string{"## Growth from 100 to 1000 pods"}, []string{"## API requests by client", "## CPU seconds by process"}},
+		{"one size, whose pod writes fit in the burst", func(r *Report) {
+			kept := r.Results[:0]
+			for _, res := range r.Results {
+				if res.Pods == 100 {
+					kept = append(kept, res)
+				}
+			}
+			r.Results = kept
+		}, []string{"- Why: the in-place rollout's 200 pod writes fit within the clients' burst of 200, so the rate limit does not account for the overhead",
+			"  The control plane shares the machine: kube-apiserver took 1.0 s of CPU"},
+			[]string{"## Growth from", "Cost per pod at", "cannot take less than"}},
 		{"no CloneSet", func(r *Report) {
 			r.CloneSetSkipped = "kruise-manager v1.8.3 did not start here: boom"
 			kept := r.Results[:0]
