@@ -111,7 +111,7 @@ lint:
 	$(BIN)/staticcheck ./...
 	$(GO) run ./hack/funclen -max 80 pkg plugin tekton cmd
 
-## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, and pre-pull's not-Ready window
+## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods, 5 interleaved repetitions, every driver at one rate limit, then each at its own default; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, and pre-pull's not-Ready window
 bench: tools build
 	hack/tools/build.sh kruise-manager
 	$(GO) run ./hack/benchreport -out docs -cli $(BIN)/inplace-rollout

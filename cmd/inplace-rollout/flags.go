@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
@@ -26,8 +27,10 @@ type clusterFlags struct {
 	qps        float32
 	burst      int
 
-	// events is the client Events are recorded with, once client ran: the same credentials,
-	// a rate limit of its own, so that Events never hold back the pod writes.
+	// events is the client Events are recorded with, once client ran: the same credentials
+	// and the same token bucket as the rollout's client, so that --kube-api-qps and
+	// --kube-api-burst bound every request the command sends. The broadcaster queues Events,
+	// so waiting for a token holds back only the Event, never the rollout's goroutine.
 	events kubernetes.Interface
 }
 
@@ -39,8 +42,8 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	// A batch steps each of its pods every fraction of a second, two or three requests a pod;
 	// client-go's default of 5 requests per second would make the client the bottleneck.
-	cmd.Flags().Float32Var(&f.qps, "kube-api-qps", 100, "requests per second to the Kubernetes API, sustained")
-	cmd.Flags().IntVar(&f.burst, "kube-api-burst", 200, "requests to the Kubernetes API allowed in a burst above --kube-api-qps")
+	cmd.Flags().Float32Var(&f.qps, "kube-api-qps", 100, "requests per second to the Kubernetes API, sustained: one budget for every request the command sends, its Events included")
+	cmd.Flags().IntVar(&f.burst, "kube-api-burst", 200, "requests to the Kubernetes API allowed in a burst above --kube-api-qps, from the same budget")
 }
 
 // resolve builds the client and names the workload from the flags.
@@ -72,6 +75,9 @@ func (f *clusterFlags) client() (kubernetes.Interface, string, error) {
 	}
 	cfg.UserAgent = "inplace-rollout/" + version
 	cfg.QPS, cfg.Burst = f.qps, f.burst
+	// client-go gives each client built from a config without a limiter a token bucket of its
+	// own: set one here, which both clients below take, so the rate limit is the command's.
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(f.qps, f.burst)
 	// Protobuf, as the Kubernetes controllers use: listing hundreds of pods every step decodes
 	// faster. Patches keep their own JSON content type.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"

@@ -98,3 +98,32 @@ func TestAnalysisConfigIsTheFile(t *testing.T) {
 		t.Errorf("empty --analysis-config gave analysis %+v, want none", none.Analysis)
 	}
 }
+
+// TestClientsShareOneRateLimit: the rollout's client and the Events client take their tokens
+// from one bucket of --kube-api-qps and --kube-api-burst, so the flags bound every request the
+// command sends: the burst spent through one leaves none to the other.
+func TestClientsShareOneRateLimit(t *testing.T) {
+	f := &clusterFlags{kubeconfig: offlineKubeconfig(t), qps: 0.001, burst: 3}
+	client, _, err := f.client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollout, events := client.CoreV1().RESTClient().GetRateLimiter(), f.events.CoreV1().RESTClient().GetRateLimiter()
+	if rollout == nil || rollout != events {
+		t.Fatalf("the rollout's client has rate limiter %p, the Events client %p; want one, shared", rollout, events)
+	}
+	if apps := client.AppsV1().RESTClient().GetRateLimiter(); apps != rollout {
+		t.Errorf("the rollout's apps/v1 client has rate limiter %p, its core/v1 client %p; want one", apps, rollout)
+	}
+	if got := rollout.QPS(); got != f.qps {
+		t.Errorf("the shared limiter allows %v requests/s; want --kube-api-qps %v", got, f.qps)
+	}
+	for i := range f.burst {
+		if !rollout.TryAccept() {
+			t.Fatalf("request %d of a burst of %d refused", i+1, f.burst)
+		}
+	}
+	if events.TryAccept() {
+		t.Errorf("the Events client sent a request after the rollout's client spent the burst of %d", f.burst)
+	}
+}

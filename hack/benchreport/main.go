@@ -1,5 +1,6 @@
-// Command benchreport measures a rollout done each way a user could do it, side by side on one
-// local control plane, and writes docs/benchmarks.md with its plots (`make bench` runs it).
+// Command benchreport measures a rollout done each way a user could do it, side by side on a
+// local control plane (every driver at one rate limit; then, on a second one, each component
+// at its own default), and writes docs/benchmarks.md with its plots (`make bench` runs it).
 // `benchreport floor ...` is the floor loop, run by the report as a process of its own.
 package main
 
@@ -15,7 +16,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -54,17 +54,29 @@ const (
 	sandboxDelay  = time.Second
 	// simulatorQPS is what 10 kubelets at their default rate limit (50 requests/s) send at most.
 	simulatorQPS = 500
-	// clientQPS and clientBurst are the inplace-rollout command's default rate limit, which
-	// the floor loop shares unless -qps and -burst say otherwise.
+	// clientQPS and clientBurst are the inplace-rollout command's default rate limit, one
+	// token bucket for all its requests, which the floor loop shares unless -qps and -burst
+	// say otherwise, and which the main table gives every driver.
 	clientQPS   = 100
 	clientBurst = 200
-	// kube-controller-manager's default rate limit (--kube-api-qps, --kube-api-burst), which
-	// the local control plane keeps, and kruise-manager's (--rest-config-qps,
-	// --rest-config-burst): both lower than clientQPS, so the controllers' wall times are not
-	// measured at inplace-rollout's.
+	// kube-controller-manager's default rate limit (--kube-api-qps, --kube-api-burst) and
+	// kruise-manager's (--rest-config-qps, --rest-config-burst in OpenKruise's main.go), which
+	// the table of own defaults keeps.
 	controllerManagerQPS, controllerManagerBurst = 20, 30
 	kruiseQPS, kruiseBurst                       = 30, 50
 )
+
+// pass is one control plane's rows: every driver at one rate limit (the main table), or each
+// at its own default.
+type pass struct {
+	limits Limits
+	// qps and burst are the main table's rate limit; zero in the pass of own defaults.
+	qps   float64
+	burst int
+}
+
+// Limits is benchreport.Limits, shortened.
+type Limits = benchreport.Limits
 
 func report(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("benchreport", flag.ContinueOnError)
@@ -73,9 +85,12 @@ func report(ctx context.Context, args []string) error {
 	cli := fs.String("cli", ".dev/bin/inplace-rollout", "the inplace-rollout binary")
 	work := fs.String("work", ".dev/bench", "directory for the control plane's files and the CPU profile")
 	timeout := fs.Duration("timeout", 10*time.Minute, "longest one rollout may take")
-	qps := fs.Float64("qps", clientQPS, "requests per second allowed to inplace-rollout and to the floor loop")
-	burst := fs.Int("burst", clientBurst, "requests allowed in a burst above -qps, to inplace-rollout and to the floor loop")
-	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
+	qps := fs.Float64("qps", clientQPS, "requests per second allowed to every driver in the main table (a whole number: kruise-manager takes no fraction)")
+	burst := fs.Int("burst", clientBurst, "requests allowed in a burst above -qps, to every driver in the main table")
+	reps := fs.Int("repetitions", 5, "times each approach is measured at each size, interleaved: the report gives each figure's median and range")
+	seed := fs.Uint64("seed", 1, "seed of the order the approaches are measured in, shuffled for each repetition and size")
+	defaults := fs.Bool("defaults", true, "also measure each component at its own default rate limit, on a second control plane")
+	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, inplace-rollout-gated, inplace-rollout-window, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,8 +102,11 @@ func report(ctx context.Context, args []string) error {
 		}
 		sizes = append(sizes, n)
 	}
-	if *qps <= 0 || *burst <= 0 {
-		return fmt.Errorf("-qps %v -burst %d: want both above 0", *qps, *burst)
+	if *reps < 1 {
+		return fmt.Errorf("-repetitions %d: want at least 1", *reps)
+	}
+	if *qps <= 0 || *burst <= 0 || *qps != float64(int(*qps)) {
+		return fmt.Errorf("-qps %v -burst %d: want both above 0, whole numbers", *qps, *burst)
 	}
 	cliPath, err := filepath.Abs(*cli)
 	if err != nil {
@@ -102,101 +120,175 @@ func report(ctx context.Context, args []string) error {
 		return fmt.Errorf("finding this command's binary for the floor loop: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	dir, err := filepath.Abs(filepath.Join(*work, "cluster"))
-	if err != nil {
-		return err
+	profile := filepath.Join(*work, "inplace-rollout-cpu.pprof")
+	r := &benchreport.Report{
+		Date:        time.Now(),
+		Machine:     fmt.Sprintf("%d CPUs, %s, %s/%s", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH),
+		Settings:    settings(),
+		RateLimits:  map[Limits]map[benchreport.Approach]benchreport.RateLimit{},
+		ProfileFile: profile,
+		ClientQPS:   *qps,
+		ClientBurst: *burst,
+		Repetitions: *reps,
+		Seed:        *seed,
 	}
+	passes := []pass{{limits: benchreport.EqualLimits, qps: *qps, burst: *burst}}
+	if *defaults {
+		passes = append(passes, pass{limits: benchreport.DefaultLimits})
+	}
+	for i, p := range passes {
+		b := &benchreport.Bench{
+			CLI: cliPath, Limits: p.limits, ClientQPS: clientQPS, ClientBurst: clientBurst,
+			FloorCommand: []string{self, "floor", "-qps", strconv.Itoa(clientQPS), "-burst", strconv.Itoa(clientBurst)},
+			LogDir:       *work, Timeout: *timeout, Log: log.With("limits", p.limits),
+			Repetitions: *reps, Seed: *seed,
+		}
+		if p.qps > 0 {
+			b.ClientQPS, b.ClientBurst = p.qps, p.burst
+			b.FloorCommand = []string{self, "floor", "-qps", strconv.FormatFloat(p.qps, 'f', -1, 64), "-burst", strconv.Itoa(p.burst)}
+		} else {
+			// The in-place variants differ from inplace-rollout's row in their rollout, not in
+			// a default: the main table has them.
+			b.Approaches = []benchreport.Approach{benchreport.InPlace, benchreport.FloorLoop,
+				benchreport.StatefulSetRolling, benchreport.DeploymentRolling, benchreport.CloneSetInPlace}
+		}
+		if i == 0 {
+			b.ProfileFile = profile
+		}
+		if *only != "" {
+			b.Only = map[benchreport.Approach]bool{}
+			for _, a := range strings.Split(*only, ",") {
+				b.Only[benchreport.Approach(strings.TrimSpace(a))] = true
+			}
+		}
+		r.RateLimits[p.limits] = rateLimits(p)
+		results, skipped, err := runPass(ctx, b, p, filepath.Join(*work, "cluster-"+string(p.limits)), sizes)
+		r.Results = append(r.Results, results...)
+		if skipped != "" {
+			r.CloneSetSkipped = skipped
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return write(ctx, r, cliPath, *out, *only != "", log)
+}
+
+// settings are the report's settings that are not rate limits.
+func settings() []benchreport.Setting {
+	return []benchreport.Setting{
+		{Name: "Kubernetes (kube-apiserver, kube-controller-manager, etcd)", Value: "v1.34 and etcd as `make tools` builds them; feature gate MaxUnavailableStatefulSet on (alpha in v1.34) for the StatefulSet's `maxUnavailable`"},
+		{Name: "OpenKruise (kruise-manager)", Value: cluster.KruiseVersion + ", as `" + cluster.KruiseBuild + "` builds it"},
+		{Name: "nodes", Value: strconv.Itoa(nodes) + " simulated kubelets, one process"},
+		{Name: "image pull, container start to Ready", Value: fmt.Sprintf("%s, %s (every container start, in place or not)", pullDelay, startDelay)},
+		{Name: "scheduling a new pod", Value: scheduleDelay.String()},
+		{Name: "a new pod's sandbox, network, IP and volumes", Value: sandboxDelay.String() + " (paid by recreated pods only)"},
+		{Name: "kubelets' API rate limit", Value: fmt.Sprintf("%d requests/s in all", simulatorQPS)},
+		{Name: "gate controller (inplace-rollout-gated's pods)", Value: "pkg/gate in the benchmark's process, its own client at the drivers' rate limit; " +
+			"it sets the gate True on a pod that has no such condition yet, a new pod: the rollout's engine drains and readies the gate of the pods it updates"},
+	}
+}
+
+// rateLimits are the rate limits each approach's driver has in pass p, with the flags that set
+// them.
+func rateLimits(p pass) map[benchreport.Approach]benchreport.RateLimit {
+	const (
+		cliNote    = "one token bucket for every request of the command, its Events included"
+		floorNote  = "one client"
+		kcmNote    = "each of its controllers' clients has a token bucket of its own"
+		kruiseNote = "on the rest.Config each of its clients is built from, each client with a token bucket of its own"
+	)
+	if p.qps == 0 {
+		cli := benchreport.RateLimit{QPS: clientQPS, Burst: clientBurst, Note: cliNote}
+		kcm := benchreport.RateLimit{QPS: controllerManagerQPS, Burst: controllerManagerBurst, Note: "kube-controller-manager's; " + kcmNote}
+		return map[benchreport.Approach]benchreport.RateLimit{
+			benchreport.InPlace:            cli,
+			benchreport.FloorLoop:          {QPS: clientQPS, Burst: clientBurst, Flags: fmt.Sprintf("-qps %d -burst %d", clientQPS, clientBurst), Note: floorNote + ", at inplace-rollout's default"},
+			benchreport.StatefulSetRolling: kcm,
+			benchreport.DeploymentRolling:  kcm,
+			benchreport.CloneSetInPlace:    {QPS: kruiseQPS, Burst: kruiseBurst, Note: kruiseNote},
+		}
+	}
+	q := strconv.FormatFloat(p.qps, 'f', -1, 64)
+	kcm := benchreport.RateLimit{QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("--kube-api-qps=%s --kube-api-burst=%d", q, p.burst), Note: "kube-controller-manager's; " + kcmNote}
+	cli := benchreport.RateLimit{QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("--kube-api-qps %s --kube-api-burst %d", q, p.burst), Note: cliNote}
+	return map[benchreport.Approach]benchreport.RateLimit{
+		benchreport.InPlace:            cli,
+		benchreport.InPlaceGated:       cli,
+		benchreport.InPlaceWindow:      cli,
+		benchreport.FloorLoop:          {QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("-qps %s -burst %d", q, p.burst), Note: floorNote},
+		benchreport.StatefulSetRolling: kcm,
+		benchreport.DeploymentRolling:  kcm,
+		benchreport.CloneSetInPlace:    {QPS: p.qps, Burst: p.burst, Flags: fmt.Sprintf("--rest-config-qps=%s --rest-config-burst=%d", q, p.burst), Note: kruiseNote},
+	}
+}
+
+// runPass starts a control plane in dir for pass p, measures b's approaches on it and stops
+// it. skipped says why the CloneSet rows are missing, when they are.
+func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, sizes []int) (results []benchreport.Result, skipped string, err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
+		return nil, "", fmt.Errorf("creating %s: %w", dir, err)
 	}
-
-	started := time.Now()
 	c, err := cluster.Start(ctx, cluster.Options{
 		Dir: dir,
 		Simulator: kubeletsim.Config{Nodes: nodes, Workers: 16, PullDelay: pullDelay, StartDelay: startDelay,
 			ScheduleDelay: scheduleDelay, SandboxDelay: sandboxDelay},
-		FeatureGates: "MaxUnavailableStatefulSet=true",
-		SimulatorQPS: simulatorQPS,
-		Logger:       log.With("component", "cluster"),
+		FeatureGates:           "MaxUnavailableStatefulSet=true",
+		SimulatorQPS:           simulatorQPS,
+		ControllerManagerQPS:   float32(p.qps),
+		ControllerManagerBurst: p.burst,
+		// Every client's requests, at Metadata level, for the table of requests by client.
+		AuditLog:      true,
+		AuditEveryone: true,
+		Logger:        b.Log.With("component", "cluster"),
 	})
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	defer c.Stop()
-	dyn, err := dynamic.NewForConfig(c.Config)
-	if err != nil {
-		return fmt.Errorf("building a dynamic client: %w", err)
+	if b.Dynamic, err = dynamic.NewForConfig(c.Config); err != nil {
+		return nil, "", fmt.Errorf("building a dynamic client: %w", err)
 	}
+	b.Client, b.Config, b.Kubeconfig = c.Client, c.Config, c.Kubeconfig
 	kcm, ok1 := c.PID("kube-controller-manager")
 	apiserver, ok2 := c.PID("kube-apiserver")
-	if !ok1 || !ok2 {
-		return fmt.Errorf("the control plane's kube-controller-manager or kube-apiserver is not running")
+	etcd, ok3 := c.PID("etcd")
+	if !ok1 || !ok2 || !ok3 {
+		return nil, "", fmt.Errorf("the control plane's kube-controller-manager, kube-apiserver or etcd is not running")
 	}
-	kruise := startKruise(ctx, c)
-	profile := filepath.Join(*work, "inplace-rollout-cpu.pprof")
-	b := &benchreport.Bench{
-		Client: c.Client, Dynamic: dyn, Kubeconfig: c.Kubeconfig, CLI: cliPath,
-		FloorCommand: []string{self, "floor", "-qps", strconv.FormatFloat(*qps, 'f', -1, 64), "-burst", strconv.Itoa(*burst)},
-		ClientQPS:    *qps, ClientBurst: *burst,
-		ControllerManagerPID: kcm, APIServerPID: apiserver,
-		Kruise:      kruise,
-		ProfileFile: profile, LogDir: *work, Timeout: *timeout, Log: log,
+	b.ControllerManagerPID, b.APIServerPID, b.EtcdPID = kcm, apiserver, etcd
+	if b.AuditLog, err = c.AuditLogFile(); err != nil {
+		return nil, "", err
 	}
-	if *only != "" {
-		b.Only = map[benchreport.Approach]bool{}
-		for _, a := range strings.Split(*only, ",") {
-			b.Only[benchreport.Approach(strings.TrimSpace(a))] = true
+	b.StartKruise = func(ctx context.Context) (int, func() error, error) {
+		k, err := c.StartKruise(ctx, cluster.KruiseOptions{QPS: int(p.qps), Burst: p.burst, Settled: true})
+		if err != nil {
+			return 0, nil, fmt.Errorf("kruise-manager %s did not start here: %w", cluster.KruiseVersion, err)
 		}
+		return k.PID(), k.Stop, nil
 	}
-	r := &benchreport.Report{
-		Date:    started,
-		Machine: fmt.Sprintf("%d CPUs, %s, %s/%s", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH),
-		Settings: []benchreport.Setting{
-			{Name: "Kubernetes (kube-apiserver, kube-controller-manager, etcd)", Value: "v1.34 and etcd as `make tools` builds them; feature gate MaxUnavailableStatefulSet on (alpha in v1.34) for the StatefulSet's `maxUnavailable`"},
-			{Name: "nodes", Value: strconv.Itoa(nodes) + " simulated kubelets, one process"},
-			{Name: "image pull, container start to Ready", Value: fmt.Sprintf("%s, %s (every container start, in place or not)", pullDelay, startDelay)},
-			{Name: "scheduling a new pod", Value: scheduleDelay.String()},
-			{Name: "a new pod's sandbox, network, IP and volumes", Value: sandboxDelay.String() + " (paid by recreated pods only)"},
-			{Name: "kubelets' API rate limit", Value: fmt.Sprintf("%d requests/s in all", simulatorQPS)},
-		},
-		RateLimits: map[benchreport.Approach]benchreport.RateLimit{
-			benchreport.InPlace: {QPS: *qps, Burst: *burst, Note: fmt.Sprintf("the command's default is %d, %d; "+
-				"on each of its two clients, one for the rollout and one for its Events", clientQPS, clientBurst)},
-			benchreport.FloorLoop: {QPS: *qps, Burst: *burst, Note: "inplace-rollout's"},
-			benchreport.StatefulSetRolling: {QPS: controllerManagerQPS, Burst: controllerManagerBurst,
-				Note: "kube-controller-manager's default, on each controller's client"},
-			benchreport.DeploymentRolling: {QPS: controllerManagerQPS, Burst: controllerManagerBurst,
-				Note: "kube-controller-manager's default, on each controller's client"},
-			benchreport.CloneSetInPlace: {QPS: kruiseQPS, Burst: kruiseBurst, Note: "kruise-manager's default, one client for all its controllers"},
-		},
-		ProfileFile: profile,
-		ClientQPS:   *qps,
-		ClientBurst: *burst,
-	}
-	results, runErr := b.Run(ctx, sizes)
-	if _, err := kruise(); err != nil {
-		r.CloneSetSkipped = err.Error()
-	}
-	r.Results = results
-	if runErr != nil {
-		return runErr
-	}
-	if top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount", "25", cliPath, profile).Output(); err == nil {
+	results, err = b.Run(ctx, sizes)
+	return results, b.KruiseSkipped, err
+}
+
+// write prints the results and, unless partial, writes the report and its plots into out.
+func write(ctx context.Context, r *benchreport.Report, cliPath, out string, partial bool, log *slog.Logger) error {
+	if top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount", "25", cliPath, r.ProfileFile).Output(); err == nil {
 		r.Profile = string(top)
 	} else {
-		log.Warn("no profile in the report", "profile", profile, "err", err)
+		log.Warn("no profile in the report", "profile", r.ProfileFile, "err", err)
 	}
-	if err := benchreport.Table(os.Stdout, results); err != nil {
+	if err := benchreport.Table(os.Stdout, r.Results); err != nil {
 		return err
 	}
-	if b.Only != nil {
+	if partial {
 		return nil // a partial run: the table above, no report
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
-	f, err := os.Create(filepath.Join(*out, "benchmarks.md"))
+	f, err := os.Create(filepath.Join(out, "benchmarks.md"))
 	if err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
@@ -204,37 +296,11 @@ func report(ctx context.Context, args []string) error {
 	if err := benchreport.Render(f, r); err != nil {
 		return err
 	}
-	if err := benchreport.WritePlots(*out, r); err != nil {
+	if err := benchreport.WritePlots(out, r); err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s and its plots in %s\n", f.Name(), time.Since(started).Round(time.Second))
+	fmt.Printf("wrote %s and its plots in %s\n", f.Name(), time.Since(r.Date).Round(time.Second))
 	return f.Close()
-}
-
-// startKruise starts kruise-manager in the background, since it takes about a minute to set
-// itself up, and returns what waits for it: its PID, or why it does not run.
-func startKruise(ctx context.Context, c *cluster.Cluster) func() (int, error) {
-	type started struct {
-		pid int
-		err error
-	}
-	done := make(chan started, 1)
-	go func() {
-		k, err := c.StartKruise(ctx)
-		if err != nil {
-			done <- started{err: fmt.Errorf("kruise-manager %s did not start here: %w", cluster.KruiseVersion, err)}
-			return
-		}
-		done <- started{pid: k.PID()}
-	}()
-	var (
-		once   sync.Once
-		result started
-	)
-	return func() (int, error) {
-		once.Do(func() { result = <-done })
-		return result.pid, result.err
-	}
 }
 
 // floor runs the floor loop, by default at the inplace-rollout command's default rate limit.
@@ -264,6 +330,8 @@ func floor(ctx context.Context, args []string) error {
 		return fmt.Errorf("loading kubeconfig %s: %w", *kubeconfig, err)
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	// Its requests, in the audit log, apart from the benchmark's own.
+	cfg.UserAgent = "floor-loop"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)

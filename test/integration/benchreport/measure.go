@@ -86,6 +86,8 @@ const clockTicks = 100
 type procUsage struct {
 	cpuSeconds float64
 	peakRSSKiB int
+	// command is set when the usage is of a process the bench started and waited for.
+	command bool
 }
 
 func readProc(pid int) (procUsage, error) {

@@ -1,6 +1,7 @@
 package benchreport
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -70,4 +71,33 @@ func TestReadProcOwnProcess(t *testing.T) {
 		t.Error("readProc of a process that does not exist: no error")
 	}
 	_ = buf[len(buf)-1]
+}
+
+// TestShuffledOrders: each repetition and size measures every approach once, in an order drawn
+// from the seed alone, and the orders vary between repetitions.
+func TestShuffledOrders(t *testing.T) {
+	const reps, sizes = 5, 3
+	got := shuffledOrders(1, reps, sizes)
+	if len(got) != reps*sizes {
+		t.Fatalf("%d orders for %d repetitions of %d sizes", len(got), reps, sizes)
+	}
+	distinct := map[string]bool{}
+	for i, o := range got {
+		sorted, want := slices.Clone(o), slices.Clone(order)
+		slices.Sort(sorted)
+		slices.Sort(want)
+		if !slices.Equal(sorted, want) {
+			t.Errorf("order %d is %v, not a permutation of %v", i, o, order)
+		}
+		distinct[fmt.Sprint(o)] = true
+	}
+	if len(distinct) < reps {
+		t.Errorf("%d distinct orders in %d: %v", len(distinct), len(got), got)
+	}
+	if again := shuffledOrders(1, reps, sizes); !slices.EqualFunc(got, again, slices.Equal) {
+		t.Errorf("seed 1 drew %v, then %v", got, again)
+	}
+	if other := shuffledOrders(2, reps, sizes); slices.EqualFunc(got, other, slices.Equal) {
+		t.Errorf("seeds 1 and 2 drew the same orders %v", got)
+	}
 }

@@ -17,9 +17,9 @@ func WritePlots(dir string, r *Report) error {
 		file, title, y string
 		value          func(Result) float64
 	}{
-		{plotWallFile, "Rollout wall time", "seconds", func(res Result) float64 { return res.Wall.Seconds() }},
-		{plotPerPodFile, "Wall time per pod", "milliseconds per pod", func(res Result) float64 { return 1000 * res.Wall.Seconds() / float64(res.Pods) }},
-		{plotCPUFile, "Driver CPU time", "CPU seconds", func(res Result) float64 { return res.DriverCPU }},
+		{plotWallFile, "Rollout wall time (median)", "seconds", func(res Result) float64 { return res.Wall.Seconds() }},
+		{plotPerPodFile, "Wall time per pod (median)", "milliseconds per pod", func(res Result) float64 { return 1000 * res.Wall.Seconds() / float64(res.Pods) }},
+		{plotCPUFile, "Driver CPU time (median)", "CPU seconds", func(res Result) float64 { return res.DriverCPU }},
 	} {
 		if err := writePlot(filepath.Join(dir, pl.file), pl.title, pl.y, r, pl.value); err != nil {
 			return err
@@ -39,9 +39,9 @@ func writePlot(path, title, yLabel string, r *Report, value func(Result) float64
 	var lines []any
 	for _, ap := range approaches {
 		var pts plotter.XYs
-		for _, n := range r.sizes() {
-			if res, ok := r.result(ap.a, n); ok {
-				pts = append(pts, plotter.XY{X: float64(n), Y: value(res)})
+		for _, n := range r.sizes(EqualLimits) {
+			if v := r.spread(EqualLimits, ap.a, n, value); v.n > 0 {
+				pts = append(pts, plotter.XY{X: float64(n), Y: v.median})
 			}
 		}
 		if len(pts) > 0 {

@@ -1,8 +1,11 @@
 package benchreport
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -25,40 +28,88 @@ var approaches = []struct {
 	what string
 }{
 	{InPlace, "`inplace-rollout run` on a StatefulSet: 10 batches of 10% (`--batches 10%,20%,...,100% --max-unavailable 10%`), each pod's image patched in place, with the lock, the per-pod state and every check"},
-	{FloorLoop, "the same image patches on the same StatefulSet's pods by a loop with no safety: patch a batch's pods (32 in flight, at inplace-rollout's rate limit), wait until they are Ready on the image, next batch"},
+	{InPlaceGated, "the same on a StatefulSet whose pods declare the readiness gate `inplace-rollout.io/ready`, set True on each new pod by the project's gate controller (pkg/gate, in the benchmark's process): each pod drained through the gate (False, so it leaves its Service) before its image changes, and Ready through it again after, as the CloneSet drains its pods through its own gate"},
+	{InPlaceWindow, "the same in one batch, `--batches 100% --max-unavailable 10%`: a sliding window of at most 10% of the pods updating at once, as the controllers' rolling updates below"},
+	{FloorLoop, "the same image patches, in the same 10 batches, by a loop with no safety, on the pods of an identical StatefulSet of their own (OnDelete, as the loop leaves its template behind): patch a batch's pods (32 in flight, at inplace-rollout's rate limit), wait until they are Ready on the image, next batch"},
 	{StatefulSetRolling, "the StatefulSet's own RollingUpdate of the same pods, `maxUnavailable: 10%` (Parallel pod management): pods deleted and recreated"},
 	{DeploymentRolling, "a Deployment of as many pods, rolling update `maxUnavailable: 10%`, `maxSurge: 0`: pods deleted and recreated"},
-	{CloneSetInPlace, "OpenKruise's CloneSet of as many pods, `updateStrategy: {type: InPlaceIfPossible, maxUnavailable: 10%}`: images patched in place by kruise-manager"},
+	{CloneSetInPlace, "OpenKruise's CloneSet of as many pods, `updateStrategy: {type: InPlaceIfPossible, maxUnavailable: 10%}`: images patched in place by kruise-manager. " +
+		"kruise-manager runs for these rows only: started after the other approaches' rollouts, measured once its set-up has ended " +
+		"(its discovery of every kind it knows, some 4 minutes of retries for the kinds without a CRD here, and a probe CloneSet reconciled), stopped after"},
 }
 
 // Render writes the report as Markdown.
 func Render(w io.Writer, r *Report) error {
 	var b strings.Builder
-	sizes := r.sizes()
+	sizes := r.sizes(EqualLimits)
 	if len(sizes) == 0 {
 		return fmt.Errorf("rendering the benchmark report: no results")
 	}
 	small, large := sizes[0], sizes[len(sizes)-1]
 
 	b.WriteString("# Benchmarks\n\n")
-	fmt.Fprintf(&b, "Written by `make bench` on %s (%s). Every number comes from that one run, on one local\n", r.Date.UTC().Format("2006-01-02 15:04 MST"), r.Machine)
-	b.WriteString("control plane: etcd, kube-apiserver and kube-controller-manager built from source, and the simulated\n")
-	b.WriteString("kubelet of test/integration/kubeletsim. Run `make bench` again to measure anew; it rewrites this file\n")
+	fmt.Fprintf(&b, "Written by `make bench` on %s (%s). Every number comes from that one run: %d repetitions of\n", r.Date.UTC().Format("2006-01-02 15:04 MST"), r.Machine, r.Repetitions)
+	fmt.Fprintf(&b, "each approach at each size, interleaved (each repetition measures every approach once, in an order shuffled\n")
+	fmt.Fprintf(&b, "for each repetition and size from the fixed seed %d; the CloneSet last, see below), on a local control plane\n", r.Seed)
+	b.WriteString("per table: etcd, kube-apiserver and kube-controller-manager built from source, and the simulated kubelet of\n")
+	b.WriteString("test/integration/kubeletsim. Every figure is the median over the repetitions, followed, when they differ,\n")
+	b.WriteString("by the least and the greatest in parentheses. Run `make bench` again to measure anew; it rewrites this file\n")
 	b.WriteString("and its plots.\n\n")
 	b.WriteString("On the real node (a real kubelet and containerd), the in-place CLI against the StatefulSet RollingUpdate: [benchmarks-realnode.md](benchmarks-realnode.md).\n\n")
 
 	b.WriteString("## Summary\n\n")
 	writeSummary(&b, r, small, large)
 
+	writeMethod(&b, r)
+
+	b.WriteString("\n## Results\n\n")
+	if r.unequalRateLimits(EqualLimits) {
+		b.WriteString("**Not a fair comparison.** The drivers ran at different client-side API rate limits (requests/s,\n")
+		b.WriteString("burst in the column \"rate limit\"), and a rollout's wall time is bound by its driver's rate limit:\n")
+		b.WriteString("the wall times, and the \"× floor\" ratios, of rows at different rate limits do not say which\n")
+		b.WriteString("approach is faster. Pod writes and pods recreated do not depend on the rate limit.\n\n")
+	} else {
+		b.WriteString("Every driver ran at the same client-side API rate limit (requests/s, burst in the column \"rate limit\"; the settings\n")
+		b.WriteString("above say which clients each component gives it to).\n\n")
+	}
+	writeResults(&b, r, EqualLimits)
+	if len(r.sizes(DefaultLimits)) > 0 {
+		b.WriteString("\n## Each component at its own default rate limit\n\n")
+		b.WriteString("Labelled as such: each driver at the rate limit it has when no flag sets one (the settings above), on a\n")
+		b.WriteString("control plane of its own, started after the main table's. What a user who changes no flag gets; the\n")
+		b.WriteString("rate limits differ, so these wall times do not compare the approaches' engines.\n\n")
+		writeResults(&b, r, DefaultLimits)
+	}
+
+	writeCPU(&b, r, large)
+	writeCalls(&b, r, large)
+	writeGrowth(&b, r, small, large)
+	fmt.Fprintf(&b, "\n![Wall time by number of pods](%s)\n\n![Wall time per pod by number of pods](%s)\n\n![Driver CPU seconds by number of pods](%s)\n",
+		plotWallFile, plotPerPodFile, plotCPUFile)
+
+	if r.Profile != "" {
+		fmt.Fprintf(&b, "\n## Where inplace-rollout's CPU time goes at %d pods\n\n", large)
+		fmt.Fprintf(&b, "The CPU profile (`--profile cpu`, file %s) of one more inplace-rollout rollout at %d pods, after the\n", r.ProfileFile, large)
+		b.WriteString("repetitions and in none of the tables, its top functions by cumulative time as `go tool pprof -top -cum`\n")
+		b.WriteString("prints them:\n\n```\n")
+		b.WriteString(strings.TrimRight(r.Profile, "\n"))
+		b.WriteString("\n```\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeMethod writes how the rollouts were measured, with the settings.
+func writeMethod(b *strings.Builder, r *Report) {
 	b.WriteString("\n## How it was measured\n\n")
-	b.WriteString("Each approach rolls a new image out to the same number of pods, at each size, one after the other\n")
-	b.WriteString("on a quiet control plane:\n\n")
+	b.WriteString("Each approach rolls a new image out to the same number of pods, at each size, one rollout at a time\n")
+	b.WriteString("on a quiet control plane, each workload created once and moved to its next image by each rollout:\n\n")
 	for _, ap := range approaches {
 		if ap.a == CloneSetInPlace && r.CloneSetSkipped != "" {
-			fmt.Fprintf(&b, "- **%s**: not measured: %s\n", ap.a, r.CloneSetSkipped)
+			fmt.Fprintf(b, "- **%s**: not measured: %s\n", ap.a, r.CloneSetSkipped)
 			continue
 		}
-		fmt.Fprintf(&b, "- **%s**: %s.\n", ap.a, ap.what)
+		fmt.Fprintf(b, "- **%s**: %s.\n", ap.a, ap.what)
 	}
 	b.WriteString("\nWall time runs from the rollout's first write until every pod runs the new image and is Ready\n")
 	b.WriteString("(the command's and the loop's own end; for the controllers, as seen through a watch). Pod writes are\n")
@@ -67,137 +118,304 @@ func Render(w io.Writer, r *Report) error {
 	b.WriteString("final delete and the controller's create. API requests per second count every request but watches,\n")
 	b.WriteString("from kube-apiserver's `apiserver_request_total`. The driver is the process that does the rollout:\n")
 	b.WriteString("its CPU seconds and peak resident set over the rollout (from the process's rusage, or /proc for the\n")
-	b.WriteString("controllers, whose peak is reset before each rollout).\n\n")
+	b.WriteString("controllers, whose peak is reset before each rollout). \"× floor\" is each repetition's wall time over\n")
+	b.WriteString("that repetition's floor.\n\n")
 	b.WriteString("| setting | value |\n|---|---|\n")
+	fmt.Fprintf(b, "| repetitions | %d of every approach at each size, interleaved; order shuffled per repetition and size, seed %d |\n", r.Repetitions, r.Seed)
 	for _, s := range r.Settings {
-		fmt.Fprintf(&b, "| %s | %s |\n", s.Name, s.Value)
+		fmt.Fprintf(b, "| %s | %s |\n", s.Name, s.Value)
 	}
-	for _, ap := range approaches {
-		if l, ok := r.rateLimit(ap.a); ok {
-			fmt.Fprintf(&b, "| %s's API rate limit | %s |\n", ap.a, l)
+	for _, set := range []struct {
+		limits Limits
+		label  string
+	}{{EqualLimits, "main table"}, {DefaultLimits, "own-default table"}} {
+		for _, ap := range approaches {
+			if l, ok := r.rateLimit(set.limits, ap.a); ok {
+				fmt.Fprintf(b, "| %s's API rate limit, %s | %s |\n", ap.a, set.label, l)
+			}
 		}
 	}
+}
 
-	b.WriteString("\n## Results\n\n")
-	if r.unequalRateLimits() {
-		b.WriteString("**Not a fair comparison.** The drivers ran at different client-side API rate limits (requests/s,\n")
-		b.WriteString("burst in the column \"rate limit\"), and a rollout's wall time is bound by its driver's rate limit:\n")
-		b.WriteString("the wall times, and the \"× floor\" ratios, of rows at different rate limits do not say which\n")
-		b.WriteString("approach is faster. Pod writes and pods recreated do not depend on the rate limit.\n\n")
-	} else {
-		b.WriteString("Every driver ran at the same client-side API rate limit (requests/s, burst in the column \"rate limit\").\n\n")
-	}
+// writeResults writes the table of the rows measured at limits.
+func writeResults(b *strings.Builder, r *Report, limits Limits) {
 	b.WriteString("| approach | pods | wall s | × floor | pod writes / pod | all writes / pod | API requests/s | driver | rate limit | driver CPU s | driver peak RSS MiB | kube-apiserver CPU s | pods recreated |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
-	for _, n := range sizes {
-		floor, hasFloor := r.result(FloorLoop, n)
+	for _, n := range r.sizes(limits) {
 		for _, ap := range approaches {
-			res, ok := r.result(ap.a, n)
-			if !ok {
+			samples := r.samples(limits, ap.a, n)
+			if len(samples) == 0 {
 				continue
 			}
-			overFloor := "–"
-			if hasFloor {
-				overFloor = fmt.Sprintf("%.2f", res.Wall.Seconds()/floor.Wall.Seconds())
-			}
 			limit := "–"
-			if l, ok := r.rateLimit(res.Approach); ok {
+			if l, ok := r.rateLimit(limits, ap.a); ok {
 				limit = l.Short()
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %.2f | %.2f | %.0f | %s | %s | %.2f | %.0f | %.1f | %d |\n",
-				res.Approach, n, res.Wall.Seconds(), overFloor, perPod(res.PodWrites, n), perPod(res.Writes, n),
-				res.RequestsPerSecond(), res.Driver, limit, res.DriverCPU, float64(res.DriverPeakRSSKiB)/1024, res.APIServerCPU, res.Recreated)
+			perPodOf := func(count func(Result) int) func(Result) float64 {
+				return func(res Result) float64 { return perPod(count(res), n) }
+			}
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ap.a, n,
+				r.spread(limits, ap.a, n, wall).format(1),
+				r.ratio(limits, ap.a, FloorLoop, n, wall).format(2),
+				r.spread(limits, ap.a, n, perPodOf(func(res Result) int { return res.PodWrites })).format(2),
+				r.spread(limits, ap.a, n, perPodOf(func(res Result) int { return res.Writes })).format(2),
+				r.spread(limits, ap.a, n, Result.RequestsPerSecond).format(0),
+				samples[0].Driver, limit,
+				r.spread(limits, ap.a, n, func(res Result) float64 { return res.DriverCPU }).format(2),
+				r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.DriverPeakRSSKiB) / 1024 }).format(0),
+				r.spread(limits, ap.a, n, func(res Result) float64 { return res.APIServerCPU }).format(1),
+				r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.Recreated) }).format(0))
 		}
 	}
+}
 
-	fmt.Fprintf(&b, "\n## Growth from %d to %d pods\n\n", small, large)
-	fmt.Fprintf(&b, "Per pod: wall time and the driver's CPU time divided by the number of pods; the ratio is the value at %d\n", large)
-	fmt.Fprintf(&b, "pods over the value at %d (1.00: linear; below 1: fixed costs spread over more pods).\n\n", small)
-	fmt.Fprintf(&b, "| approach | wall ms/pod at %d | at %d | ratio | driver CPU ms/pod at %d | at %d | ratio |\n", small, large, small, large)
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
+// writeCPU writes the table of every process's CPU time over the rollouts of the main table at
+// pods.
+func writeCPU(b *strings.Builder, r *Report, pods int) {
+	if !slices.ContainsFunc(r.Results, func(res Result) bool { return res.CPU != nil }) {
+		return
+	}
+	fmt.Fprintf(b, "\n## CPU seconds by process at %d pods\n\n", pods)
+	b.WriteString("Each process's CPU time over each rollout of the main table, from /proc (the command's from its rusage):\n")
+	b.WriteString("the machine's cores are shared by all of them. \"command\" is the process the benchmark started for the\n")
+	b.WriteString("rollout (inplace-rollout, or the floor loop); \"benchreport\" is the benchmark's own process, which runs the\n")
+	b.WriteString("kubelet simulator, the gate controller and the pod watches; kruise-manager runs for the CloneSet's rows only.\n\n")
+	b.WriteString("| approach |")
+	for _, p := range cpuProcesses {
+		fmt.Fprintf(b, " %s |", p)
+	}
+	b.WriteString(" all |\n|---|")
+	b.WriteString(strings.Repeat("--:|", len(cpuProcesses)+1) + "\n")
 	for _, ap := range approaches {
-		lo, ok1 := r.result(ap.a, small)
-		hi, ok2 := r.result(ap.a, large)
-		if !ok1 || !ok2 {
+		samples := r.samples(EqualLimits, ap.a, pods)
+		if len(samples) == 0 {
 			continue
 		}
-		wl, wh := 1000*lo.Wall.Seconds()/float64(small), 1000*hi.Wall.Seconds()/float64(large)
-		cl, ch := 1000*lo.DriverCPU/float64(small), 1000*hi.DriverCPU/float64(large)
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", ap.a, wl, wh, wh/wl, cl, ch, ch/cl)
+		fmt.Fprintf(b, "| %s |", ap.a)
+		for _, p := range cpuProcesses {
+			var xs []float64
+			for _, res := range samples {
+				if c, ok := res.CPU[p]; ok {
+					xs = append(xs, c)
+				}
+			}
+			fmt.Fprintf(b, " %s |", spreadOf(xs).format(1))
+		}
+		fmt.Fprintf(b, " %s |\n", r.spread(EqualLimits, ap.a, pods, func(res Result) float64 {
+			var all float64
+			for _, c := range res.CPU {
+				all += c
+			}
+			return all
+		}).format(1))
 	}
-	fmt.Fprintf(&b, "\n![Wall time by number of pods](%s)\n\n![Wall time per pod by number of pods](%s)\n\n![Driver CPU seconds by number of pods](%s)\n",
-		plotWallFile, plotPerPodFile, plotCPUFile)
+}
 
-	if r.Profile != "" {
-		fmt.Fprintf(&b, "\n## Where inplace-rollout's CPU time goes at %d pods\n\n", large)
-		fmt.Fprintf(&b, "The CPU profile of that run (`--profile cpu`, file %s), its top functions by cumulative\n", r.ProfileFile)
-		b.WriteString("time as `go tool pprof -top -cum` prints them:\n\n```\n")
-		b.WriteString(strings.TrimRight(r.Profile, "\n"))
-		b.WriteString("\n```\n")
+// writeCalls writes, for each approach of the main table, its requests at pods by client,
+// resource and verb.
+func writeCalls(b *strings.Builder, r *Report, pods int) {
+	if !slices.ContainsFunc(r.Results, func(res Result) bool { return res.Calls != nil }) {
+		return
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	fmt.Fprintf(b, "\n## API requests by client, resource and verb at %d pods\n\n", pods)
+	b.WriteString("From kube-apiserver's audit log, which logs every request (Metadata level) during the benchmark: the\n")
+	b.WriteString("requests of each rollout of the main table, each counted once (a watch too), by client, named from its\n")
+	b.WriteString("User-Agent (kube-controller-manager's with the controller whose client it is), resource\n")
+	b.WriteString("(RESOURCE[/SUBRESOURCE][.GROUP]) and verb.\n")
+	for _, ap := range approaches {
+		samples := r.samples(EqualLimits, ap.a, pods)
+		keys := map[Call]bool{}
+		for _, res := range samples {
+			for c := range res.Calls {
+				keys[c] = true
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		type row struct {
+			c Call
+			s spread
+		}
+		rows := make([]row, 0, len(keys))
+		for c := range keys {
+			rows = append(rows, row{c, r.spread(EqualLimits, ap.a, pods, func(res Result) float64 { return float64(res.Calls[c]) })})
+		}
+		slices.SortFunc(rows, func(x, y row) int {
+			return cmp.Or(strings.Compare(x.c.Client, y.c.Client), cmp.Compare(y.s.median, x.s.median),
+				strings.Compare(x.c.Resource, y.c.Resource), strings.Compare(x.c.Verb, y.c.Verb))
+		})
+		fmt.Fprintf(b, "\n### %s\n\n| client | resource | verb | requests |\n|---|---|---|--:|\n", ap.a)
+		for _, row := range rows {
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", row.c.Client, row.c.Resource, row.c.Verb, row.s.format(0))
+		}
+		all := r.spread(EqualLimits, ap.a, pods, func(res Result) float64 {
+			var n int
+			for _, k := range res.Calls {
+				n += k
+			}
+			return float64(n)
+		})
+		fmt.Fprintf(b, "| all | | | %s |\n", all.format(0))
+	}
+}
+
+// writeGrowth writes the table of each approach's cost per pod at the smallest and largest
+// sizes, from the medians.
+func writeGrowth(b *strings.Builder, r *Report, small, large int) {
+	if small == large {
+		return
+	}
+	fmt.Fprintf(b, "\n## Growth from %d to %d pods\n\n", small, large)
+	fmt.Fprintf(b, "Per pod: the median wall time and driver CPU time divided by the number of pods; the ratio is the value at %d\n", large)
+	fmt.Fprintf(b, "pods over the value at %d (1.00: linear; below 1: fixed costs spread over more pods).\n\n", small)
+	fmt.Fprintf(b, "| approach | wall ms/pod at %d | at %d | ratio | driver CPU ms/pod at %d | at %d | ratio |\n", small, large, small, large)
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, ap := range approaches {
+		lo, hi := r.spread(EqualLimits, ap.a, small, wall), r.spread(EqualLimits, ap.a, large, wall)
+		if lo.n == 0 || hi.n == 0 {
+			continue
+		}
+		cpu := func(res Result) float64 { return res.DriverCPU }
+		clo, chi := r.spread(EqualLimits, ap.a, small, cpu), r.spread(EqualLimits, ap.a, large, cpu)
+		wl, wh := 1000*lo.median/float64(small), 1000*hi.median/float64(large)
+		cl, ch := 1000*clo.median/float64(small), 1000*chi.median/float64(large)
+		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", ap.a, wl, wh, wh/wl, cl, ch, ch/cl)
+	}
 }
 
 func writeSummary(b *strings.Builder, r *Report, small, large int) {
-	ours, ok := r.result(InPlace, large)
-	if !ok {
+	med := func(a Approach, n int, value func(Result) float64) spread { return r.spread(EqualLimits, a, n, value) }
+	ours := med(InPlace, large, wall)
+	if ours.n == 0 {
 		fmt.Fprintf(b, "- inplace-rollout was not measured at %d pods.\n", large)
 		return
 	}
-	// Wall times side by side, each with its rate limit and never as a ratio: a ratio of times
-	// taken at different rate limits would measure the limits, not the approaches.
-	var walls []string
-	for _, a := range []Approach{InPlace, StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
-		res, ok := r.result(a, large)
-		if !ok {
-			continue
-		}
-		limit := "rate limit not recorded"
-		if l, ok := r.rateLimit(a); ok {
-			limit = "at " + l.Short()
-		}
-		walls = append(walls, fmt.Sprintf("%s %.1f s (%s)", a, res.Wall.Seconds(), limit))
-	}
-	fmt.Fprintf(b, "- Wall time at %d pods, with each driver's API rate limit (requests/s, burst): %s.", large, strings.Join(walls, ", "))
-	if r.unequalRateLimits() {
-		b.WriteString(" The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches.\n")
-	} else {
-		b.WriteString("\n")
-	}
+	writeWalls(b, r, large)
+	writeOverhead(b, r, large)
+	writeWrites(b, r, large)
 	var recreated []string
-	for _, a := range []Approach{InPlace, StatefulSetRolling, DeploymentRolling, CloneSetInPlace} {
-		if res, ok := r.result(a, large); ok {
-			recreated = append(recreated, fmt.Sprintf("%s %d", a, res.Recreated))
+	for _, ap := range approaches {
+		if rec := med(ap.a, large, func(res Result) float64 { return float64(res.Recreated) }); rec.n > 0 && ap.a != FloorLoop {
+			recreated = append(recreated, fmt.Sprintf("%s %s", ap.a, rec.format(0)))
 		}
 	}
 	fmt.Fprintf(b, "- Pods recreated at %d pods: %s.\n", large, strings.Join(recreated, ", "))
-	if floor, ok := r.result(FloorLoop, large); ok {
-		over := ours.Wall.Seconds()/floor.Wall.Seconds() - 1
-		fmt.Fprintf(b, "- Overhead over the floor at %d pods: %.1f s against %.1f s, %+.0f%% (goal: at most %.0f%%, %s).\n",
-			large, ours.Wall.Seconds(), floor.Wall.Seconds(), 100*over, 100*goalOverhead, verdict(over <= goalOverhead))
-		if over > goalOverhead && r.ClientQPS > 0 {
-			least := writeBound(ours.PodWrites, r)
-			fmt.Fprintf(b, "- Why: at the clients' rate limit (%.0f requests/s, burst %d) the in-place rollout's %d pod writes cannot take less than %.1f s, %.0f%% of its %.1f s, "+
-				"where the floor's %d need %.1f s.",
-				r.ClientQPS, r.ClientBurst, ours.PodWrites, least, 100*least/ours.Wall.Seconds(), ours.Wall.Seconds(), floor.PodWrites, writeBound(floor.PodWrites, r))
-			if least > floor.Wall.Seconds() {
-				fmt.Fprintf(b, " Its second write per pod, which records in the pod's state that the new containers run and are Ready, "+
-					"alone puts the least time possible at this rate limit %.0f%% over the floor's %.1f s.\n", 100*(least/floor.Wall.Seconds()-1), floor.Wall.Seconds())
-			} else {
-				b.WriteString(" The rate limit does not account for the overhead; the profile below shows where the CPU time goes.\n")
-			}
-			fmt.Fprintf(b, "  The control plane shares the machine: kube-apiserver took %.1f s of CPU over the in-place rollout's %.1f s (%.2f CPUs on average), %.1f s over the floor's %.1f s (%.2f).\n",
-				ours.APIServerCPU, ours.Wall.Seconds(), ours.APIServerCPU/ours.Wall.Seconds(), floor.APIServerCPU, floor.Wall.Seconds(), floor.APIServerCPU/floor.Wall.Seconds())
+	if lo := med(InPlace, small, wall); lo.n > 0 && small != large {
+		cpu := func(res Result) float64 { return res.DriverCPU }
+		wallRatio := (ours.median / float64(large)) / (lo.median / float64(small))
+		cpuRatio := (med(InPlace, large, cpu).median / float64(large)) / (med(InPlace, small, cpu).median / float64(small))
+		fmt.Fprintf(b, "- Cost per pod at %d pods over that at %d (medians): wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",
+			large, small, wallRatio, cpuRatio, 100*goalGrowth, verdict(wallRatio <= 1+goalGrowth && cpuRatio <= 1+goalGrowth))
+	}
+}
+
+// writeWalls writes the wall times of the main table at pods and, when its drivers ran at one
+// rate limit, inplace-rollout's wall time over each other approach's.
+func writeWalls(b *strings.Builder, r *Report, pods int) {
+	unequal := r.unequalRateLimits(EqualLimits)
+	var walls []string
+	for _, ap := range approaches {
+		w := r.spread(EqualLimits, ap.a, pods, wall)
+		if w.n == 0 || ap.a == FloorLoop {
+			continue
+		}
+		if !unequal {
+			walls = append(walls, fmt.Sprintf("%s %s s", ap.a, w.format(1)))
+			continue
+		}
+		limit := "rate limit not recorded"
+		if l, ok := r.rateLimit(EqualLimits, ap.a); ok {
+			limit = "at " + l.Short()
+		}
+		walls = append(walls, fmt.Sprintf("%s %s s (%s)", ap.a, w.format(1), limit))
+	}
+	if unequal {
+		fmt.Fprintf(b, "- Wall time at %d pods, with each driver's API rate limit (requests/s, burst): %s. "+
+			"The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches.\n", pods, strings.Join(walls, ", "))
+		return
+	}
+	l, _ := r.rateLimit(EqualLimits, InPlace)
+	fmt.Fprintf(b, "- Wall time at %d pods, every driver at %s requests/s, burst %d: %s.\n", pods, strconv.FormatFloat(l.QPS, 'f', -1, 64), l.Burst, strings.Join(walls, ", "))
+	var ratios []string
+	for _, ap := range approaches {
+		if ap.a == InPlace || ap.a == FloorLoop {
+			continue
+		}
+		if x := r.ratio(EqualLimits, InPlace, ap.a, pods, wall); x.n > 0 {
+			ratios = append(ratios, fmt.Sprintf("%s %s", ap.a, x.format(2)))
 		}
 	}
-	pw := perPod(ours.PodWrites, large)
-	fmt.Fprintf(b, "- Pod writes per pod at %d pods: %.2f (goal: at most %.0f without a readiness gate, %s).\n", large, pw, goalPodWrites, verdict(pw <= goalPodWrites))
-	if lo, ok := r.result(InPlace, small); ok && small != large {
-		wallRatio := (ours.Wall.Seconds() / float64(large)) / (lo.Wall.Seconds() / float64(small))
-		cpuRatio := (ours.DriverCPU / float64(large)) / (lo.DriverCPU / float64(small))
-		fmt.Fprintf(b, "- Cost per pod at %d pods over that at %d: wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",
-			large, small, wallRatio, cpuRatio, 100*goalGrowth, verdict(wallRatio <= 1+goalGrowth && cpuRatio <= 1+goalGrowth))
+	if len(ratios) > 0 {
+		fmt.Fprintf(b, "- inplace-rollout's wall time over each other approach's at %d pods, each repetition's pair "+
+			"(below 1: inplace-rollout took less time): %s.\n", pods, strings.Join(ratios, ", "))
+	}
+}
+
+// writeWrites writes the pod writes and all writes per pod of each approach at pods against the
+// floor's, with the goal of inplace-rollout's pod writes.
+func writeWrites(b *strings.Builder, r *Report, pods int) {
+	podWrites := func(res Result) float64 { return perPod(res.PodWrites, pods) }
+	writes := func(res Result) float64 { return perPod(res.Writes, pods) }
+	pw := r.spread(EqualLimits, InPlace, pods, podWrites)
+	fmt.Fprintf(b, "- Pod writes per pod at %d pods: %s (goal: at most %.0f without a readiness gate, %s).\n", pods, pw.format(2), goalPodWrites, verdict(pw.median <= goalPodWrites))
+	floorPod, floorAll := r.spread(EqualLimits, FloorLoop, pods, podWrites), r.spread(EqualLimits, FloorLoop, pods, writes)
+	if floorPod.n == 0 {
+		return
+	}
+	var each []string
+	for _, ap := range approaches {
+		if ap.a == FloorLoop {
+			continue
+		}
+		if p := r.spread(EqualLimits, ap.a, pods, podWrites); p.n > 0 {
+			each = append(each, fmt.Sprintf("%s %s and %s", ap.a, p.format(2), r.spread(EqualLimits, ap.a, pods, writes).format(2)))
+		}
+	}
+	fmt.Fprintf(b, "- Pod writes and all writes (every resource, status included) per pod at %d pods, against the floor's %s and %s: %s.\n",
+		pods, floorPod.format(2), floorAll.format(2), strings.Join(each, "; "))
+}
+
+// writeOverhead writes inplace-rollout's overhead over the floor at pods, and what bounds it.
+func writeOverhead(b *strings.Builder, r *Report, pods int) {
+	over := r.ratio(EqualLimits, InPlace, FloorLoop, pods, wall)
+	if over.n == 0 {
+		return
+	}
+	med := func(a Approach, value func(Result) float64) float64 {
+		return r.spread(EqualLimits, a, pods, value).median
+	}
+	ours, floor := med(InPlace, wall), med(FloorLoop, wall)
+	fmt.Fprintf(b, "- Overhead over the floor at %d pods, each repetition against its own floor: %s (goal: at most %.0f%%, %s); wall times %.1f s against %.1f s.\n",
+		pods, over.percent(), 100*goalOverhead, verdict(over.median-1 <= goalOverhead), ours, floor)
+	if over.median-1 <= goalOverhead || r.ClientQPS <= 0 {
+		return
+	}
+	podWrites := int(med(InPlace, func(res Result) float64 { return float64(res.PodWrites) }))
+	floorWrites := int(med(FloorLoop, func(res Result) float64 { return float64(res.PodWrites) }))
+	least := writeBound(podWrites, r)
+	if least == 0 {
+		fmt.Fprintf(b, "- Why: the in-place rollout's %d pod writes fit within the clients' burst of %d, so the rate limit does not account for the overhead; "+
+			"the profile below shows where the CPU time goes.\n", podWrites, r.ClientBurst)
+	}
+	if least > 0 {
+		writeRateBound(b, r, podWrites, floorWrites, least, ours, floor)
+	}
+	srv, floorSrv := med(InPlace, func(res Result) float64 { return res.APIServerCPU }), med(FloorLoop, func(res Result) float64 { return res.APIServerCPU })
+	fmt.Fprintf(b, "  The control plane shares the machine: kube-apiserver took %.1f s of CPU over the in-place rollout's %.1f s (%.2f CPUs on average), %.1f s over the floor's %.1f s (%.2f).\n",
+		srv, ours, srv/ours, floorSrv, floor, floorSrv/floor)
+}
+
+// writeRateBound writes the least time the rate limit leaves the in-place rollout's podWrites,
+// least, against its wall time ours and the floor's.
+func writeRateBound(b *strings.Builder, r *Report, podWrites, floorWrites int, least, ours, floor float64) {
+	fmt.Fprintf(b, "- Why: at the clients' rate limit (%.0f requests/s, burst %d) the in-place rollout's %d pod writes cannot take less than %.1f s, %.0f%% of its %.1f s, "+
+		"where the floor's %d need %.1f s.", r.ClientQPS, r.ClientBurst, podWrites, least, 100*least/ours, ours, floorWrites, writeBound(floorWrites, r))
+	if least > floor {
+		fmt.Fprintf(b, " Its second write per pod, which records in the pod's state that the new containers run and are Ready, "+
+			"alone puts the least time possible at this rate limit %.0f%% over the floor's %.1f s.\n", 100*(least/floor-1), floor)
+	} else {
+		b.WriteString(" The rate limit does not account for the overhead; the profile below shows where the CPU time goes.\n")
 	}
 }
 
@@ -218,9 +436,9 @@ func perPod(n, pods int) float64 { return float64(n) / float64(pods) }
 // Table writes the results as aligned plain text, for the command's output.
 func Table(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "approach\tpods\twall s\tpod writes/pod\tAPI req/s\tdriver CPU s\tpeak RSS MiB\trecreated\t")
+	fmt.Fprintln(tw, "limits\trep\tapproach\tpods\twall s\tpod writes/pod\tAPI req/s\tdriver CPU s\tpeak RSS MiB\trecreated\t")
 	for _, res := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%.0f\t%.2f\t%.0f\t%d\t\n", res.Approach, res.Pods, res.Wall.Seconds(),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.1f\t%.2f\t%.0f\t%.2f\t%.0f\t%d\t\n", res.Limits, res.Rep, res.Approach, res.Pods, res.Wall.Seconds(),
 			perPod(res.PodWrites, res.Pods), res.RequestsPerSecond(), res.DriverCPU, float64(res.DriverPeakRSSKiB)/1024, res.Recreated)
 	}
 	return tw.Flush()

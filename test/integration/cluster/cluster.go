@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,9 @@ type Options struct {
 	// AuditUsers are the users whose requests AuditLog logs; empty means ArgoUser and
 	// InplaceTektonUser, the drivers the harness starts.
 	AuditUsers []string
+	// AuditEveryone makes AuditLog log every user's requests, AuditUsers ignored, to a file
+	// that a reader may truncate (see AuditLogFile).
+	AuditEveryone bool
 	// FeatureGates is passed as --feature-gates to kube-apiserver and kube-controller-manager,
 	// e.g. "MaxUnavailableStatefulSet=true" [none].
 	FeatureGates string
@@ -60,9 +64,18 @@ type Options struct {
 	// SimulatorQPS gives the kubelet simulator its own client with this rate limit (burst
 	// twice that); zero shares Client's (200 requests/s).
 	SimulatorQPS float32
+	// ControllerManagerQPS and ControllerManagerBurst, when above 0, are kube-controller-manager's
+	// client-side rate limit (--kube-api-qps, --kube-api-burst), which the client of each of its
+	// controllers has for itself; zero keeps its defaults, 20 requests/s and a burst of 30.
+	ControllerManagerQPS   float32
+	ControllerManagerBurst int
 	// Logger receives one line per lifecycle event. Nil discards.
 	Logger *slog.Logger
 }
+
+// SimulatorUserAgent is the kubelet simulator's User-Agent, when it has a client of its own
+// (Options.SimulatorQPS).
+const SimulatorUserAgent = "kubelet-simulator"
 
 // Cluster is a running control plane.
 type Cluster struct {
@@ -113,6 +126,9 @@ type Cluster struct {
 	// pickPorts hands out loopback ports for a component; nil means freePorts. Tests make it
 	// hand out a port that is taken.
 	pickPorts func(n int) ([]int, error)
+	// kruiseInstalled is set once StartKruise has installed OpenKruise's CRDs, namespace and
+	// webhook configurations, which a later StartKruise finds there.
+	kruiseInstalled bool
 	// etcd and apiServer are the running processes with the arguments they were started with,
 	// which RestartEtcd and RestartAPIServer start them again with: same ports, same data.
 	etcd, apiServer *restartable
@@ -478,11 +494,7 @@ func (c *Cluster) restart(r *restartable, name string, grace time.Duration) erro
 }
 
 func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
-	var gates []string
-	if c.opts.FeatureGates != "" {
-		gates = []string{"--feature-gates=" + c.opts.FeatureGates}
-	}
-	return c.start("kube-controller-manager", append(gates,
+	return c.start("kube-controller-manager", append(c.controllerManagerFlags(),
 		"--kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1",
 		"--secure-port=0",
@@ -492,6 +504,21 @@ func (c *Cluster) startControllerManager(certs *pki) (*process, error) {
 		"--root-ca-file="+certs.CACert,
 		"--use-service-account-credentials=false",
 	)...)
+}
+
+// controllerManagerFlags are kube-controller-manager's flags that the options set.
+func (c *Cluster) controllerManagerFlags() []string {
+	var flags []string
+	if c.opts.FeatureGates != "" {
+		flags = append(flags, "--feature-gates="+c.opts.FeatureGates)
+	}
+	if c.opts.ControllerManagerQPS > 0 {
+		flags = append(flags, "--kube-api-qps="+strconv.FormatFloat(float64(c.opts.ControllerManagerQPS), 'f', -1, 32))
+	}
+	if c.opts.ControllerManagerBurst > 0 {
+		flags = append(flags, "--kube-api-burst="+strconv.Itoa(c.opts.ControllerManagerBurst))
+	}
+	return flags
 }
 
 // waitControllerManager waits until the controller manager is observably working. It serves no
@@ -521,6 +548,8 @@ func (c *Cluster) startSimulator(ctx context.Context) error {
 	if c.opts.SimulatorQPS > 0 {
 		rc := rest.CopyConfig(c.Config)
 		rc.QPS, rc.Burst = c.opts.SimulatorQPS, int(2*c.opts.SimulatorQPS)
+		// Its requests, in an audit log, apart from the test's own.
+		rc.UserAgent = SimulatorUserAgent
 		var err error
 		if client, err = kubernetes.NewForConfig(rc); err != nil {
 			return fmt.Errorf("building the kubelet simulator's client: %w", err)

@@ -46,7 +46,7 @@ func TestKruiseCloneSetInPlaceUpdate(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	k, err := c.StartKruise(ctx)
+	k, err := c.StartKruise(ctx, KruiseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

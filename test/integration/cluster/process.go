@@ -164,6 +164,24 @@ func (p *process) logContains(s string) bool {
 	return err == nil && bytes.Contains(data, []byte(s))
 }
 
+// logLineContains reports whether one line of the process log holds every one of parts.
+func (p *process) logLineContains(parts ...string) bool {
+	data, err := p.log()
+	if err != nil {
+		return false
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		all := true
+		for _, s := range parts {
+			all = all && bytes.Contains(line, []byte(s))
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
 // errExited is returned when a child process ends while the cluster waits for it.
 var errExited = errors.New("process exited")
 
