@@ -122,24 +122,90 @@ func CreateStatefulSet(t testing.TB, c *cluster.Cluster, ns, name string, replic
 // leaves it as it is).
 func CreateStatefulSetWith(t testing.TB, c *cluster.Cluster, ns, name string, replicas int32, mutate func(*corev1.PodTemplateSpec)) *appsv1.StatefulSet {
 	t.Helper()
+	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(context.Background(), statefulSet(ns, name, replicas, mutate), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating statefulset: %v", err)
+	}
+	return WaitStatefulSet(t, c, ns, name, "all replicas ready and updated", func(s *appsv1.StatefulSet) bool { return settled(s, replicas) })
+}
+
+// statefulSet is the StatefulSet ns/name of replicas Template pods labelled app=NAME, created
+// in parallel, with the template changed by mutate first (nil leaves it as it is).
+func statefulSet(ns, name string, replicas int32, mutate func(*corev1.PodTemplateSpec)) *appsv1.StatefulSet {
 	labels := map[string]string{"app": name}
 	tmpl := Template(labels)
 	if mutate != nil {
 		mutate(&tmpl)
 	}
-	sts := &appsv1.StatefulSet{
+	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl,
 		},
 	}
-	if _, err := c.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating statefulset: %v", err)
+}
+
+// settled reports whether every one of replicas is Ready and on the StatefulSet's current
+// template.
+func settled(s *appsv1.StatefulSet, replicas int32) bool {
+	return s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == replicas && s.Status.UpdatedReplicas == replicas
+}
+
+// CreateStatefulSets creates a StatefulSet of replicas Template pods labelled app=NAME for each
+// of names, all before waiting, then waits up to timeout until every replica of each is Ready:
+// the workloads of a test that rolls many out at once.
+func CreateStatefulSets(t testing.TB, c *cluster.Cluster, ns string, names []string, replicas int32, timeout time.Duration) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := c.Client.AppsV1().StatefulSets(ns).Create(context.Background(), statefulSet(ns, name, replicas, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating StatefulSet %s/%s: %v", ns, name, err)
+		}
 	}
-	return WaitStatefulSet(t, c, ns, name, "all replicas ready and updated", func(s *appsv1.StatefulSet) bool {
-		return s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == replicas && s.Status.UpdatedReplicas == replicas
+	cluster.WaitFor(t, timeout, fmt.Sprintf("%d StatefulSets of %d Ready replicas in %s", len(names), replicas, ns), func(ctx context.Context) (bool, error) {
+		list, err := c.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range list.Items {
+			if settled(&list.Items[i], replicas) {
+				ready++
+			}
+		}
+		return ready == len(names), nil
 	})
+}
+
+// CheckRolledOut returns an error unless StatefulSet ns/name's template and every one of its
+// pods run image in container app: the rollout a test timed really happened.
+func CheckRolledOut(c *cluster.Cluster, ns, name, image string) error {
+	ctx := context.Background()
+	sts, err := c.Client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading StatefulSet %s/%s: %w", ns, name, err)
+	}
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		return fmt.Errorf("listing the pods of %s/%s: %w", ns, name, err)
+	}
+	on := 0
+	for _, p := range pods.Items {
+		for _, ct := range p.Spec.Containers {
+			if ct.Name == "app" && ct.Image == image {
+				on++
+			}
+		}
+	}
+	tmpl := ""
+	for _, ct := range sts.Spec.Template.Spec.Containers {
+		if ct.Name == "app" {
+			tmpl = ct.Image
+		}
+	}
+	if want := int(ptr.Deref(sts.Spec.Replicas, 1)); on != want || len(pods.Items) != want || tmpl != image {
+		return fmt.Errorf("StatefulSet %s/%s: %d of its %d pods (%d replicas) run %s, its template names %s", ns, name, on, len(pods.Items), want, image, tmpl)
+	}
+	return nil
 }
 
 // WaitStatefulSet polls the StatefulSet until cond holds.

@@ -89,7 +89,7 @@ func (c *Cluster) StartArgo(ctx context.Context, opts ArgoOptions) (*Argo, error
 	if err := os.MkdirAll(a.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", a.Dir, err)
 	}
-	if err := c.applyCRDs(ctx, "Argo Rollouts", filepath.Join(a.ModuleDir, "manifests", "crds", "*-crd.yaml")); err != nil {
+	if err := c.applyCRDs(ctx, "Argo Rollouts", argoCRDs(a.ModuleDir)); err != nil {
 		return nil, err
 	}
 	if err := c.installArgo(ctx, a.ModuleDir, filepath.Join(root, "config", "argo"), plugin); err != nil {
@@ -103,6 +103,25 @@ func (c *Cluster) StartArgo(ctx context.Context, opts ArgoOptions) (*Argo, error
 	}
 	c.Argo = a
 	return a, nil
+}
+
+// InstallArgoCRDs creates Argo Rollouts' CRDs as its manifests ship them, and nothing else: for
+// a test that calls the plugins itself, as Argo's controller would, about Rollouts that exist.
+func (c *Cluster) InstallArgoCRDs(ctx context.Context) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := ArgoModuleDir(root)
+	if err != nil {
+		return err
+	}
+	return c.applyCRDs(ctx, "Argo Rollouts", argoCRDs(dir))
+}
+
+// argoCRDs matches the CRD files of Argo Rollouts' module at moduleDir.
+func argoCRDs(moduleDir string) string {
+	return filepath.Join(moduleDir, "manifests", "crds", "*-crd.yaml")
 }
 
 // installArgo creates the controller's namespace and ServiceAccount, binds it to Argo's stock

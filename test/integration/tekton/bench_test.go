@@ -3,10 +3,7 @@ package tekton_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,22 +147,6 @@ func (ev *runEvents) latencies(b *testing.B, created time.Time) (time.Duration, 
 // controllerMemory is the controller process's resident memory now and at its peak, in MiB.
 func controllerMemory(b *testing.B) (rss, peak float64) {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", controller.PID()))
-	if err != nil {
-		b.Fatalf("reading the controller's memory: %v", err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		field, value, _ := strings.Cut(line, ":")
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
-		if err != nil {
-			continue
-		}
-		switch field {
-		case "VmRSS":
-			rss = kb / 1024
-		case "VmHWM":
-			peak = kb / 1024
-		}
-	}
-	return rss, peak
+	u := controllerUsage(b)
+	return mib(u.RSS), mib(u.PeakRSS)
 }

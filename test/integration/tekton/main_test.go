@@ -12,6 +12,7 @@ import (
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
 )
 
 // The Prometheus credentials; the analysis tests check that the password never shows.
@@ -53,6 +54,11 @@ func run(m *testing.M) int {
 		PrometheusBasicAuth: &cluster.BasicAuth{Username: promUser, Password: promPassword},
 		AuditLog:            true,
 		AuditUsers:          []string{cluster.InplaceTektonUser},
+	}
+	// The benchmarks run on test/integration/scale's simulated nodes, so that the concurrent
+	// runs' figures stand beside the Argo plugin's there.
+	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+		opts.Simulator = kubeletsim.Config{Nodes: 10, Workers: 16}
 	}
 	if os.Getenv("INPLACE_ROLLOUT_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
