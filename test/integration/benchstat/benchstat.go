@@ -6,7 +6,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"os"
 	"slices"
+	"strconv"
+	"testing"
 	"time"
 )
 
@@ -59,3 +62,21 @@ func Seconds(ds []time.Duration) []float64 {
 	}
 	return out
 }
+
+// EnvCount is the positive count in the environment variable name, which sets a benchmark's
+// size, or def when it is unset; anything else fails the benchmark, naming the variable.
+func EnvCount(b testing.TB, name string, def int) int {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive count", name, v)
+	}
+	return n
+}
+
+// MiB is bytes in mebibytes, as the benchmarks report memory.
+func MiB(bytes uint64) float64 { return float64(bytes) / (1 << 20) }

@@ -76,7 +76,7 @@ var argoCRDs = sync.OnceValue(func() error { return env.InstallArgoCRDs(context.
 // (go_goroutines of its /metrics), the rollouts' p50 and slowest duration (first Run to the
 // Successful one) and the Run calls made; it fails unless every rollout succeeded.
 func BenchmarkArgoConcurrentRollouts(b *testing.B) {
-	n, pods := envCount(b, rolloutsEnv, defaultRollouts), envCount(b, podsEnv, defaultPods)
+	n, pods := benchstat.EnvCount(b, rolloutsEnv, defaultRollouts), benchstat.EnvCount(b, podsEnv, defaultPods)
 	for range b.N {
 		b.StopTimer()
 		ns := env.Namespace(b)
@@ -124,14 +124,14 @@ func BenchmarkArgoConcurrentRollouts(b *testing.B) {
 		}
 		b.ReportMetric(wall.Seconds(), "wall-s")
 		b.ReportMetric((after.CPU - before.CPU).Seconds(), "plugin-cpu-s")
-		b.ReportMetric(mib(after.PeakRSS), "plugin-peak-rss-MiB")
-		b.ReportMetric(mib(after.RSS), "plugin-rss-MiB")
+		b.ReportMetric(benchstat.MiB(after.PeakRSS), "plugin-peak-rss-MiB")
+		b.ReportMetric(benchstat.MiB(after.RSS), "plugin-rss-MiB")
 		reportGoroutines(b, "plugin", goroutinesBefore, goroutinesAfter)
 		b.ReportMetric(benchstat.Percentile(durations, 50).Seconds(), "rollout-p50-s")
 		b.ReportMetric(slices.Max(durations).Seconds(), "rollout-max-s")
 		b.ReportMetric(float64(calls), "run-calls")
 		b.Logf("%d concurrent rollouts of %d pods through one step plugin process: the last succeeded after %s; the process used %s of CPU, peaked at %.0f MiB RSS",
-			n, pods, wall.Round(10*time.Millisecond), after.CPU-before.CPU, mib(after.PeakRSS))
+			n, pods, wall.Round(10*time.Millisecond), after.CPU-before.CPU, benchstat.MiB(after.PeakRSS))
 	}
 }
 
@@ -145,8 +145,8 @@ func BenchmarkArgoConcurrentRollouts(b *testing.B) {
 // to exit; the plugin's from the first Run to the Successful one, Run called every callEvery as
 // BenchmarkArgoStepRun calls it. It reports each path's median wall time and its range.
 func BenchmarkArgoBesideCLI(b *testing.B) {
-	total := envCount(b, rolloutsEnv, defaultRollouts) * envCount(b, podsEnv, defaultPods)
-	repeats := envCount(b, repeatsEnv, defaultRepeats)
+	total := benchstat.EnvCount(b, rolloutsEnv, defaultRollouts) * benchstat.EnvCount(b, podsEnv, defaultPods)
+	repeats := benchstat.EnvCount(b, repeatsEnv, defaultRepeats)
 	for range b.N {
 		b.StopTimer()
 		ns := env.Namespace(b)
@@ -386,19 +386,3 @@ func freeLoopbackAddr(b *testing.B) string {
 	defer l.Close()
 	return l.Addr().String()
 }
-
-// envCount is the positive count in the environment variable name, or def when it is unset.
-func envCount(b *testing.B, name string, def int) int {
-	b.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive count", name, v)
-	}
-	return n
-}
-
-func mib(bytes uint64) float64 { return float64(bytes) / (1 << 20) }

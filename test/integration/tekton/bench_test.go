@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"knative.dev/pkg/apis"
 
+	"github.com/inplace-rollout/inplace-rollout/test/integration/benchstat"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
@@ -148,5 +149,5 @@ func (ev *runEvents) latencies(b *testing.B, created time.Time) (time.Duration, 
 func controllerMemory(b *testing.B) (rss, peak float64) {
 	b.Helper()
 	u := controllerUsage(b)
-	return mib(u.RSS), mib(u.PeakRSS)
+	return benchstat.MiB(u.RSS), benchstat.MiB(u.PeakRSS)
 }

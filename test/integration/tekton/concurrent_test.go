@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +54,7 @@ const (
 // /metrics), and the runs' p50 and slowest duration (creation to Succeeded seen); it fails
 // unless every run succeeded.
 func BenchmarkTektonConcurrentRollouts(b *testing.B) {
-	n, pods := envCount(b, rolloutsEnv, defaultRollouts), envCount(b, podsEnv, defaultPods)
+	n, pods := benchstat.EnvCount(b, rolloutsEnv, defaultRollouts), benchstat.EnvCount(b, podsEnv, defaultPods)
 	for range b.N {
 		b.StopTimer()
 		ns := env.Namespace(b)
@@ -101,8 +99,8 @@ func BenchmarkTektonConcurrentRollouts(b *testing.B) {
 		wall := last.Sub(start)
 		b.ReportMetric(wall.Seconds(), "wall-s")
 		b.ReportMetric((after.CPU - before.CPU).Seconds(), "controller-cpu-s")
-		b.ReportMetric(mib(after.PeakRSS), "controller-peak-rss-MiB")
-		b.ReportMetric(mib(after.RSS), "controller-rss-MiB")
+		b.ReportMetric(benchstat.MiB(after.PeakRSS), "controller-peak-rss-MiB")
+		b.ReportMetric(benchstat.MiB(after.RSS), "controller-rss-MiB")
 		if goroutinesBefore >= 0 && goroutinesAfter >= 0 {
 			b.ReportMetric(float64(goroutinesBefore), "controller-goroutines-before")
 			b.ReportMetric(float64(goroutinesAfter), "controller-goroutines-after")
@@ -110,7 +108,7 @@ func BenchmarkTektonConcurrentRollouts(b *testing.B) {
 		b.ReportMetric(benchstat.Percentile(durations, 50).Seconds(), "run-p50-s")
 		b.ReportMetric(slices.Max(durations).Seconds(), "run-max-s")
 		b.Logf("%d concurrent CustomRuns of %d pods through the controller: the last succeeded after %s; the controller used %s of CPU, peaked at %.0f MiB RSS",
-			n, pods, wall.Round(10*time.Millisecond), after.CPU-before.CPU, mib(after.PeakRSS))
+			n, pods, wall.Round(10*time.Millisecond), after.CPU-before.CPU, benchstat.MiB(after.PeakRSS))
 	}
 }
 
@@ -228,19 +226,3 @@ func controllerGoroutines(b *testing.B) int {
 	}
 	return n
 }
-
-// envCount is the positive count in the environment variable name, or def when it is unset.
-func envCount(b *testing.B, name string, def int) int {
-	b.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive count", name, v)
-	}
-	return n
-}
-
-func mib(bytes uint64) float64 { return float64(bytes) / (1 << 20) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,7 +60,7 @@ type rolloutResult struct {
 // INPLACE_ROLLOUT_REAL_NODE_RUNS (3). It logs the tables and, when INPLACE_ROLLOUT_BENCH_OUT
 // names a file, writes them there as markdown.
 func BenchmarkRealNode(b *testing.B) {
-	n, runs := envInt(b, "INPLACE_ROLLOUT_REAL_NODE_PODS", 100), envInt(b, "INPLACE_ROLLOUT_REAL_NODE_RUNS", 3)
+	n, runs := benchstat.EnvCount(b, "INPLACE_ROLLOUT_REAL_NODE_PODS", 100), benchstat.EnvCount(b, "INPLACE_ROLLOUT_REAL_NODE_RUNS", 3)
 	results := map[approach][]rolloutResult{}
 	for range b.N {
 		for _, preStop := range []bool{false, true} {
@@ -500,18 +499,4 @@ func defaultsNote(n, runs int) string {
 		return ""
 	}
 	return " (set by INPLACE_ROLLOUT_REAL_NODE_PODS and INPLACE_ROLLOUT_REAL_NODE_RUNS; `make bench` runs N = 100, R = 3)"
-}
-
-// envInt is the positive integer in the environment variable, or def when it is unset.
-func envInt(b *testing.B, name string, def int) int {
-	b.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }
