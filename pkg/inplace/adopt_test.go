@@ -54,7 +54,9 @@ func TestNextAdoptLeavesPodsAloneThatNeedNothingOrAreBusy(t *testing.T) {
 
 	busy := testPod()
 	busy.Spec.Containers[0].Image = "reg.example/app:v2"
-	st := &State{RolloutID: "other", Stage: StageUpdating, StageAt: t0, Containers: []ContainerState{{Name: "app", BeforeImage: "reg.example/app:v0", AfterImage: "reg.example/app:v2"}}}
+	// Its status still shows the container the update replaces.
+	st := &State{RolloutID: "other", Stage: StageUpdating, StageAt: t0, Containers: []ContainerState{{Name: "app", BeforeImage: "reg.example/app:v0",
+		BeforeImageID: busy.Status.ContainerStatuses[0].ImageID, AfterImage: "reg.example/app:v2"}}}
 	busy.Annotations = map[string]string{StateAnnotation: st.encode()}
 	_, err = NextAdopt(busy, a, t0)
 	var ie *IneligibleError

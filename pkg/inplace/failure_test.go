@@ -175,7 +175,10 @@ func TestRefusalAgreesWithNextUpdate(t *testing.T) {
 	target := Target{RolloutID: "r2", Images: map[string]string{"app": "reg.example/app:v2"}, Supersedes: []string{"r1"}}
 	other := func(rollout string, stage Stage, patched bool) func(*corev1.Pod) {
 		return func(p *corev1.Pod) {
-			st := &State{RolloutID: rollout, Stage: stage, StageAt: t0, Containers: []ContainerState{{Name: "app", BeforeImage: "reg.example/app:v1", AfterImage: "reg.example/app:v3"}}}
+			// The status still shows the container the update replaces, as mid-update.
+			before := containerStatus(p, "app", false)
+			st := &State{RolloutID: rollout, Stage: stage, StageAt: t0, Containers: []ContainerState{{Name: "app", BeforeImage: "reg.example/app:v1",
+				BeforeImageID: before.ImageID, FromContainerID: before.ContainerID, AfterImage: "reg.example/app:v3"}}}
 			if patched {
 				p.Spec.Containers[0].Image = "reg.example/app:v3"
 			}
@@ -198,6 +201,10 @@ func TestRefusalAgreesWithNextUpdate(t *testing.T) {
 		{name: "no imageID yet: prepared for", mutate: []func(*corev1.Pod){func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ImageID = "" }}},
 		{name: "another rollout updating it", mutate: []func(*corev1.Pod){other("r0", StageUpdating, true)}, want: `refuse:rollout "r0" is updating it`},
 		{name: "another rollout done with it", mutate: []func(*corev1.Pod){other("r0", StageUpdated, true), never}, want: "refuse:restartPolicy"},
+		{name: "another rollout's update, its new container running Ready: done with it", mutate: []func(*corev1.Pod){other("r0", StageUpdating, true), never, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0] = running("app", "reg.example/app:v3", "reg.example/app@sha256:"+strings.Repeat("3", 64), 1)
+			p.Status.ContainerStatuses[0].ContainerID = "containerd://app-v3"
+		}}, want: "refuse:restartPolicy"},
 		{name: "a superseded update, patched, finishes first", mutate: []func(*corev1.Pod){other("r1", StageUpdating, true), never}},
 		{name: "a superseded update, not patched, is taken over", mutate: []func(*corev1.Pod){other("r1", StageDraining, false), never}, want: "refuse:restartPolicy"},
 		{name: "its own update", mutate: []func(*corev1.Pod){other("r2", StageUpdating, true), never}},
@@ -214,7 +221,7 @@ func TestRefusalAgreesWithNextUpdate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := Refusal(pod, st, target)
+			got := Refusal(pod, st, target, t0)
 			_, stepErr := NextUpdate(pod, target, Options{}, t0)
 			var ie *IneligibleError
 			if errors.As(stepErr, &ie) && !ie.ImageIDPending {

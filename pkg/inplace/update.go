@@ -23,7 +23,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 		return continueUpdate(pod, st, opts, now), nil
 	}
 	superseding := supersedes(st, target)
-	if othersInFlight(pod, st, superseding) {
+	if othersInFlight(pod, st, superseding, now) {
 		if !superseding {
 			return Step{}, busy(pod, st)
 		}
@@ -68,19 +68,19 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 	}
 }
 
-// Refusal is why NextUpdate would neither start nor continue an update of pod now, from the pod
-// and st, its state as ReadState read it: the *IneligibleError NextUpdate would return, with Wait
+// Refusal is why NextUpdate would neither start nor continue an update of pod at now, from the
+// pod and st, its state as ReadState read it: the *IneligibleError NextUpdate would return, with Wait
 // when its reason should pass (the pod is not scheduled or not Running yet, a container to
 // change has no status) and without when it will not (another rollout is updating the pod, it
 // is being deleted, its restartPolicy cannot restart a container). Nil when NextUpdate would
 // write, has nothing to do, or rejects the target itself (Diff's errors, NextUpdate's to
 // report). A caller learns, before it steps any pod, which pods cannot start.
-func Refusal(pod *corev1.Pod, st *State, target Target) *IneligibleError {
+func Refusal(pod *corev1.Pod, st *State, target Target, now time.Time) *IneligibleError {
 	if st != nil && st.RolloutID == target.RolloutID {
 		return nil
 	}
 	superseding := supersedes(st, target)
-	if othersInFlight(pod, st, superseding) {
+	if othersInFlight(pod, st, superseding, now) {
 		if superseding {
 			return nil
 		}
@@ -106,11 +106,11 @@ func supersedes(st *State, target Target) bool {
 }
 
 // othersInFlight reports whether another rollout's update is in flight on the pod (st is not
-// the target rollout's): one the target does not supersede, or a superseded one that already
-// patched the images and finishes first. A superseded one that never got to the images is
-// taken over.
-func othersInFlight(pod *corev1.Pod, st *State, superseding bool) bool {
-	return st != nil && !st.Stage.Terminal() && !(superseding && !imagesPatched(pod, st))
+// the target rollout's) as Judged at now: one the target does not supersede, or a superseded
+// one that already patched the images and finishes first. A superseded one that never got to
+// the images is taken over.
+func othersInFlight(pod *corev1.Pod, st *State, superseding bool, now time.Time) bool {
+	return st != nil && !Judged(pod, st, now).Terminal() && !(superseding && !imagesPatched(pod, st))
 }
 
 // busy refuses a pod another rollout is updating.
@@ -255,6 +255,14 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			return fail(pod, st, now, p.Code, p.Reason, false)
 		case p.OpenGate:
 			return openGate(pod, st, now, p.Reason)
+		case p.Done && !hasReadinessGate(pod):
+			// The image patch was the update's one write: its end is judged from the pod
+			// (Judged), never written.
+			reason := "updated in place: " + describeChanges(st, false)
+			if p.Unhealthy != "" {
+				reason = p.Unhealthy
+			}
+			return Step{Stage: StageUpdated, Reason: reason, Done: true}
 		case p.Done:
 			next := st.clone()
 			for i := range next.Containers {

@@ -422,7 +422,7 @@ func batchStalled(c *census, lock *Record, spec Spec, now time.Time) bool {
 	if len(c.inflight) > 0 || len(waiting) == 0 {
 		return false
 	}
-	since := latest(latest(lastProgress(lock, c.ours, spec.Soak), c.batchDone.Add(spec.Soak)), lastChange(waiting))
+	since := latest(latest(lastProgress(lock, c), c.batchDone.Add(spec.Soak)), lastChange(waiting))
 	return now.Sub(since) >= spec.progressDeadline()
 }
 

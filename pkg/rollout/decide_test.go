@@ -267,7 +267,7 @@ func TestObservedFailures(t *testing.T) {
 			c := &census{}
 			for _, p := range tt.pods {
 				// A state of the rollout is sorted without asking the workload anything.
-				if err := c.observePod(nil, lock, p); err != nil {
+				if err := c.observePod(nil, lock, p, 0, t0); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -257,7 +257,7 @@ func TestProgressBatches(t *testing.T) {
 						continue
 					}
 					touched[p.Name] = true
-					if s.Stage != inplace.StageUpdated {
+					if inplace.Judged(&p, s, fc.now) != inplace.StageUpdated {
 						down++
 					}
 				}
@@ -487,8 +487,10 @@ func TestRollbackCauses(t *testing.T) {
 					}
 				}
 			},
+			// Its update ended with no write, so a crash in the soak fails the pod's update:
+			// its next step records the failure, and the rollout rolls back on it.
 			want:    ReasonPodFailed,
-			message: "pod web-1 failed during the soak of batch 1",
+			message: "pod web-1: CrashLoopBackOff",
 		},
 		{
 			name: "analysis failed",
@@ -901,7 +903,7 @@ func TestPodFailingBeforeIsNotBlamed(t *testing.T) {
 		t.Fatalf("status = %+v, want Succeeded, 3 updated, 1 unhealthy", st)
 	}
 	p := fc.pod("web-1")
-	if s := fc.state(p); s == nil || s.Stage != inplace.StageUpdated || s.Containers[0].FailingBefore != "CrashLoopBackOff" || p.Spec.Containers[0].Image != imageV2 {
+	if s := fc.state(p); s == nil || inplace.Judged(p, s, fc.now) != inplace.StageUpdated || s.Containers[0].FailingBefore != "CrashLoopBackOff" || p.Spec.Containers[0].Image != imageV2 {
 		t.Errorf("web-1: image %s, state %+v; want Updated to %s, failing before", p.Spec.Containers[0].Image, s, imageV2)
 	}
 }

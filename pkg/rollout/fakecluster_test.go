@@ -345,9 +345,13 @@ func (fc *fakeCluster) play() {
 	}
 }
 
+// kubeletLag is how long after the step the fake kubelet acts: a kubelet starts a container
+// after the write that asks for it, never at the same instant.
+const kubeletLag = tick / 2
+
 // kubelet brings the container statuses of p to its spec, as a kubelet reports a restart on a
-// new image, and says whether anything changed. The new container runs and is Ready at once;
-// imageCrash crash-loops instead, and imageHang is never pulled.
+// new image, and says whether anything changed. The new container runs and is Ready at once
+// (kubeletLag after the step); imageCrash crash-loops instead, and imageHang is never pulled.
 func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 	changed := false
 	for _, c := range p.Spec.Containers {
@@ -374,7 +378,7 @@ func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 		}
 		cs.Ready, cs.Started = true, ptr(true)
 		cs.ContainerID = fmt.Sprintf("containerd://%s-%s-%d", p.Name, c.Name, cs.RestartCount)
-		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(fc.now)}}
+		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(fc.now.Add(kubeletLag))}}
 	}
 	{
 		// Ready is the kubelet's verdict over every container and readiness gate, recomputed
@@ -397,7 +401,7 @@ func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 			i = len(p.Status.Conditions) - 1
 		}
 		if p.Status.Conditions[i].Status != status {
-			p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = status, metav1.NewTime(fc.now)
+			p.Status.Conditions[i].Status, p.Status.Conditions[i].LastTransitionTime = status, metav1.NewTime(fc.now.Add(kubeletLag))
 			changed = true
 		}
 	}

@@ -1,11 +1,11 @@
 package rollout
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"time"
 
-	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -46,33 +46,56 @@ func (e *Engine) logFor(ref workload.Ref, rolloutID string) *slog.Logger {
 	return l
 }
 
-// podsUpdated reports the n pods a step recorded Updated and, when they completed the batch
-// in progress, the batch. Its pods are the last ones this rollout started: a batch starts no
-// pod before the previous one is complete.
-func (e *Engine) podsUpdated(ref workload.Ref, c *census, d decision, n int) {
-	if e.Metrics == nil || n == 0 {
+// lockWrites is a workload whose lock writes are noted: a pod's update ends with no write of
+// its own, so the pods counted updated are reported to Metrics by the step whose lock write
+// records that count (Record.Reported), and by no other.
+type lockWrites struct {
+	workload.Workload
+	wrote bool
+}
+
+func (l *lockWrites) SetLock(ctx context.Context, record string) error {
+	err := l.Workload.SetLock(ctx, record)
+	l.wrote = l.wrote || err == nil
+	return err
+}
+
+func (l *lockWrites) Finalize(ctx context.Context, record string, images map[string]string) (bool, error) {
+	done, err := l.Workload.Finalize(ctx, record, images)
+	l.wrote = l.wrote || done && err == nil
+	return done, err
+}
+
+// withReported is lock recording that Metrics heard of the pods c counts updated: what the
+// step's lock write, if any, carries.
+func withReported(lock *Record, c *census) *Record {
+	next := *lock
+	next.Reported = max(lock.Reported, len(c.updated))
+	return &next
+}
+
+// podsUpdated reports, once the step wrote the lock recording it, the pods counted updated
+// since the last count a lock recorded (before), and each batch they completed, timed from its
+// first pod's start to the last pod's update: the written count makes a driver that stops and
+// starts again between two steps neither lose nor repeat one.
+func (e *Engine) podsUpdated(ref workload.Ref, c *census, d decision, before, after int) {
+	if e.Metrics == nil || after <= before {
 		return
 	}
-	e.Metrics.PodsUpdated(ref, n)
-	end := d.counts[d.batch]
-	before := len(c.updated)
-	if before >= end || before+n < end {
-		return
-	}
-	size := end
-	if d.batch > 0 {
-		size -= d.counts[d.batch-1]
-	}
+	e.Metrics.PodsUpdated(ref, after-before)
 	started := make([]time.Time, 0, len(c.ours))
 	for _, s := range c.ours {
 		started = append(started, s.StartedAt)
 	}
 	slices.SortFunc(started, func(a, b time.Time) int { return a.Compare(b) })
-	if len(started) == 0 {
-		return
+	from := 0
+	for _, end := range d.counts {
+		if before < end && end <= after && len(started) > 0 {
+			first := started[min(from, len(started)-1)]
+			e.Metrics.BatchDone(ref, max(c.batchDone.Sub(first), 0))
+		}
+		from = end
 	}
-	first := started[max(len(started)-size, 0)]
-	e.Metrics.BatchDone(ref, max(e.now().Sub(first), 0))
 }
 
 // rolledBack reports a rollback that ended with the workload restored.
@@ -87,9 +110,4 @@ func (e *Engine) verdict(ref workload.Ref, v string) {
 	if e.Metrics != nil && v != "" {
 		e.Metrics.Verdict(ref, v)
 	}
-}
-
-// countUpdated counts the results of a step that recorded a pod Updated.
-func countUpdated(res inplace.Result) bool {
-	return res.Wrote && res.Stage == inplace.StageUpdated
 }

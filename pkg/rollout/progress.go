@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,11 +22,11 @@ import (
 // with the rest.
 func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *Record) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: w.Replicas()}
-	c, err := e.observe(ctx, spec, w, lock)
+	now := e.now()
+	c, err := e.observe(ctx, spec, w, lock, now)
 	if err != nil {
 		return st, 0, err
 	}
-	now := e.now()
 	d, err := decideProgress(c, spec, lock, st.Total, now)
 	if err != nil {
 		return st, 0, err
@@ -36,17 +35,25 @@ func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, l
 		st.Updated, st.Unhealthy = len(c.updated), len(c.unhealthy)
 		st.Batch, st.Batches = d.batch+1, len(d.counts)
 	}
+	// Whichever lock write the step makes records the pods counted updated now, and the step
+	// that wrote it reports them.
+	lw, next := &lockWrites{Workload: w}, withReported(lock, c)
+	defer func() {
+		if lw.wrote {
+			e.podsUpdated(w.Ref(), c, d, lock.Reported, next.Reported)
+		}
+	}()
 	if d.action == actAnalyze {
 		var requeue time.Duration
 		var done bool
-		if st, requeue, done, err = e.measure(ctx, spec, w, lock, c, d, st); done {
+		if st, requeue, done, err = e.measure(ctx, spec, lw, next, c, d, st); done {
 			return st, requeue, err
 		}
-		if d, err = decideProgress(c, spec, lock, st.Total, now); err != nil {
+		if d, err = decideProgress(c, spec, next, st.Total, now); err != nil {
 			return st, 0, err
 		}
 	}
-	return e.act(ctx, spec, w, lock, c, d, st)
+	return e.act(ctx, spec, lw, next, c, d, st)
 }
 
 // act takes the step decided, with the one write it calls for, if any. Every rollback a
@@ -108,18 +115,13 @@ func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, 
 		return waiting(st, minRequeue, fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, st.Total))
 	}
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
-	var updatedNow atomic.Int32
 	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {
 		res, err := u.UpdatePod(ctx, p, c.target)
-		if err == nil && countUpdated(res) {
-			updatedNow.Add(1)
-		}
 		if inplace.IsWait(err) {
 			return res, nil
 		}
 		return res, err
 	})
-	e.podsUpdated(w.Ref(), c, d, int(updatedNow.Load()))
 	if err == nil && d.startsBatch {
 		e.recordOn(ctx, w, lock.RolloutID, batchEvent(d, st, c.target))
 	}
@@ -168,8 +170,9 @@ type census struct {
 	// batch's soak and after it.
 	ours    []*inplace.State
 	soaking []podState
-	// batchDone is when the last pod counted as updated became so.
-	batchDone time.Time
+	// batchDone is when the last pod counted as updated became so; podProgress when the last of
+	// the rollout's pods entered a stage, or ended its update and then the soak.
+	batchDone, podProgress time.Time
 	// missing counts the pods the workload should have but does not (deleted, not recreated).
 	missing int
 	// refused are the pods, in flight or pending, that can never be updated in place, by name,
@@ -192,11 +195,11 @@ type podFailure struct {
 	reason string
 }
 
-// observe is what progress learns of the workload before it decides: whether someone changed
-// its template, whether its controller recorded the new revision, its pods sorted by where they
-// stand in the rollout of lock and which of them cannot start, and, with pre-pull, the
-// rollout's puller pods.
-func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lock *Record) (*census, error) {
+// observe is what progress learns of the workload at now, before it decides: whether someone
+// changed its template, whether its controller recorded the new revision, its pods sorted by
+// where they stand in the rollout of lock and which of them cannot start, and, with pre-pull,
+// the rollout's puller pods.
+func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lock *Record, now time.Time) (*census, error) {
 	c := &census{}
 	if c.foreign = workload.ForeignImages(w, lock.Images); c.foreign != nil {
 		return c, nil
@@ -218,7 +221,7 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 	pods := w.Pods()
 	c.missing = max(w.Replicas()-len(pods), 0)
 	for _, p := range pods {
-		if err := c.observePod(w, lock, p); err != nil {
+		if err := c.observePod(w, lock, p, spec.Soak, now); err != nil {
 			return nil, err
 		}
 	}
@@ -230,8 +233,9 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 	return c, nil
 }
 
-// observePod sorts one pod by where it stands in the rollout of lock.
-func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod) error {
+// observePod sorts one pod by where it stands in the rollout of lock at now, its state Judged
+// from the pod. soak is the batches' soak.
+func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod, soak time.Duration, now time.Time) error {
 	if p.DeletionTimestamp != nil {
 		c.deleting = append(c.deleting, p.Name) // the controller recreates it; the new pod is judged then
 		c.down = append(c.down, p.Name)
@@ -242,14 +246,19 @@ func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod) er
 		return err
 	}
 	ours := s != nil && s.RolloutID == lock.RolloutID
+	stage := inplace.Stage("")
 	if ours {
 		c.ours = append(c.ours, s)
+		stage = inplace.Judged(p, s, now)
+		c.podProgress = latest(c.podProgress, s.StageAt)
 	}
 	switch {
-	case ours && s.Stage == inplace.StageUpdated:
+	case ours && stage == inplace.StageUpdated:
+		done := inplace.UpdatedAt(p, s)
 		c.updated = append(c.updated, p.Name)
 		c.soaking = append(c.soaking, podState{p, s})
-		c.batchDone = latest(c.batchDone, s.StageAt)
+		c.batchDone = latest(c.batchDone, done)
+		c.podProgress = latest(c.podProgress, done.Add(soak))
 		switch {
 		case inplace.PodReady(p):
 		case failingBefore(s):
@@ -259,17 +268,19 @@ func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod) er
 			c.down = append(c.down, p.Name)
 		}
 	case ours && s.Stage == inplace.StageFailed:
+		// Judged Failed and not written yet, the pod is in flight: its next step writes the
+		// failure, and the Event that names it.
 		c.failed = append(c.failed, podFailure{pod: p.Name, code: s.FailureCode(), reason: s.Reason})
 	case ours:
 		c.inflight = append(c.inflight, p)
 		c.down = append(c.down, p.Name)
-	case s != nil && !s.Stage.Terminal() && slices.Contains(lock.Superseded, s.RolloutID):
+	case s != nil && !inplace.Judged(p, s, now).Terminal() && slices.Contains(lock.Superseded, s.RolloutID):
 		// A superseded update still on this pod: one already patched finishes before the
 		// new one starts; one that never got to the images is taken over or cleared (a
 		// drained pod gets its readiness gate back).
 		c.inflight = append(c.inflight, p)
 		c.down = append(c.down, p.Name)
-		c.refusal(p, s)
+		c.refusal(p, s, now)
 	case w.Counted(p, lock.Images, c.target.Labels) && inplace.PodReady(p):
 		c.updated = append(c.updated, p.Name)
 		c.batchDone = latest(c.batchDone, readySince(p))
@@ -283,14 +294,15 @@ func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod) er
 		if !inplace.PodReady(p) && !unreadySince(p, lock.StartedAt) {
 			c.down = append(c.down, p.Name)
 		}
-		c.refusal(p, s)
+		c.refusal(p, s, now)
 	}
 	return nil
 }
 
-// refusal records whether the pod, with state s, cannot be updated in place: for good, or yet.
-func (c *census) refusal(p *corev1.Pod, s *inplace.State) {
-	switch r := inplace.Refusal(p, s, c.target); {
+// refusal records whether the pod, with state s, cannot be updated in place at now: for good,
+// or yet.
+func (c *census) refusal(p *corev1.Pod, s *inplace.State, now time.Time) {
+	switch r := inplace.Refusal(p, s, c.target, now); {
 	case r == nil:
 	case r.Wait:
 		c.waiting[p.Name] = true
@@ -374,11 +386,7 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, fo
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
 	}
-	for _, p := range w.Pods() {
-		if s, _ := inplace.ReadState(p); s != nil && s.RolloutID == lock.RolloutID && s.Stage == inplace.StageUpdated {
-			st.Updated++
-		}
-	}
+	st.Updated = countUpdated(w, lock.RolloutID, e.now())
 	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages
 	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide",
 		reason, st.Updated, st.Total, w.Ref())
@@ -423,18 +431,21 @@ func unreadySince(p *corev1.Pod, t time.Time) bool {
 	return !p.CreationTimestamp.After(t)
 }
 
-// lastProgress is when the rollout last made progress: it started, a batch passed its analysis,
-// one of its pods entered a stage, or a batch's soak ended.
-func lastProgress(lock *Record, states []*inplace.State, soak time.Duration) time.Time {
-	t := latest(lock.StartedAt, lock.ProgressAt)
-	for _, s := range states {
-		at := s.StageAt
-		if s.Stage == inplace.StageUpdated {
-			at = at.Add(soak)
+// countUpdated counts the pods of w whose update by rollout is Judged Updated at now.
+func countUpdated(w workload.Observed, rollout string, now time.Time) int {
+	n := 0
+	for _, p := range w.Pods() {
+		if s, _ := inplace.ReadState(p); s != nil && s.RolloutID == rollout && inplace.Judged(p, s, now) == inplace.StageUpdated {
+			n++
 		}
-		t = latest(t, at)
 	}
-	return t
+	return n
+}
+
+// lastProgress is when the rollout last made progress: it started, a batch passed its analysis,
+// one of its pods entered a stage, or a pod's update and then its soak ended (c.podProgress).
+func lastProgress(lock *Record, c *census) time.Time {
+	return latest(latest(lock.StartedAt, lock.ProgressAt), c.podProgress)
 }
 
 // lastChange is when any of the pods last changed as its status tells: created, or a

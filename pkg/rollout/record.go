@@ -81,6 +81,9 @@ type Record struct {
 	AcceptedAll bool `json:"acceptedAll,omitempty"`
 	// HeldAt is the hold point, as a pod count, while the phase is Holding.
 	HeldAt int `json:"heldAt,omitempty"`
+	// Reported is the count of pods updated that the engine reported to its Metrics, with the
+	// write of this Record: a pod's update ends with no write of its own.
+	Reported int `json:"reported,omitempty"`
 	// Analysis is the state of the analysis in progress or last finished, as the analysis
 	// package encodes it.
 	Analysis json.RawMessage `json:"analysis,omitempty"`
@@ -175,7 +178,7 @@ func (r *Record) check() error {
 	for _, f := range []struct {
 		name string
 		n    int
-	}{{"acceptedPods", r.AcceptedPods}, {"heldAt", r.HeldAt}, {"touchedMore", r.TouchedMore}} {
+	}{{"acceptedPods", r.AcceptedPods}, {"heldAt", r.HeldAt}, {"touchedMore", r.TouchedMore}, {"reported", r.Reported}} {
 		if f.n < 0 {
 			return fmt.Errorf("%s is %d, below 0", f.name, f.n)
 		}

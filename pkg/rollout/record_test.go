@@ -321,7 +321,7 @@ func TestRecordJSONNames(t *testing.T) {
 		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
 		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
 		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0,
-		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Analysis: json.RawMessage(`{"batch":1}`), stored: "not encoded"}
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`), stored: "not encoded"}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestRecordJSONNames(t *testing.T) {
 	}
 	want := map[string]string{"holder": `"argo:shop/web"`, "holderUID": `"u1"`, "rolloutID": `"r1"`, "specHash": `"h"`,
 		"phase": `"Holding"`, "reason": `"why"`, "reasonCode": `"PodFailed"`, "touchedMore": `1`, "acceptedPods": `2`,
-		"acceptedAll": `true`, "heldAt": `3`, "analysis": `{"batch":1}`, "previousStrategy": `{"paused":true}`,
+		"acceptedAll": `true`, "heldAt": `3`, "reported": `4`, "analysis": `{"batch":1}`, "previousStrategy": `{"paused":true}`,
 		"superseded": `["r0"]`, "touched": `[{"name":"web-0","uid":"p0"}]`}
 	for name, value := range want {
 		if got := string(fields[name]); got != value {
@@ -382,7 +382,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
 		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
 		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0.Add(time.Second),
-		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Analysis: json.RawMessage(`{"batch":1}`), stored: "set below"}
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`), stored: "set below"}
 	// Every field is set above: a field added to the Record and not round-tripped fails here first.
 	v := reflect.ValueOf(*rec)
 	for i := range v.NumField() {

@@ -129,7 +129,7 @@ func (e *Engine) rollBack(ctx context.Context, spec RollbackSpec, w workload.Wor
 	if err != nil {
 		return st, 0, err
 	}
-	c, err := observeRollback(w, lock, pods, byName)
+	c, err := observeRollback(w, lock, pods, byName, e.now())
 	if err != nil {
 		return st, 0, err
 	}
@@ -188,7 +188,7 @@ type rollbackCensus struct {
 
 // observeRollback sorts the pods rollbackPods found, and the namespace's pods (byName), by where
 // they stand in the rollback of lock.
-func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byName map[string]*corev1.Pod) (*rollbackCensus, error) {
+func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byName map[string]*corev1.Pod, now time.Time) (*rollbackCensus, error) {
 	ours := lock.Rollouts()
 	before := lockBeforeImages(lock)
 	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.ForeignImages(w, lock.Images),
@@ -214,7 +214,7 @@ func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byNa
 			return nil, err
 		}
 		if s == nil || !slices.Contains(ours, s.RolloutID) {
-			if stray(w.Ref().Kind, lock, p, s) {
+			if stray(w.Ref().Kind, lock, p, s, now) {
 				c.strays = append(c.strays, p)
 				found[p.UID] = true
 			}
@@ -258,9 +258,9 @@ func (c *rollbackCensus) add(lock *Record, ps podState) {
 // was created by the workload's controller from the new template while the rollout held it: it
 // runs the rollout's images and not the previous ones. One that does not run (unscheduled,
 // pending) is left to the controller once the template is restored: a revert could never
-// complete on it.
-func stray(kind workload.Kind, lock *Record, p *corev1.Pod, s *inplace.State) bool {
-	return kind != workload.Pods && (s == nil || s.Stage.Terminal()) && p.Status.Phase == corev1.PodRunning &&
+// complete on it. Another rollout's state counts once it is over, as Judged at now.
+func stray(kind workload.Kind, lock *Record, p *corev1.Pod, s *inplace.State, now time.Time) bool {
+	return kind != workload.Pods && (s == nil || inplace.Judged(p, s, now).Terminal()) && p.Status.Phase == corev1.PodRunning &&
 		workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages)
 }
 

@@ -189,7 +189,11 @@ func TestDecideRollback(t *testing.T) {
 			want: rbAdopt, work: []string{"web-1"}, says: []string{"rolling back: 1 pods created from the new template meanwhile go back too"}},
 		{name: "a pod a rollout left on the new images is a stray", pods: []*corev1.Pod{rbCarrying(runningPod("web-1", imageV2), rbEdit(rbState(inplace.StageUpdated, 0), func(s *inplace.State) { s.RolloutID = "r0" }))},
 			want: rbAdopt, work: []string{"web-1"}},
-		{name: "a pod another rollout is updating is no stray", pods: []*corev1.Pod{rbRolledBack("web-0"), rbCarrying(runningPod("web-1", imageV2), rbEdit(rbState(inplace.StageUpdating, 0), func(s *inplace.State) { s.RolloutID = "r9" }))},
+		{name: "a pod another rollout is updating is no stray", pods: []*corev1.Pod{rbRolledBack("web-0"), rbCarrying(
+			// The status still reports the container the update replaces.
+			rbEdit(runningPod("web-1", imageV2), func(p *corev1.Pod) { p.Status.ContainerStatuses[0].ContainerID = "containerd://replaced" }),
+			// Patched five minutes ago: within its progress deadline.
+			rbEdit(rbState(inplace.StageUpdating, 25), func(s *inplace.State) { s.RolloutID, s.Containers[0].FromContainerID = "r9", "containerd://replaced" }))},
 			want: rbRestore, rolledBack: 1},
 		{name: "a stray that does not run is left to the controller", pods: []*corev1.Pod{rbRolledBack("web-0"), rbEdit(runningPod("web-1", imageV2), func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })},
 			want: rbRestore, rolledBack: 1},
@@ -259,7 +263,7 @@ func TestDecideRollback(t *testing.T) {
 			for _, p := range append(slices.Clone(tt.pods), tt.others...) {
 				byName[p.Name] = p
 			}
-			c, err := observeRollback(w, lock, tt.pods, byName)
+			c, err := observeRollback(w, lock, tt.pods, byName, t0)
 			if err != nil {
 				t.Fatal(err)
 			}

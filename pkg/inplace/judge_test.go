@@ -1,0 +1,127 @@
+package inplace
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestAnUpdateWithoutGateIsWrittenOnce: without the readiness gate the image patch is the
+// update's only write; once the new container runs Ready the step is Done, Updated, with no
+// patch, and Judged says Updated from the pod alone.
+func TestAnUpdateWithoutGateIsWrittenOnce(t *testing.T) {
+	target := Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1"}
+	s, err := NextUpdate(testPod(), target, Options{}, t0)
+	if err != nil || s.Patch == nil || s.Stage != StageUpdating {
+		t.Fatalf("first step = %+v, %v; want the image patch, Updating", s, err)
+	}
+	pod := apply(t, testPod(), s)
+	writes := 1
+	for i, kubelet := range []func(*corev1.Pod){
+		func(*corev1.Pod) {}, // the kubelet has not acted yet
+		func(p *corev1.Pod) { runsV2(p, t0.Add(2*time.Second)) },
+	} {
+		kubelet(pod)
+		now := t0.Add(time.Duration(i+1) * 3 * time.Second)
+		s, err := NextUpdate(pod, target, Options{}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Patch != nil {
+			writes++
+			pod = apply(t, pod, s)
+		}
+		if got := Judged(pod, mustState(t, pod), now); s.Done != (got == StageUpdated) {
+			t.Errorf("step %d = %+v, Judged %s: Done only once Judged Updated", i, s, got)
+		}
+	}
+	if writes != 1 || mustState(t, pod).Stage != StageUpdating {
+		t.Errorf("%d writes, state stage %s; want the image patch alone, Updating", writes, mustState(t, pod).Stage)
+	}
+	if got := UpdatedAt(pod, mustState(t, pod)); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("UpdatedAt = %s, want the new container's start, %s", got, t0.Add(2*time.Second))
+	}
+}
+
+// runsV2 reports, as a kubelet does, the app container restarted on v2 at started, Ready.
+func runsV2(p *corev1.Pod, started time.Time) {
+	cs := &p.Status.ContainerStatuses[0]
+	cs.Image, cs.ImageID = "reg.example/app:v2", "reg.example/app@sha256:"+strings.Repeat("2", 64)
+	cs.ContainerID, cs.RestartCount, cs.Ready = "containerd://app-v2", cs.RestartCount+1, true
+	cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
+}
+
+func TestJudged(t *testing.T) {
+	patched := func(stage Stage, at time.Time) (*corev1.Pod, *State) {
+		p := testPod()
+		p.Spec.Containers[0].Image = "reg.example/app:v2"
+		before := p.Status.ContainerStatuses[0]
+		st := &State{RolloutID: "r1", Stage: stage, StageAt: at, Containers: []ContainerState{{Name: "app", BeforeImage: "reg.example/app:v1",
+			BeforeImageID: before.ImageID, FromContainerID: before.ContainerID, AfterImage: "reg.example/app:v2"}}}
+		return p, st
+	}
+	gated := func(p *corev1.Pod) {
+		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: ReadinessGate}}
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: ReadinessGate, Status: corev1.ConditionTrue})
+	}
+	crashing := func(p *corev1.Pod) {
+		runsV2(p, t0)
+		cs := &p.Status.ContainerStatuses[0]
+		cs.Ready, cs.RestartCount = false, cs.RestartCount+1
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s"}}
+	}
+	notReady := func(p *corev1.Pod) {
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == corev1.PodReady {
+				p.Status.Conditions[i].Status = corev1.ConditionFalse
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		stage Stage
+		at    time.Time // the state's StageAt
+		pod   []func(*corev1.Pod)
+		want  Stage
+	}{
+		{"patched, the kubelet still reports the old container", StageUpdating, t0, nil, StageUpdating},
+		{"the new container runs Ready", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }}, StageUpdated},
+		{"the new container runs, the pod not Ready yet", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, notReady}, StageUpdating},
+		{"the new container crash-loops", StageUpdating, t0, []func(*corev1.Pod){crashing}, StageFailed},
+		{"no progress within the deadline", StageUpdating, t0.Add(-time.Hour), nil, StageFailed},
+		{"with the gate, the end is written: Updating stays", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, gated}, StageUpdating},
+		{"a written stage is the stage", StageRolledBack, t0, nil, StageRolledBack},
+		{"draining is draining", StageDraining, t0, nil, StageDraining},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, st := patched(tt.stage, tt.at)
+			for _, f := range tt.pod {
+				f(p)
+			}
+			if got := Judged(p, st, t0.Add(time.Second)); got != tt.want {
+				t.Errorf("Judged = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUpdatedAt(t *testing.T) {
+	p := testPod()
+	runsV2(p, t0.Add(2*time.Second))
+	st := &State{Stage: StageUpdating, StageAt: t0, Containers: []ContainerState{{Name: "app"}}}
+	if got := UpdatedAt(p, st); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("UpdatedAt = %s, want the container's start", got)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(5 * time.Second))}}
+	if got := UpdatedAt(p, st); !got.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("UpdatedAt = %s, want the pod's turn to Ready after it", got)
+	}
+	st.Stage = StageUpdated
+	if got := UpdatedAt(p, st); !got.Equal(t0) {
+		t.Errorf("UpdatedAt of a written end = %s, want its StageAt", got)
+	}
+}
