@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,8 +37,11 @@ func statusPod(name, app string, st *inplace.State) *corev1.Pod {
 
 func TestStatusRows(t *testing.T) {
 	lock := &rollout.Record{RolloutID: "new-2", Superseded: []string{"mid-1"}, Images: map[string]string{"app": "reg/app:v3"}, Phase: rollout.PhaseProgressing}
+	// The pods are reported at the instant their states were written: an Updating one is within
+	// its progress deadline.
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	state := func(id string, stage inplace.Stage) *inplace.State {
-		return &inplace.State{RolloutID: id, Stage: stage, Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}}
+		return &inplace.State{RolloutID: id, Stage: stage, StageAt: at, Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}}
 	}
 	tests := []struct {
 		name string
@@ -68,7 +72,7 @@ func TestStatusRows(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			r := rollout.Report{Target: "StatefulSet shop/web", Lock: tt.lock, Pods: []rollout.PodReport{rollout.PodRow(tt.pod, tt.lock)}}
+			r := rollout.Report{Target: "StatefulSet shop/web", Lock: tt.lock, Pods: []rollout.PodReport{rollout.PodRow(tt.pod, tt.lock, at)}}
 			if err := printReport(&out, r); err != nil {
 				t.Fatal(err)
 			}

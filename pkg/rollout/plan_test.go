@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -184,7 +185,7 @@ func TestReport(t *testing.T) {
 	lock := &Record{Holder: "cli", RolloutID: "r-2", Superseded: []string{"r-1"}, Images: map[string]string{"app": "reg/app:v2"},
 		PreviousImages: map[string]string{"app": "reg/app:v1"}, Phase: PhaseProgressing}
 	state := func(id string, stage inplace.Stage) string {
-		data, err := json.Marshal(inplace.State{RolloutID: id, Stage: stage, Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}})
+		data, err := json.Marshal(inplace.State{RolloutID: id, Stage: stage, StageAt: t0, Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +197,8 @@ func TestReport(t *testing.T) {
 	objs = withState(objs, "web-3", state("r-0", inplace.StageRolledBack))
 	client := fake.NewClientset(objs...)
 	t.Cleanup(func() { noWrites(t, client) })
-	got, err := (&Engine{Client: client}).Report(context.Background(), workload.Ref{Kind: workload.StatefulSet, Namespace: "shop", Name: "web"})
+	// Reported when the states were written: the Updating one is within its progress deadline.
+	got, err := (&Engine{Client: client, Now: func() time.Time { return t0 }}).Report(context.Background(), workload.Ref{Kind: workload.StatefulSet, Namespace: "shop", Name: "web"})
 	if err != nil {
 		t.Fatalf("Report: %v", err)
 	}

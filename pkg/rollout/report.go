@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -43,15 +44,17 @@ func (e *Engine) Report(ctx context.Context, ref workload.Ref) (Report, error) {
 		return Report{}, err
 	}
 	r := Report{Target: ref.String(), Lock: lock}
+	now := e.now()
 	for _, p := range w.Pods() {
-		r.Pods = append(r.Pods, PodRow(p, r.Lock))
+		r.Pods = append(r.Pods, PodRow(p, r.Lock, now))
 	}
 	return r, nil
 }
 
-// PodRow reports one pod. A state left by an earlier rollout than the lock's (and not one it
-// superseded) is not this rollout's: the pod shows no stage, and the reason says whose it is.
-func PodRow(p *corev1.Pod, lock *Record) PodReport {
+// PodRow reports one pod, its stage as inplace.Judged at now. A state left by an earlier rollout
+// than the lock's (and not one it superseded) is not this rollout's: the pod shows no stage, and
+// the reason says whose it is.
+func PodRow(p *corev1.Pod, lock *Record, now time.Time) PodReport {
 	r := PodReport{Name: p.Name, Node: p.Spec.NodeName, IP: p.Status.PodIP, Images: map[string]string{}}
 	r.Ready = inplace.PodReady(p)
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
@@ -65,11 +68,34 @@ func PodRow(p *corev1.Pod, lock *Record) PodReport {
 		r.Reason = err.Error()
 	case st == nil:
 	case lock != nil && st.RolloutID != lock.RolloutID && !slices.Contains(lock.Superseded, st.RolloutID):
-		r.Reason = fmt.Sprintf("last changed by an earlier rollout, %s (%s)", st.RolloutID, st.Stage)
+		r.Reason = fmt.Sprintf("last changed by an earlier rollout, %s (%s)", st.RolloutID, inplace.Judged(p, st, now))
 	default:
-		r.RolloutID, r.Stage, r.Reason, r.Containers = st.RolloutID, st.Stage, st.Reason, st.Containers
+		r.RolloutID, r.Stage, r.Reason, r.Containers = st.RolloutID, inplace.Judged(p, st, now), st.Reason, st.Containers
+		if r.Stage == inplace.StageUpdated {
+			r.Containers = ranImageIDs(p, st.Containers)
+		}
 	}
 	return r
+}
+
+// ranImageIDs is containers with the AfterImageID of each taken, when the state records none,
+// from the pod's status: an update without the readiness gate ends with no write, and the pod
+// reports what its new containers run.
+func ranImageIDs(p *corev1.Pod, containers []inplace.ContainerState) []inplace.ContainerState {
+	out := slices.Clone(containers)
+	for i := range out {
+		if out[i].AfterImageID != "" {
+			continue
+		}
+		statuses := p.Status.ContainerStatuses
+		if out[i].Init {
+			statuses = p.Status.InitContainerStatuses
+		}
+		if j := slices.IndexFunc(statuses, func(cs corev1.ContainerStatus) bool { return cs.Name == out[i].Name }); j >= 0 {
+			out[i].AfterImageID = statuses[j].ImageID
+		}
+	}
+	return out
 }
 
 // RolloutContainers are the containers that matter to the rollout on a pod without its state:

@@ -70,7 +70,7 @@ func TestHoldPointsAcrossRestarts(t *testing.T) {
 		updated := 0
 		for _, p := range clitest.ListPods(t, env, ns, "app=web") {
 			s, err := inplace.ReadState(&p)
-			if err != nil || s == nil || s.Stage != inplace.StageUpdated {
+			if err != nil || s == nil || inplace.Judged(&p, s, time.Now()) != inplace.StageUpdated {
 				continue
 			}
 			updated++

@@ -310,7 +310,7 @@ func TestWorkloadChangedMidRollout(t *testing.T) {
 				}
 				stage := "none"
 				if st, err := inplace.ReadState(&p); err == nil && st != nil {
-					stage = string(st.Stage)
+					stage = string(inplace.Judged(&p, st, time.Now()))
 				}
 				var restarts int32
 				if cs := cluster.ContainerStatus(&p, "app"); cs != nil {
@@ -355,13 +355,13 @@ func changeCaught(t *testing.T, ns string, orig *appsv1.StatefulSet, before map[
 	}
 }
 
-// podInStage polls the pods until one is in stage, and returns its name.
+// podInStage polls the pods until one is in stage, as inplace.Judged, and returns its name.
 func podInStage(t *testing.T, ns string, stage inplace.Stage) string {
 	t.Helper()
 	var found string
 	cluster.WaitFor(t, 2*time.Minute, fmt.Sprintf("a pod of %s/%s %s", ns, name, stage), func(context.Context) (bool, error) {
 		for _, p := range clitest.ListPods(t, env, ns, "app="+name) {
-			if st, err := inplace.ReadState(&p); err == nil && st != nil && st.Stage == stage {
+			if st, err := inplace.ReadState(&p); err == nil && st != nil && inplace.Judged(&p, st, time.Now()) == stage {
 				found = p.Name
 				return true, nil
 			}

@@ -346,7 +346,8 @@ func observe(t *testing.T, ns string) killPoint {
 		case st == nil:
 			kp.stages["none"]++
 		default:
-			kp.stages[string(st.Stage)]++
+			// Without a readiness gate an update's end is judged from the pod, never written.
+			kp.stages[string(inplace.Judged(&p, st, time.Now()))]++
 		}
 	}
 	return kp

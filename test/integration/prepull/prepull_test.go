@@ -168,7 +168,7 @@ func TestPrePullKilledThenRolledBack(t *testing.T) {
 			return false, err
 		}
 		for _, p := range clitest.ListPods(t, env, ns, "app=web") {
-			if s, _ := inplace.ReadState(&p); s != nil && s.Stage == inplace.StageUpdated {
+			if s, _ := inplace.ReadState(&p); s != nil && inplace.Judged(&p, s, time.Now()) == inplace.StageUpdated {
 				return true, nil
 			}
 		}

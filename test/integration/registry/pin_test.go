@@ -147,7 +147,7 @@ func waitBatchOneUpdated(t *testing.T, ns string) string {
 			if err != nil {
 				return false, err
 			}
-			if st != nil && st.Stage == inplace.StageUpdated {
+			if st != nil && inplace.Judged(&p, st, time.Now()) == inplace.StageUpdated {
 				updated = p.Name
 				return true, nil
 			}

@@ -74,7 +74,7 @@ func TestScaleUpDuringTheSoakGetsAFullSoak(t *testing.T) {
 		"--batches", "1,2,100%", "--soak", soak.String(), "--timeout", "2m")
 	env.WaitForPod(t, ns, "web-2", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
 		st, _ := inplace.ReadState(p)
-		return st != nil && st.Stage == inplace.StageUpdated
+		return st != nil && inplace.Judged(p, st, time.Now()) == inplace.StageUpdated
 	})
 	// Halfway through the first soak, so that the second batch completes well after it began.
 	time.Sleep(soak / 2)

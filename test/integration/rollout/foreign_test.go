@@ -39,7 +39,7 @@ func TestTemplateChangedMidRolloutStopsForADecision(t *testing.T) {
 			"--batches", "1,100%", "--soak", "20s", "--timeout", "10s", "-o", "json")
 		env.WaitForPod(t, ns, name+"-1", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
 			st, _ := inplace.ReadState(p)
-			return st != nil && st.Stage == inplace.StageUpdated
+			return st != nil && inplace.Judged(p, st, time.Now()) == inplace.StageUpdated
 		})
 		setImage(t, ns, name, foreign)
 		code := waitExit(t, cmd, 60*time.Second)
@@ -59,7 +59,7 @@ func TestTemplateChangedMidRolloutStopsForADecision(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := stateOf(t, p); st == nil || st.Stage != inplace.StageUpdated || p.Spec.Containers[0].Image != appV2 {
+		if st := stateOf(t, p); st == nil || inplace.Judged(p, st, time.Now()) != inplace.StageUpdated || p.Spec.Containers[0].Image != appV2 {
 			t.Errorf("%s-1: state %+v on %s, want left Updated on %s", name, st, p.Spec.Containers[0].Image, appV2)
 		}
 		return before
@@ -179,7 +179,7 @@ func TestDeploymentTemplateChangedMidRolloutIsKept(t *testing.T) {
 		"--batches", "1,100%", "--soak", "5s", "--timeout", "10s", "-o", "json")
 	cluster.WaitFor(t, 60*time.Second, "a pod Updated", func(context.Context) (bool, error) {
 		for _, p := range listPods(t, ns, "app=api") {
-			if st := stateOf(t, &p); st != nil && st.Stage == inplace.StageUpdated {
+			if st := stateOf(t, &p); st != nil && inplace.Judged(&p, st, time.Now()) == inplace.StageUpdated {
 				return true, nil
 			}
 		}

@@ -74,7 +74,7 @@ func TestPodCrashingDuringTheSoakFailsTheBatch(t *testing.T) {
 	// Batches take web-2 first. Once it is Updated, its batch soaks: crash it then.
 	env.WaitForPod(t, ns, "web-2", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
 		st, _ := inplace.ReadState(p)
-		return st != nil && st.Stage == inplace.StageUpdated
+		return st != nil && inplace.Judged(p, st, time.Now()) == inplace.StageUpdated
 	})
 	crashedAt := time.Now()
 	if _, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "web-2", "application/merge-patch+json",
@@ -179,7 +179,7 @@ func TestRollbackTakesBackPodsRecreatedFromTheNewTemplate(t *testing.T) {
 
 	env.WaitForPod(t, ns, "web-2", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
 		st, _ := inplace.ReadState(p)
-		return st != nil && st.Stage == inplace.StageUpdated
+		return st != nil && inplace.Judged(p, st, time.Now()) == inplace.StageUpdated
 	})
 	if err := env.Client.CoreV1().Pods(ns).Delete(context.Background(), "web-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -244,7 +244,7 @@ func TestPodAlreadyOnTheTargetSpelledOtherwiseCounts(t *testing.T) {
 		switch {
 		case p.Name == "b-new" && st != nil:
 			t.Errorf("b-new, already on the target, was touched: %+v", st)
-		case p.Name != "b-new" && (st == nil || st.Stage != inplace.StageUpdated):
+		case p.Name != "b-new" && (st == nil || inplace.Judged(&p, st, time.Now()) != inplace.StageUpdated):
 			t.Errorf("pod %s: state %+v, want Updated", p.Name, st)
 		}
 	}

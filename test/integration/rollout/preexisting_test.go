@@ -37,7 +37,7 @@ func TestPodCrashingBeforeTheUpdateIsReportedNotBlamed(t *testing.T) {
 	}
 	for _, p := range listPods(t, ns, "app=web") {
 		st := stateOf(t, &p)
-		if st == nil || st.Stage != inplace.StageUpdated || p.Spec.Containers[0].Image != appV2 {
+		if st == nil || inplace.Judged(&p, st, time.Now()) != inplace.StageUpdated || p.Spec.Containers[0].Image != appV2 {
 			t.Errorf("pod %s: state %+v on %s, want Updated on %s", p.Name, st, p.Spec.Containers[0].Image, appV2)
 			continue
 		}

@@ -173,7 +173,7 @@ func TestRunAfterRollbackStartsAnew(t *testing.T) {
 	}
 	for _, p := range listPods(t, ns, "app=web") {
 		st := stateOf(t, &p)
-		if st == nil || st.Stage != inplace.StageUpdated || !contains(lock, `"rolloutID":"`+st.RolloutID+`"`) || st.Containers[0].BeforeImage != rolledBack[p.Name] {
+		if st == nil || inplace.Judged(&p, st, time.Now()) != inplace.StageUpdated || !contains(lock, `"rolloutID":"`+st.RolloutID+`"`) || st.Containers[0].BeforeImage != rolledBack[p.Name] {
 			t.Errorf("pod %s: state %+v; want Updated by the new rollout from %s", p.Name, st, rolledBack[p.Name])
 		}
 	}
@@ -295,7 +295,7 @@ func TestSupersededRunSaysSo(t *testing.T) {
 	first := clitest.Start(t, env, cli, &stderr, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2, "--batches", "1,50%,100%", "--soak", "20s")
 	env.WaitForPod(t, ns, "web-3", 60*time.Second, "Updated", func(p *corev1.Pod) bool {
 		st, _ := inplace.ReadState(p)
-		return st != nil && st.Stage == inplace.StageUpdated
+		return st != nil && inplace.Judged(p, st, time.Now()) == inplace.StageUpdated
 	})
 	if r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV3, "--supersede"); r.Code != 0 {
 		t.Fatalf("superseding run: %s", r)

@@ -97,7 +97,7 @@ func stopAfterFirstBatch(t *testing.T, ns, image string) map[string]bool {
 	cmd := startCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+image, "--batches", "1,50%,100%")
 	cluster.WaitFor(t, 60*time.Second, "the first batch", func(context.Context) (bool, error) {
 		for _, p := range listPods(t, ns, "app=web") {
-			if st := stateOf(t, &p); st != nil && st.Stage == inplace.StageUpdated {
+			if st := stateOf(t, &p); st != nil && inplace.Judged(&p, st, time.Now()) == inplace.StageUpdated {
 				return true, nil
 			}
 		}

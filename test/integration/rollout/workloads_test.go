@@ -258,7 +258,7 @@ func watchUpdating(t *testing.T, ns, selector string) func() int {
 				continue
 			}
 			st, _ := inplace.ReadState(p)
-			updating[p.Name] = st != nil && !st.Stage.Terminal()
+			updating[p.Name] = st != nil && !inplace.Judged(p, st, time.Now()).Terminal()
 			n := 0
 			for _, u := range updating {
 				if u {

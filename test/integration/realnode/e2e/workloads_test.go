@@ -101,7 +101,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	cmd := clitest.Start(t, env, cli, &stderr, args...)
 	env.WaitForPod(t, ns, "web-2", 60*time.Second, "updated in place", func(p *corev1.Pod) bool {
 		st, err := inplace.ReadState(p)
-		return err == nil && st != nil && st.Stage == inplace.StageUpdated
+		return err == nil && st != nil && inplace.Judged(p, st, time.Now()) == inplace.StageUpdated
 	})
 	must(t, cmd.Process.Signal(syscall.SIGKILL), "killing the CLI")
 	_ = cmd.Wait()
