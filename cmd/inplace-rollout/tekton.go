@@ -14,9 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
@@ -102,20 +104,11 @@ func runTektonController(cmd *cobra.Command, f tektonFlags) error {
 	if err != nil {
 		return badInput("loading kubeconfig (pass --kubeconfig, set $KUBECONFIG, or run in a pod): %v", err)
 	}
-	cfg.UserAgent = "inplace-rollout-tekton-controller/" + version
-	cfg.QPS, cfg.Burst = f.qps, f.burst
-	kube, err := kubernetes.NewForConfig(cfg)
+	c, err := newTektonClients(cfg, f.qps, f.burst)
 	if err != nil {
-		return badInput("building a client for %s: %v", cfg.Host, err)
+		return err
 	}
-	tekton, err := tektonclient.NewForConfig(cfg)
-	if err != nil {
-		return badInput("building a Tekton client for %s: %v", cfg.Host, err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return badInput("building a dynamic client for %s: %v", cfg.Host, err)
-	}
+	kube := c.kube
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 	reg, recorder := metrics.NewRegistry()
 	events := &processEvents{}
@@ -125,7 +118,7 @@ func runTektonController(cmd *cobra.Command, f tektonFlags) error {
 		return &exitError{code: 1, err: fmt.Errorf("tekton controller: %w", err)}
 	}
 	engine := &rollout.Engine{Client: kube, Events: eventRecorder, Registry: &registry.Resolver{Client: kube}, PullerImage: f.pullerImage, Log: log, Metrics: recorder}
-	ctrl := customrun.New(tekton, engine, customrun.DynamicSpecs{Client: dyn}, customrun.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
+	ctrl := customrun.New(c.tekton, engine, customrun.DynamicSpecs{Client: c.dyn}, customrun.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -144,7 +137,42 @@ func runTektonController(cmd *cobra.Command, f tektonFlags) error {
 		ctrl.Reconcile(ctx)
 		return nil
 	}
-	return lead(ctx, kube, f, log, ctrl.Reconcile)
+	return lead(ctx, c.lease, f, log, ctrl.Reconcile)
+}
+
+// tektonClients are the controller's clients: the Kubernetes, Tekton and dynamic ones share one
+// token bucket (client-go gives each client built from a config without one a bucket of its
+// own), so the rate limit is the controller's; the Lease is renewed on a client of its own,
+// outside that limit, as kube-controller-manager does: a controller busy at its limit must not
+// lose its Lease.
+type tektonClients struct {
+	kube   kubernetes.Interface
+	tekton tektonclient.Interface
+	dyn    dynamic.Interface
+	lease  kubernetes.Interface
+}
+
+func newTektonClients(cfg *rest.Config, qps float32, burst int) (*tektonClients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "inplace-rollout-tekton-controller/" + version
+	cfg.QPS, cfg.Burst = qps, burst
+	leaseCfg := rest.CopyConfig(cfg)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	var c tektonClients
+	var err error
+	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, badInput("building a client for %s: %v", cfg.Host, err)
+	}
+	if c.tekton, err = tektonclient.NewForConfig(cfg); err != nil {
+		return nil, badInput("building a Tekton client for %s: %v", cfg.Host, err)
+	}
+	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, badInput("building a dynamic client for %s: %v", cfg.Host, err)
+	}
+	if c.lease, err = kubernetes.NewForConfig(leaseCfg); err != nil {
+		return nil, badInput("building a client for %s: %v", cfg.Host, err)
+	}
+	return &c, nil
 }
 
 // lead runs reconcile while this process holds the Lease. Losing it ends the process (exit 1),

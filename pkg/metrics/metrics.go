@@ -41,7 +41,7 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 	labels := []string{"namespace", "workload"}
 	r := &Recorder{
 		podsUpdated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: PodsUpdated,
-			Help: "Pods updated in place: recorded Updated, on the new images and Ready."}, labels),
+			Help: "Pods updated in place: on the new images and Ready, as the rollout's lock records their count."}, labels),
 		rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: Rollbacks,
 			Help: "Rollbacks that ended with the workload restored to its previous images."}, labels),
 		batches: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: BatchDuration,

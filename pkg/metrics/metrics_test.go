@@ -30,7 +30,7 @@ func TestRecorder(t *testing.T) {
 			},
 			metric: PodsUpdated,
 			want: `
-# HELP inplace_rollout_pods_updated_total Pods updated in place: recorded Updated, on the new images and Ready.
+# HELP inplace_rollout_pods_updated_total Pods updated in place: on the new images and Ready, as the rollout's lock records their count.
 # TYPE inplace_rollout_pods_updated_total counter
 inplace_rollout_pods_updated_total{namespace="ops",workload="Pods/app=agent"} 4
 inplace_rollout_pods_updated_total{namespace="shop",workload="StatefulSet/web"} 3
@@ -122,7 +122,7 @@ func TestHandlerServesMetrics(t *testing.T) {
 	reg, r := NewRegistry()
 	r.PodsUpdated(workload.Ref{Kind: workload.Deployment, Namespace: "shop", Name: "api"}, 1)
 	if err := testutil.ScrapeAndCompare(serve(t, reg), strings.NewReader(`
-# HELP inplace_rollout_pods_updated_total Pods updated in place: recorded Updated, on the new images and Ready.
+# HELP inplace_rollout_pods_updated_total Pods updated in place: on the new images and Ready, as the rollout's lock records their count.
 # TYPE inplace_rollout_pods_updated_total counter
 inplace_rollout_pods_updated_total{namespace="shop",workload="Deployment/api"} 1
 `), PodsUpdated); err != nil {

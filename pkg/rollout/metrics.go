@@ -12,7 +12,8 @@ import (
 // Metrics receives the engine's events, each reported by the step whose write made it happen:
 // a driver that stops and starts again between two steps neither loses nor repeats one.
 type Metrics interface {
-	// PodsUpdated: n pods of ref were recorded Updated (on the new images, Ready).
+	// PodsUpdated: n more pods of ref are updated (on the new images, Ready), as a lock write
+	// records their count.
 	PodsUpdated(ref workload.Ref, n int)
 	// RolledBack: a rollback of ref ended with the workload restored.
 	RolledBack(ref workload.Ref)

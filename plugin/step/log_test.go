@@ -78,7 +78,7 @@ func TestDriverLogsAndMetrics(t *testing.T) {
 		t.Errorf("%d log lines, want the driver's and the engine's:\n%s", lines, logs.String())
 	}
 	want := `
-# HELP inplace_rollout_pods_updated_total Pods updated in place: recorded Updated, on the new images and Ready.
+# HELP inplace_rollout_pods_updated_total Pods updated in place: on the new images and Ready, as the rollout's lock records their count.
 # TYPE inplace_rollout_pods_updated_total counter
 inplace_rollout_pods_updated_total{namespace="` + testNS + `",workload="StatefulSet/` + stsName + `"} 3
 `
