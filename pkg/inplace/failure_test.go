@@ -205,6 +205,10 @@ func TestRefusalAgreesWithNextUpdate(t *testing.T) {
 			p.Status.ContainerStatuses[0] = running("app", "reg.example/app:v3", "reg.example/app@sha256:"+strings.Repeat("3", 64), 1)
 			p.Status.ContainerStatuses[0].ContainerID = "containerd://app-v3"
 		}}, want: "refuse:restartPolicy"},
+		{name: "another rollout's update, its new container running, not Ready: done with it, the pod down", mutate: []func(*corev1.Pod){other("r0", StageUpdating, true), never, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0] = running("app", "reg.example/app:v3", "reg.example/app@sha256:"+strings.Repeat("3", 64), 1)
+			p.Status.ContainerStatuses[0].ContainerID, p.Status.ContainerStatuses[0].Ready = "containerd://app-v3", false
+		}}, want: "refuse:restartPolicy"},
 		{name: "a superseded update, patched, finishes first", mutate: []func(*corev1.Pod){other("r1", StageUpdating, true), never}},
 		{name: "a superseded update, not patched, is taken over", mutate: []func(*corev1.Pod){other("r1", StageDraining, false), never}, want: "refuse:restartPolicy"},
 		{name: "its own update", mutate: []func(*corev1.Pod){other("r2", StageUpdating, true), never}},

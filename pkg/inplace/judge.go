@@ -9,10 +9,11 @@ import (
 // Judged is the stage of the update st records on pod, as the pod shows it now. A pod without
 // the readiness gate is written once, with its images (stage Updating), and its end is never
 // written: it is Updated once Refresh finds every changed container on its new image, Running
-// and Ready, and the pod Ready; Failed once Refresh would fail it (the owner's next step then
-// writes that, with the reason). Any other state is at the stage it records. Whoever reads a
-// state judges it through here: the rollout that counts its pods, another rollout that finds
-// the pod, a report.
+// and Ready, and the pod Ready; Failed once Refresh finds a container failing (a crash loop, a
+// pull or configuration error, a restart climb) and the owner's next step would write that.
+// Only the owner, which knows its progress deadline, fails a pod that makes no progress. Any
+// other state is at the stage it records. Whoever reads a state judges it through here: the
+// rollout that counts its pods, another rollout that finds the pod, a report.
 func Judged(pod *corev1.Pod, st *State, now time.Time) Stage {
 	if st.Stage != StageUpdating || hasReadinessGate(pod) {
 		return st.Stage
@@ -20,29 +21,51 @@ func Judged(pod *corev1.Pod, st *State, now time.Time) Stage {
 	switch p := Refresh(pod, st, Options{}, now); {
 	case p.Done:
 		return StageUpdated
-	case p.Failed:
+	case p.Failed && p.Code != FailureDeadlineExceeded:
 		return StageFailed
 	}
 	return StageUpdating
+}
+
+// over reports whether the update st records on pod, another rollout's, is over for a rollout
+// that finds the pod: its stage is terminal as Judged, or, without the readiness gate, every
+// changed container already runs a new instance of its target (took), Ready or not: that
+// update's one write has been acted on, and a pod of a finished rollout that turns unready is
+// down, not busy.
+func over(pod *corev1.Pod, st *State, now time.Time) bool {
+	if Judged(pod, st, now).Terminal() {
+		return true
+	}
+	return st.Stage == StageUpdating && !hasReadinessGate(pod) && took(pod, st)
+}
+
+// took reports whether the kubelet acted on the image patch of st: each changed container's
+// status describes an instance of its target other than the one the patch replaced.
+func took(pod *corev1.Pod, st *State) bool {
+	for i := range st.Containers {
+		c := &st.Containers[i]
+		spec := containerSpec(pod, c.Name, c.Init)
+		if spec == nil || spec.Image != c.AfterImage {
+			return false
+		}
+		if c.Init && !NativeSidecar(*spec) {
+			continue // a completed init container is not run again
+		}
+		cs := containerStatus(pod, c.Name, c.Init)
+		if cs == nil || c.FromContainerID != "" && cs.ContainerID == c.FromContainerID || cs.ContainerID == "" || !c.onTarget(cs, c.AfterImage, false) {
+			return false
+		}
+	}
+	return true
 }
 
 // UpdatedAt is when the update st records on pod ended, for a pod Judged Updated: when a state
 // records the end, that; else the latest of the image patch, the start of each changed
 // container's running instance, and the pod's last turn to Ready.
 func UpdatedAt(pod *corev1.Pod, st *State) time.Time {
-	t := st.StageAt
 	if st.Stage != StageUpdating {
-		return t
+		return st.StageAt
 	}
-	for _, c := range st.Containers {
-		if cs := containerStatus(pod, c.Name, c.Init); cs != nil && cs.State.Running != nil && cs.State.Running.StartedAt.After(t) {
-			t = cs.State.Running.StartedAt.Time
-		}
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(t) {
-			t = c.LastTransitionTime.Time
-		}
-	}
-	return t
+	// A pod Judged Updated is Ready: its Ready condition's last turn was to True.
+	return progressSince(pod, st)
 }

@@ -73,6 +73,12 @@ func TestJudged(t *testing.T) {
 		cs.Ready, cs.RestartCount = false, cs.RestartCount+1
 		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s"}}
 	}
+	notReadySince := func(at time.Time) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].Ready = false
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(at)}}
+		}
+	}
 	notReady := func(p *corev1.Pod) {
 		for i := range p.Status.Conditions {
 			if p.Status.Conditions[i].Type == corev1.PodReady {
@@ -91,7 +97,9 @@ func TestJudged(t *testing.T) {
 		{"the new container runs Ready", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }}, StageUpdated},
 		{"the new container runs, the pod not Ready yet", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, notReady}, StageUpdating},
 		{"the new container crash-loops", StageUpdating, t0, []func(*corev1.Pod){crashing}, StageFailed},
-		{"no progress within the deadline", StageUpdating, t0.Add(-time.Hour), nil, StageFailed},
+		{"no progress for an hour: only the owner, which knows its deadline, fails it", StageUpdating, t0.Add(-time.Hour), nil, StageUpdating},
+		{"updated an hour ago, unready since a minute: in flight again", StageUpdating, t0.Add(-time.Hour), []func(*corev1.Pod){
+			func(p *corev1.Pod) { runsV2(p, t0.Add(-time.Hour+2*time.Second)) }, notReadySince(t0.Add(-time.Minute))}, StageUpdating},
 		{"with the gate, the end is written: Updating stays", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, gated}, StageUpdating},
 		{"a written stage is the stage", StageRolledBack, t0, nil, StageRolledBack},
 		{"draining is draining", StageDraining, t0, nil, StageDraining},
@@ -123,5 +131,40 @@ func TestUpdatedAt(t *testing.T) {
 	st.Stage = StageUpdated
 	if got := UpdatedAt(p, st); !got.Equal(t0) {
 		t.Errorf("UpdatedAt of a written end = %s, want its StageAt", got)
+	}
+}
+
+// TestProgressDeadlineFromTheLastTurn: the owner fails an update that makes no progress within
+// its deadline, counted from the last progress the pod shows: a pod that ran its new image Ready
+// and turned unready a minute ago waits; one unready since its new container started fails.
+func TestProgressDeadlineFromTheLastTurn(t *testing.T) {
+	target := Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1"}
+	patchedAt := t0.Add(-time.Hour)
+	tests := []struct {
+		name       string
+		unreadyAt  time.Time
+		wantFailed bool
+	}{
+		{"unready since a minute", t0.Add(-time.Minute), false},
+		{"unready since its start, an hour ago", patchedAt.Add(3 * time.Second), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NextUpdate(testPod(), target, Options{}, patchedAt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod := apply(t, testPod(), s)
+			runsV2(pod, patchedAt.Add(2*time.Second))
+			pod.Status.ContainerStatuses[0].Ready = false
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(tt.unreadyAt)}}
+			step, err := NextUpdate(pod, target, Options{ProgressDeadline: 10 * time.Minute}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if failed := step.Stage == StageFailed && step.Patch != nil; failed != tt.wantFailed {
+				t.Errorf("step %+v: failed %v, want %v", step, failed, tt.wantFailed)
+			}
+		})
 	}
 }

@@ -177,7 +177,7 @@ func progressDeadline(pod *corev1.Pod, opts Options) time.Duration {
 func pending(pod *corev1.Pod, p Progress, waits []string, soaking bool, st *State, opts Options, now time.Time) Progress {
 	p.Done, p.ImageIDs = false, nil
 	deadline := progressDeadline(pod, opts)
-	if left := st.StageAt.Add(deadline).Sub(now); !soaking && left <= 0 {
+	if left := progressSince(pod, st).Add(deadline).Sub(now); !soaking && left <= 0 {
 		return Progress{Failed: true, Code: FailureDeadlineExceeded,
 			Reason: fmt.Sprintf("ProgressDeadlineExceeded: no progress within %s: %s", deadline, strings.Join(waits, "; "))}
 	} else if left > 0 && (p.RequeueAfter == 0 || left < p.RequeueAfter) {
@@ -188,6 +188,26 @@ func pending(pod *corev1.Pod, p Progress, waits []string, soaking bool, st *Stat
 	}
 	p.Reason = strings.Join(waits, "; ")
 	return p
+}
+
+// progressSince is when the pod last showed progress toward the target of st: the stage was
+// entered, a changed container's running instance started, or the pod's Ready condition
+// turned. An update without the readiness gate has no end written, so a pod that ran its new
+// images Ready and turns unready later is judged pending again: its deadline runs from that
+// turn, not from the image patch long before.
+func progressSince(pod *corev1.Pod, st *State) time.Time {
+	t := st.StageAt
+	for _, c := range st.Containers {
+		if cs := containerStatus(pod, c.Name, c.Init); cs != nil && cs.State.Running != nil && cs.State.Running.StartedAt.After(t) {
+			t = cs.State.Running.StartedAt.Time
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.LastTransitionTime.After(t) {
+			t = c.LastTransitionTime.Time
+		}
+	}
+	return t
 }
 
 // verdict is the judgement of one container.

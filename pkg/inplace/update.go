@@ -106,11 +106,11 @@ func supersedes(st *State, target Target) bool {
 }
 
 // othersInFlight reports whether another rollout's update is in flight on the pod (st is not
-// the target rollout's) as Judged at now: one the target does not supersede, or a superseded
+// the target rollout's), not over at now: one the target does not supersede, or a superseded
 // one that already patched the images and finishes first. A superseded one that never got to
 // the images is taken over.
 func othersInFlight(pod *corev1.Pod, st *State, superseding bool, now time.Time) bool {
-	return st != nil && !Judged(pod, st, now).Terminal() && !(superseding && !imagesPatched(pod, st))
+	return st != nil && !over(pod, st, now) && !(superseding && !imagesPatched(pod, st))
 }
 
 // busy refuses a pod another rollout is updating.

@@ -332,15 +332,16 @@ func decideVerdict(run *analysis.Run, onInconclusive string) verdictDecision {
 	return verdictDecision{outcome: verdictFail, cause: causeAnalysisFailed}
 }
 
-// decideEnd holds at the hold point, leaves a hold point now lower than asked, or finalizes
-// once every pod runs the new images.
+// decideEnd holds at the hold point, leaves a hold point the spec moved, or finalizes once every
+// pod runs the new images. A holding rollout whose hold point stays keeps holding while one of
+// its pods, unready for a while, is judged in flight again.
 func decideEnd(c *census, spec Spec, lock *Record, total int, d *decision) bool {
 	updated := len(c.updated)
 	accepted := func(n int) bool { return spec.Analysis == nil || acceptedPods(lock, total) >= n }
 	switch {
 	case d.upTo < total && updated >= d.upTo && len(c.inflight) == 0 && accepted(d.upTo):
 		d.action, d.batch = actHold, slices.Index(d.counts, d.upTo)
-	case lock.Phase == PhaseHolding:
+	case lock.Phase == PhaseHolding && d.upTo != lock.HeldAt:
 		d.action = actMoveOn
 	case updated >= total && len(c.inflight) == 0 && len(c.pending) == 0 && len(c.arriving) == 0 && accepted(total):
 		d.action = actFinalize

@@ -285,3 +285,45 @@ func TestObservedFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideHold: a rollout holds at its hold point, keeps holding while a pod it counted there
+// is in flight again (unready for a while: its update's end is judged from the pod), and moves
+// on only when the hold point moves.
+func TestDecideHold(t *testing.T) {
+	now := t0
+	half := intstr.FromString("50%")
+	holding := &Record{Phase: PhaseHolding, HeldAt: 5, StartedAt: now.Add(-30 * time.Minute)}
+	tests := []struct {
+		name string
+		upTo intstr.IntOrString
+		// unready moves an updated pod back in flight.
+		unready bool
+		want    action
+	}{
+		{name: "at the hold point: holds", upTo: half, want: actHold},
+		{name: "a pod in flight again: it is stepped, the rollout still holding", upTo: half, unready: true, want: actStep},
+		{name: "the hold point raised: moves on", upTo: intstr.FromInt32(8), want: actMoveOn},
+		{name: "the hold point raised while a pod is in flight: moves on", upTo: all, unready: true, want: actMoveOn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := Spec{Batches: []intstr.IntOrString{one, half, all}, MaxUnavailable: intstr.FromInt32(2), Timeout: 10 * time.Minute, UpTo: &tt.upTo}
+			c := decideCensus(5, 5, now.Add(-time.Hour))
+			if tt.unready {
+				c.updated = c.updated[1:]
+				c.inflight = []*corev1.Pod{runningPod("u0", imageV2)}
+				c.down = []string{"u0"}
+			}
+			d, err := decideProgress(c, spec, holding, 10, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.action != tt.want {
+				t.Fatalf("action %d (%q), want %d", d.action, d.reason, tt.want)
+			}
+			if d.action == actStep && (len(d.work) != 1 || d.work[0].Name != "u0") {
+				t.Errorf("work %v, want u0 alone: no pod starts past the hold point", podNames(d.work))
+			}
+		})
+	}
+}

@@ -524,6 +524,8 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, n
 	next.StartedAt = now.UTC().Truncate(time.Second)
 	next.Phase, next.Message, next.Reason = PhaseProgressing, "", ""
 	next.AcceptedPods, next.AcceptedAll, next.HeldAt, next.Analysis = 0, false, 0, nil
+	// The new rollout counts its own pods updated, from none.
+	next.Reported = 0
 	return supersedeDecision{next: &next}
 }
 

@@ -132,6 +132,11 @@ func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, 
 	}
 	// The pods in flight, and the pods started now.
 	st.Updating = len(d.work)
+	if lock.Phase == PhaseHolding {
+		// A pod counted at the hold point is in flight again (unready for a while): the rollout
+		// still holds there, and says so.
+		st.Phase = PhaseHolding
+	}
 	st.Message = fmt.Sprintf("batch %d/%d: %d/%d pods updated, %d updating", st.Batch, st.Batches, st.Updated, st.Total, st.Updating)
 	if len(c.unhealthy) > 0 {
 		st.Message += "; " + unhealthyNote(c.unhealthy)

@@ -56,12 +56,16 @@ func TestUpdateChangesOnlyTheChangedContainer(t *testing.T) {
 	}
 	c := st.Containers[0]
 	app := cluster.ContainerStatus(after, "app")
-	if c.BeforeImage != appV1 || c.BeforeImageID != cluster.ContainerStatus(before, "app").ImageID || c.AfterImageID != app.ImageID || c.AfterImageID == c.BeforeImageID {
+	if c.BeforeImage != appV1 || c.BeforeImageID != cluster.ContainerStatus(before, "app").ImageID || app.ImageID == c.BeforeImageID {
 		t.Errorf("state container = %+v; status imageID %s", c, app.ImageID)
 	}
-	checkWrites(t, counter, ns, "p", "an update without a readiness gate", 2)
-	if reasons := eventReasons(t, ns, "p"); !slices.Contains(reasons, inplace.EventUpdating) || !slices.Contains(reasons, inplace.EventUpdated) {
-		t.Errorf("events %v, want %s and %s", reasons, inplace.EventUpdating, inplace.EventUpdated)
+	// The image patch is the update's one write: its end is judged from the pod.
+	if got := inplace.Judged(after, st, time.Now()); st.Stage != inplace.StageUpdating || got != inplace.StageUpdated {
+		t.Errorf("state stage %s, judged %s; want Updating as written, judged Updated", st.Stage, got)
+	}
+	checkWrites(t, counter, ns, "p", "an update without a readiness gate", 1)
+	if reasons := eventReasons(t, ns, "p"); !slices.Contains(reasons, inplace.EventUpdating) || slices.Contains(reasons, inplace.EventUpdated) {
+		t.Errorf("events %v, want %s and no %s: the update's end is not written", reasons, inplace.EventUpdating, inplace.EventUpdated)
 	}
 }
 
@@ -541,8 +545,9 @@ func killAndResume(t *testing.T, ns, name string, i int, kill killPoint) (out ki
 		return fail("app restarted %d times, want once", a.RestartCount-app.RestartCount)
 	case s.ContainerID != side.ContainerID:
 		return fail("sidecar restarted")
-	case st.Containers[0].AfterImageID != a.ImageID:
-		return fail("afterImageID %s, status %s", st.Containers[0].AfterImageID, a.ImageID)
+	case inplace.Judged(after, st, time.Now()) != inplace.StageUpdated || a.ImageID == st.Containers[0].BeforeImageID:
+		// Without a readiness gate the update's end is judged from the pod, never written.
+		return fail("judged %s, state %+v, status imageID %s", inplace.Judged(after, st, time.Now()), st, a.ImageID)
 	}
 	out.ok = true
 	return out
