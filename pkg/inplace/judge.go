@@ -15,16 +15,24 @@ import (
 // other state is at the stage it records. Whoever reads a state judges it through here: the
 // rollout that counts its pods, another rollout that finds the pod, a report.
 func Judged(pod *corev1.Pod, st *State, now time.Time) Stage {
+	stage, _ := JudgedReason(pod, st, now)
+	return stage
+}
+
+// JudgedReason is Judged with why, as the state's reason would say it had the end been written:
+// for a pod Updated while it fails as it did before the update, that it is reported and not
+// blamed on the new image; for one Failed, how it fails.
+func JudgedReason(pod *corev1.Pod, st *State, now time.Time) (Stage, string) {
 	if st.Stage != StageUpdating || hasReadinessGate(pod) {
-		return st.Stage
+		return st.Stage, st.Reason
 	}
 	switch p := Refresh(pod, st, Options{}, now); {
 	case p.Done:
-		return StageUpdated
+		return StageUpdated, p.Unhealthy
 	case p.Failed && p.Code != FailureDeadlineExceeded:
-		return StageFailed
+		return StageFailed, p.Reason
 	}
-	return StageUpdating
+	return StageUpdating, st.Reason
 }
 
 // over reports whether the update st records on pod, another rollout's, is over for a rollout

@@ -70,7 +70,8 @@ func PodRow(p *corev1.Pod, lock *Record, now time.Time) PodReport {
 	case lock != nil && st.RolloutID != lock.RolloutID && !slices.Contains(lock.Superseded, st.RolloutID):
 		r.Reason = fmt.Sprintf("last changed by an earlier rollout, %s (%s)", st.RolloutID, inplace.Judged(p, st, now))
 	default:
-		r.RolloutID, r.Stage, r.Reason, r.Containers = st.RolloutID, inplace.Judged(p, st, now), st.Reason, st.Containers
+		r.Stage, r.Reason = inplace.JudgedReason(p, st, now)
+		r.RolloutID, r.Containers = st.RolloutID, st.Containers
 		if r.Stage == inplace.StageUpdated {
 			r.Containers = ranImageIDs(p, st.Containers)
 		}
