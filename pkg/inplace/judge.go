@@ -1,6 +1,7 @@
 package inplace
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,4 +77,17 @@ func UpdatedAt(pod *corev1.Pod, st *State) time.Time {
 	}
 	// A pod Judged Updated is Ready: its Ready condition's last turn was to True.
 	return progressSince(pod, st)
+}
+
+// RanImageIDs is the containers of st with the AfterImageID of each, where st records none,
+// taken from the pod's status: an update without the readiness gate ends with no write, and
+// the pod reports what its new containers run.
+func RanImageIDs(pod *corev1.Pod, st *State) []ContainerState {
+	out := slices.Clone(st.Containers)
+	for i := range out {
+		if cs := containerStatus(pod, out[i].Name, out[i].Init); out[i].AfterImageID == "" && cs != nil {
+			out[i].AfterImageID = cs.ImageID
+		}
+	}
+	return out
 }

@@ -41,6 +41,9 @@ func TestAnUpdateWithoutGateIsWrittenOnce(t *testing.T) {
 	if writes != 1 || mustState(t, pod).Stage != StageUpdating {
 		t.Errorf("%d writes, state stage %s; want the image patch alone, Updating", writes, mustState(t, pod).Stage)
 	}
+	if got := RanImageIDs(pod, mustState(t, pod)); got[0].AfterImageID != pod.Status.ContainerStatuses[0].ImageID {
+		t.Errorf("RanImageIDs = %+v, want the imageID the new container runs", got)
+	}
 	if got := UpdatedAt(pod, mustState(t, pod)); !got.Equal(t0.Add(2 * time.Second)) {
 		t.Errorf("UpdatedAt = %s, want the new container's start, %s", got, t0.Add(2*time.Second))
 	}

@@ -551,19 +551,8 @@ func (e *Engine) finished(w workload.Workload, lock *Record, phase Phase, msg st
 	if phase == PhaseRolledBack {
 		st.Reason = Reason(lock.Reason)
 	}
-	now := e.now()
-	for _, p := range w.Pods() {
-		s, _ := inplace.ReadState(p)
-		if s == nil || s.RolloutID != lock.RolloutID {
-			continue
-		}
-		switch inplace.Judged(p, s, now) {
-		case inplace.StageUpdated:
-			st.Updated++
-		case inplace.StageRolledBack:
-			st.RolledBack++
-		}
-	}
+	stages := countStages(w, lock.RolloutID, e.now())
+	st.Updated, st.RolledBack = stages[inplace.StageUpdated], stages[inplace.StageRolledBack]
 	return st, 0, nil
 }
 

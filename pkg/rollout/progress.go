@@ -391,7 +391,7 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, fo
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
 	}
-	st.Updated = countUpdated(w, lock.RolloutID, e.now())
+	st.Updated = countStages(w, lock.RolloutID, e.now())[inplace.StageUpdated]
 	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages
 	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide",
 		reason, st.Updated, st.Total, w.Ref())
@@ -436,12 +436,13 @@ func unreadySince(p *corev1.Pod, t time.Time) bool {
 	return !p.CreationTimestamp.After(t)
 }
 
-// countUpdated counts the pods of w whose update by rollout is Judged Updated at now.
-func countUpdated(w workload.Observed, rollout string, now time.Time) int {
-	n := 0
+// countStages counts the pods of w that carry a state of rollout, by their stage as Judged at
+// now.
+func countStages(w workload.Observed, rollout string, now time.Time) map[inplace.Stage]int {
+	n := map[inplace.Stage]int{}
 	for _, p := range w.Pods() {
-		if s, _ := inplace.ReadState(p); s != nil && s.RolloutID == rollout && inplace.Judged(p, s, now) == inplace.StageUpdated {
-			n++
+		if s, _ := inplace.ReadState(p); s != nil && s.RolloutID == rollout {
+			n[inplace.Judged(p, s, now)]++
 		}
 	}
 	return n

@@ -73,30 +73,10 @@ func PodRow(p *corev1.Pod, lock *Record, now time.Time) PodReport {
 		r.Stage, r.Reason = inplace.JudgedReason(p, st, now)
 		r.RolloutID, r.Containers = st.RolloutID, st.Containers
 		if r.Stage == inplace.StageUpdated {
-			r.Containers = ranImageIDs(p, st.Containers)
+			r.Containers = inplace.RanImageIDs(p, st)
 		}
 	}
 	return r
-}
-
-// ranImageIDs is containers with the AfterImageID of each taken, when the state records none,
-// from the pod's status: an update without the readiness gate ends with no write, and the pod
-// reports what its new containers run.
-func ranImageIDs(p *corev1.Pod, containers []inplace.ContainerState) []inplace.ContainerState {
-	out := slices.Clone(containers)
-	for i := range out {
-		if out[i].AfterImageID != "" {
-			continue
-		}
-		statuses := p.Status.ContainerStatuses
-		if out[i].Init {
-			statuses = p.Status.InitContainerStatuses
-		}
-		if j := slices.IndexFunc(statuses, func(cs corev1.ContainerStatus) bool { return cs.Name == out[i].Name }); j >= 0 {
-			out[i].AfterImageID = statuses[j].ImageID
-		}
-	}
-	return out
 }
 
 // RolloutContainers are the containers that matter to the rollout on a pod without its state:
