@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/gob"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -89,7 +90,9 @@ func report(ctx context.Context, args []string) error {
 	burst := fs.Int("burst", clientBurst, "requests allowed in a burst above -qps, to every driver in the main table")
 	reps := fs.Int("repetitions", 5, "times each approach is measured at each size, interleaved: the report gives each figure's median and range")
 	seed := fs.Uint64("seed", 1, "seed of the order the approaches are measured in, shuffled for each repetition and size")
-	defaults := fs.Bool("defaults", true, "also measure each component at its own default rate limit, on a second control plane")
+	mainTable := fs.Bool("main", true, "measure the main table: every driver at -qps and -burst")
+	defaults := fs.Bool("defaults", true, "measure each component at its own default rate limit, on a control plane of its own")
+	from := fs.String("from", "", "write the report from the results runs saved (each run's -work directory's "+savedResults+", comma-separated: the tables of -main=false and -defaults=false runs merge), measuring nothing")
 	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, inplace-rollout-gated, inplace-rollout-window, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -120,6 +123,16 @@ func report(ctx context.Context, args []string) error {
 		return fmt.Errorf("finding this command's binary for the floor loop: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *from != "" {
+		r, err := loadResults(strings.Split(*from, ","))
+		if err != nil {
+			return err
+		}
+		return write(ctx, r, cliPath, *out, *only != "", log)
+	}
+	if !*mainTable && !*defaults {
+		return fmt.Errorf("-main=false -defaults=false: nothing to measure")
+	}
 	profile := filepath.Join(*work, "inplace-rollout-cpu.pprof")
 	r := &benchreport.Report{
 		Date:        time.Now(),
@@ -132,11 +145,14 @@ func report(ctx context.Context, args []string) error {
 		Repetitions: *reps,
 		Seed:        *seed,
 	}
-	passes := []pass{{limits: benchreport.EqualLimits, qps: *qps, burst: *burst}}
+	var passes []pass
+	if *mainTable {
+		passes = append(passes, pass{limits: benchreport.EqualLimits, qps: *qps, burst: *burst})
+	}
 	if *defaults {
 		passes = append(passes, pass{limits: benchreport.DefaultLimits})
 	}
-	for i, p := range passes {
+	for _, p := range passes {
 		b := &benchreport.Bench{
 			CLI: cliPath, Limits: p.limits, ClientQPS: clientQPS, ClientBurst: clientBurst,
 			FloorCommand: []string{self, "floor", "-qps", strconv.Itoa(clientQPS), "-burst", strconv.Itoa(clientBurst)},
@@ -152,7 +168,7 @@ func report(ctx context.Context, args []string) error {
 			b.Approaches = []benchreport.Approach{benchreport.InPlace, benchreport.FloorLoop,
 				benchreport.StatefulSetRolling, benchreport.DeploymentRolling, benchreport.CloneSetInPlace}
 		}
-		if i == 0 {
+		if p.limits == benchreport.EqualLimits {
 			b.ProfileFile = profile
 		}
 		if *only != "" {
@@ -167,11 +183,70 @@ func report(ctx context.Context, args []string) error {
 		if skipped != "" {
 			r.CloneSetSkipped = skipped
 		}
+		// What was measured outlives a later failure: -from writes the report from it.
+		if serr := saveResults(filepath.Join(*work, savedResults), r); serr != nil && err == nil {
+			err = serr
+		}
 		if err != nil {
 			return err
 		}
 	}
 	return write(ctx, r, cliPath, *out, *only != "", log)
+}
+
+// savedResults is the file in the -work directory that keeps a run's results, pass by pass.
+const savedResults = "results.gob"
+
+func saveResults(path string, r *benchreport.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("saving the results: %w", err)
+	}
+	if err := gob.NewEncoder(f).Encode(r); err != nil {
+		f.Close()
+		return fmt.Errorf("saving the results to %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// loadResults reads the results runs saved and merges them: the first file's report, with
+// every file's results and rate limits.
+func loadResults(paths []string) (*benchreport.Report, error) {
+	var merged *benchreport.Report
+	for _, path := range paths {
+		r, err := loadResult(path)
+		if err != nil {
+			return nil, err
+		}
+		if merged == nil {
+			merged = r
+			continue
+		}
+		merged.Results = append(merged.Results, r.Results...)
+		for limits, l := range r.RateLimits {
+			merged.RateLimits[limits] = l
+		}
+		if merged.Profile == "" {
+			merged.Profile, merged.ProfileFile = r.Profile, r.ProfileFile
+		}
+		if merged.CloneSetSkipped == "" {
+			merged.CloneSetSkipped = r.CloneSetSkipped
+		}
+	}
+	return merged, nil
+}
+
+func loadResult(path string) (*benchreport.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading saved results: %w", err)
+	}
+	defer f.Close()
+	r := &benchreport.Report{}
+	if err := gob.NewDecoder(f).Decode(r); err != nil {
+		return nil, fmt.Errorf("reading saved results from %s: %w", path, err)
+	}
+	return r, nil
 }
 
 // settings are the report's settings that are not rate limits.
@@ -251,6 +326,7 @@ func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, size
 		return nil, "", fmt.Errorf("building a dynamic client: %w", err)
 	}
 	b.Client, b.Config, b.Kubeconfig = c.Client, c.Config, c.Kubeconfig
+	b.Serving = c.Sim.Serving
 	kcm, ok1 := c.PID("kube-controller-manager")
 	apiserver, ok2 := c.PID("kube-apiserver")
 	etcd, ok3 := c.PID("etcd")

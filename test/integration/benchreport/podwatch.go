@@ -11,24 +11,39 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
-// podWatch follows a namespace's pods through a watch, so that waiting for a rollout's end
-// costs the apiserver nothing but that watch.
+// podWatch follows a namespace's pods and EndpointSlices through watches, so that waiting for a
+// rollout's end costs the apiserver nothing but those watches, and records when each pod turned
+// Ready or not and in or out of its Service's EndpointSlices.
 type podWatch struct {
 	lister listersv1.PodLister
+	// ready records each pod's turns Ready and not.
+	ready     *presence
+	endpoints *endpoints
 }
 
 func watchPods(ctx context.Context, client kubernetes.Interface, namespace string) (*podWatch, error) {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace))
-	lister := f.Core().V1().Pods().Lister()
+	w := &podWatch{lister: f.Core().V1().Pods().Lister(), ready: newPresence()}
+	if _, err := f.Core().V1().Pods().Informer().AddEventHandler(podHandler(w.ready)); err != nil {
+		return nil, fmt.Errorf("watching pods of namespace %s: %w", namespace, err)
+	}
+	slices := f.Discovery().V1().EndpointSlices()
+	w.endpoints = &endpoints{lister: slices.Lister(), listed: newPresence(), ready: map[string]map[string]types.UID{}}
+	if _, err := slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: w.endpoints.sync, UpdateFunc: func(_, obj any) { w.endpoints.sync(obj) }, DeleteFunc: w.endpoints.sync,
+	}); err != nil {
+		return nil, fmt.Errorf("watching EndpointSlices of namespace %s: %w", namespace, err)
+	}
 	f.Start(ctx.Done())
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return nil, fmt.Errorf("watching pods of namespace %s: the %v cache did not sync", namespace, typ)
 		}
 	}
-	return &podWatch{lister: lister}, nil
+	return w, nil
 }
 
 // pods lists the pods labelled app=app.

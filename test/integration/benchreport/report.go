@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // The goals the report checks its numbers against (issue: overhead at most 10% over the floor,
@@ -73,11 +74,16 @@ func Render(w io.Writer, r *Report) error {
 		b.WriteString("above say which clients each component gives it to).\n\n")
 	}
 	writeResults(&b, r, EqualLimits)
+	writeUnavailability(&b, r)
 	if len(r.sizes(DefaultLimits)) > 0 {
 		b.WriteString("\n## Each component at its own default rate limit\n\n")
 		b.WriteString("Labelled as such: each driver at the rate limit it has when no flag sets one (the settings above), on a\n")
 		b.WriteString("control plane of its own, started after the main table's. What a user who changes no flag gets; the\n")
-		b.WriteString("rate limits differ, so these wall times do not compare the approaches' engines.\n\n")
+		b.WriteString("rate limits differ, so these wall times do not compare the approaches' engines.")
+		if reps := r.repetitions(DefaultLimits); reps != r.Repetitions {
+			fmt.Fprintf(&b, " %d repetitions of each approach at each size, interleaved as in the main table.", reps)
+		}
+		b.WriteString("\n\n")
 		writeResults(&b, r, DefaultLimits)
 	}
 
@@ -165,6 +171,65 @@ func writeResults(b *strings.Builder, r *Report, limits Limits) {
 				r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.DriverPeakRSSKiB) / 1024 }).format(0),
 				r.spread(limits, ap.a, n, func(res Result) float64 { return res.APIServerCPU }).format(1),
 				r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.Recreated) }).format(0))
+		}
+	}
+}
+
+// repetitions is how many repetitions the rows measured at limits had: the most of any row.
+func (r *Report) repetitions(limits Limits) int {
+	n := 0
+	for _, res := range r.Results {
+		if res.Limits == limits {
+			n = max(n, res.Rep)
+		}
+	}
+	return n
+}
+
+// writeUnavailability writes, for the rows of the main table, what users of the workload felt:
+// the per-pod times out and the failed requests.
+func writeUnavailability(b *strings.Builder, r *Report) {
+	if !slices.ContainsFunc(r.Results, func(res Result) bool { return res.NotReady != nil }) {
+		return
+	}
+	b.WriteString("\n## What users feel\n\n")
+	b.WriteString("Per pod, how long it was not Ready, and how long no EndpointSlice of its Service (a headless Service per\n")
+	b.WriteString("workload, its slices kept by kube-controller-manager's EndpointSlice controller) listed it ready, from the\n")
+	b.WriteString("rollout's first write until the slices listed every pod ready again, as the benchmark's watches saw the\n")
+	b.WriteString("changes. A recreated StatefulSet pod counts from its deletion until its successor of the same name is back;\n")
+	b.WriteString("a Deployment's new pods have new names, so its pods leaving are paired, in order of time, with its new\n")
+	fmt.Fprintf(b, "pods coming in. Meanwhile a load of %d requests/s goes to the Service's pods in turn, as kube-proxy routes\n", loadRPS)
+	fmt.Fprintf(b, "them: to the pods the slices listed ready when it last synced (every %s, kube-proxy's least sync\n", proxySync)
+	b.WriteString("period). A request fails when it reaches a pod the simulated kubelet does not run Ready at that instant (its\n")
+	b.WriteString("container stopped for the new image, or the pod deleted), or when no pod is listed. The simulated\n")
+	b.WriteString("kubelet stops a container when it sees its image change or its pod deleted, at once, as an app without a\n")
+	b.WriteString("preStop hook that stops listening on SIGTERM. Each figure is the median over the repetitions of that\n")
+	b.WriteString("rollout's statistic (p50, p99, max over its pods), with the range; seconds.\n\n")
+	b.WriteString("| approach | pods | not Ready p50 | p99 | max | out of the slices p50 | p99 | max | requests failed | of those sent |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	notReady := func(res Result) []time.Duration { return res.NotReady }
+	out := func(res Result) []time.Duration { return res.OutOfSlice }
+	p50 := func(q Quantiles) time.Duration { return q.P50 }
+	p99 := func(q Quantiles) time.Duration { return q.P99 }
+	most := func(q Quantiles) time.Duration { return q.Max }
+	failedShare := func(res Result) float64 {
+		if res.Sent == 0 {
+			return 0
+		}
+		return 100 * float64(res.Failed) / float64(res.Sent)
+	}
+	for _, n := range r.sizes(EqualLimits) {
+		for _, ap := range approaches {
+			if len(r.samples(EqualLimits, ap.a, n)) == 0 {
+				continue
+			}
+			q := func(ds func(Result) []time.Duration, pick func(Quantiles) time.Duration) string {
+				return r.spread(EqualLimits, ap.a, n, func(res Result) float64 { return pick(quantilesOf(ds(res))).Seconds() }).format(2)
+			}
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s%% |\n", ap.a, n,
+				q(notReady, p50), q(notReady, p99), q(notReady, most), q(out, p50), q(out, p99), q(out, most),
+				r.spread(EqualLimits, ap.a, n, func(res Result) float64 { return float64(res.Failed) }).format(0),
+				r.spread(EqualLimits, ap.a, n, failedShare).format(2))
 		}
 	}
 }

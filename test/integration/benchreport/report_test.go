@@ -62,6 +62,20 @@ func sampleReport() *Report {
 						DriverCPU: cpu, DriverPeakRSSKiB: 64 * 1024, APIServerCPU: 2 * cpu, Recreated: recreated,
 						CPU:   map[string]float64{CPUAPIServer: 2 * cpu, CPUEtcd: cpu / 2, CPUControllerManager: 0.1 * f, CPUBench: f},
 						Calls: map[Call]int{{"kubelet-simulator", "pods/status", "patch"}: 2 * n, {"benchreport", nonResource, "get"}: 2}}
+					// Per pod, out for a second per recreated pod, a tenth of one in place;
+					// one pod in ten out twice as long; a request in a thousand fails.
+					out := time.Duration(float64(time.Second) * j)
+					if recreated == 0 {
+						out /= 10
+					}
+					for i := range n {
+						d := out
+						if i%10 == 9 {
+							d *= 2
+						}
+						res.NotReady, res.OutOfSlice = append(res.NotReady, d), append(res.OutOfSlice, d+out/2)
+					}
+					res.Sent, res.Failed = int(wall*1000), int(wall*j)
 					client := sampleClients[a]
 					switch a {
 					case StatefulSetRolling, DeploymentRolling:

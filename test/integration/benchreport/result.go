@@ -92,6 +92,15 @@ type Result struct {
 	Calls map[Call]int
 	// Recreated is how many pods ended with a UID they did not start with.
 	Recreated int
+	// NotReady and OutOfSlice are, per pod and sorted, how long it was not Ready and how long no
+	// EndpointSlice of its Service listed it ready, from the rollout's first write until the
+	// slices listed every pod ready again (outTimes: a Deployment's leaving pods are paired in
+	// order with its new ones).
+	NotReady, OutOfSlice []time.Duration
+	// Sent and Failed count the simulated requests of the load on the workload's Service over
+	// that time, and those that reached a pod not serving or found no pod listed (startLoad);
+	// none without Bench.Serving.
+	Sent, Failed int
 }
 
 // RequestsPerSecond is the apiserver's request rate over the rollout.

@@ -48,6 +48,10 @@ type Bench struct {
 	// AuditLog, when set, is kube-apiserver's audit log of every request, which the bench
 	// truncates before each rollout and reads after (cluster.Options.AuditEveryone).
 	AuditLog string
+	// Serving, when set, says whether a pod would answer a request now (the simulated kubelet's
+	// kubeletsim.Simulator.Serving): every rollout then runs under a request load on its
+	// workload's Service (startLoad), and its result counts the requests that failed.
+	Serving func(types.UID) bool
 	// kruisePID is kruise-manager's process ID while it runs.
 	kruisePID int
 	// StartKruise starts kruise-manager, returning once it is ready to measure (its set-up
@@ -278,10 +282,16 @@ func (s *sizeRun) ensure(ctx context.Context, app string, create func() error) e
 	if s.versions[app] > 0 {
 		return nil
 	}
+	if err := s.createService(ctx, app); err != nil {
+		return err
+	}
 	if err := create(); err != nil {
 		return err
 	}
 	if err := s.w.waitAllOn(ctx, app, s.n, imageV1, s.Timeout); err != nil {
+		return fmt.Errorf("creating the %d pods app=%s in %s: %w", s.n, app, s.ns, err)
+	}
+	if err := s.w.endpoints.waitAllListed(ctx, app, s.n, s.Timeout); err != nil {
 		return fmt.Errorf("creating the %d pods app=%s in %s: %w", s.n, app, s.ns, err)
 	}
 	s.versions[app] = 1
@@ -415,6 +425,11 @@ func (s *sizeRun) measured(ctx context.Context, a Approach, app, image string, r
 			return Result{}, err
 		}
 	}
+	var ld *load
+	if s.Serving != nil {
+		ld = s.w.endpoints.startLoad(ctx, app, s.Serving)
+		defer ld.cancel()
+	}
 	start := time.Now()
 	driver, usage, err := rollout()
 	wall := time.Since(start)
@@ -422,12 +437,23 @@ func (s *sizeRun) measured(ctx context.Context, a Approach, app, image string, r
 		return Result{}, fmt.Errorf("%s: %w", a, err)
 	}
 	// Every approach is done only when every pod runs the image; the command and the loop
-	// wait for that themselves.
+	// wait for that themselves. What users feel lasts until the Service lists every pod again.
 	if err := s.w.waitAllOn(ctx, app, s.n, image, 10*time.Second); err != nil {
 		return Result{}, fmt.Errorf("%s finished, but: %w", a, err)
 	}
+	if err := s.w.endpoints.waitAllListed(ctx, app, s.n, 10*time.Second); err != nil {
+		return Result{}, fmt.Errorf("%s finished, but: %w", a, err)
+	}
+	end := time.Now()
 	r := Result{Approach: a, Pods: s.n, Limits: s.Limits, Rep: s.rep, Wall: wall, Driver: driver,
 		DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB}
+	if ld != nil {
+		r.Sent, r.Failed = ld.stop()
+	}
+	// A Deployment's new pods have new names: each pod leaving is paired with one coming in.
+	paired := a == DeploymentRolling
+	r.NotReady = s.w.ready.outTimes(app, start, end, paired)
+	r.OutOfSlice = s.w.endpoints.listed.outTimes(app, start, end, paired)
 	if s.AuditLog != "" {
 		if r.Calls, err = audit.calls(); err != nil {
 			return Result{}, err

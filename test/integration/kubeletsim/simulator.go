@@ -279,6 +279,27 @@ func (s *Simulator) SetTraffic(on bool) {
 	s.log.Info("traffic", "enabled", on)
 }
 
+// Serving reports whether the pod uid would answer a request now: the simulator runs it and
+// every one of its containers runs Ready, none being stopped. It is the truth the API lags
+// behind: a container whose image changed stops when the simulator sees the change, before the
+// pod's status says so, and a deleted pod stops when the simulator sees the deletion.
+func (s *Simulator) Serving(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pods[uid]
+	if p == nil || len(p.containers) == 0 {
+		return false
+	}
+	for _, sims := range []map[string]*containerSim{p.containers, p.sidecars} {
+		for _, c := range sims {
+			if c.phase != phaseReady {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (s *Simulator) forget(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

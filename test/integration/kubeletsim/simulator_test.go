@@ -236,3 +236,39 @@ func TestStatusRightAfterAnImagePatch(t *testing.T) {
 		t.Errorf("after the stop delay: %+v; want the old container stopped, the pod not Ready", cs)
 	}
 }
+
+// TestServing: a pod serves while its container runs Ready; it stops at once when the
+// simulator sees its image change, though the status it reports stays Ready through the stop
+// delay, and serves again once the new container is Ready; a pod the simulator does not run
+// serves nothing.
+func TestServing(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tm := testTimings
+	tm.stop = time.Second
+	pod := podOn("web-0", "sim-node-0", "")
+	p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
+	s := &Simulator{pods: map[k8stypes.UID]*podSim{pod.UID: p}}
+	reg := &registry{}
+	steps := []struct {
+		at      time.Duration
+		image   string
+		serving bool
+	}{
+		{0, "registry.example/app:v1", false},               // pulling
+		{time.Second, "registry.example/app:v1", true},      // Ready
+		{2 * time.Second, "registry.example/app:v2", false}, // stopping, still reported Ready
+		{3 * time.Second, "registry.example/app:v2", false}, // pulling v2
+		{5 * time.Second, "registry.example/app:v2", true},  // v2 Ready
+	}
+	for _, step := range steps {
+		pod.Spec.Containers[0].Image = step.image
+		status, _ := p.sync(pod, t0.Add(step.at), tm, reg)
+		pod.Status = status
+		if got := s.Serving(pod.UID); got != step.serving {
+			t.Errorf("at %s on %s: Serving = %v, want %v (status %+v)", step.at, step.image, got, step.serving, status.ContainerStatuses)
+		}
+	}
+	if s.Serving("no-such-pod") {
+		t.Error("Serving of a pod the simulator does not run = true, want false")
+	}
+}

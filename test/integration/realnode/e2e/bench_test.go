@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -19,8 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/gate"
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/benchstat"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/realnode"
+	"github.com/inplace-rollout/inplace-rollout/test/integration/realnode/loadgen"
 )
 
 // The client rate limit kube-controller-manager runs with in this cluster: its defaults
@@ -36,14 +42,38 @@ type approach struct {
 	Name    string
 	InPlace bool // the CLI in place; else the StatefulSet controller's RollingUpdate
 	PreStop bool // lifecycle.preStop.sleep 2 s on the app container
+	// Gated pods declare the readiness gate inplace-rollout.io/ready, which the project's gate
+	// controller sets True on new pods; the CLI drains each pod through it, gateGrace before
+	// its patch.
+	Gated bool
 }
 
 var approaches = []approach{
-	{"in place (CLI)", true, false},
-	{"RollingUpdate (recreate)", false, false},
-	{"in place (CLI), preStop 2 s", true, true},
-	{"RollingUpdate (recreate), preStop 2 s", false, true},
+	{"in place (CLI)", true, false, false},
+	{"RollingUpdate (recreate)", false, false, false},
+	{"in place (CLI), readiness gate", true, false, true},
+	{"RollingUpdate (recreate), readiness gate", false, false, true},
+	{"in place (CLI), preStop 2 s", true, true, false},
+	{"RollingUpdate (recreate), preStop 2 s", false, true, false},
 }
+
+// variant is what a StatefulSet's pods declare beyond the template: a preStop hook, or the
+// readiness gate. Each variant has a StatefulSet of its own.
+type variant struct{ preStop, gated bool }
+
+var variants = []variant{{}, {gated: true}, {preStop: true}}
+
+// gateGrace is the CLI's --grace for gated pods: the time between the drain and the patch, for
+// the EndpointSlice to drop the pod and kube-proxy (or the load generator, loadRefresh) to sync.
+const gateGrace = "2s"
+
+// The load on the Service during each rollout: loadRPS requests a second, in turn to the pods
+// the EndpointSlices listed ready when the load generator last synced, every loadRefresh, as
+// kube-proxy syncs at most once a second by default (--iptables-min-sync-period).
+const (
+	loadRPS     = 200
+	loadRefresh = time.Second
+)
 
 // rolloutResult is what one rollout measured.
 type rolloutResult struct {
@@ -51,6 +81,9 @@ type rolloutResult struct {
 	out       []time.Duration // per pod: time out of the Service's EndpointSlice (not ready or absent)
 	wall      time.Duration   // the CLI's run, or the template change to every pod Ready on the new image
 	recreated int             // pods with a new UID afterwards
+	// sent and failed are the load's requests during the rollout, and those with no answer
+	// (refused, reset, timed out) or an answer other than 200.
+	sent, failed int
 }
 
 // BenchmarkRealNode rolls a new image out to the N pods of one StatefulSet on the real node, R
@@ -63,8 +96,8 @@ func BenchmarkRealNode(b *testing.B) {
 	n, runs := benchstat.EnvCount(b, "INPLACE_ROLLOUT_REAL_NODE_PODS", 100), benchstat.EnvCount(b, "INPLACE_ROLLOUT_REAL_NODE_RUNS", 3)
 	results := map[approach][]rolloutResult{}
 	for range b.N {
-		for _, preStop := range []bool{false, true} {
-			benchStatefulSet(b, n, runs, preStop, results)
+		for _, v := range variants {
+			benchStatefulSet(b, n, runs, v, results)
 		}
 	}
 	report := benchReport(b, n, runs, results)
@@ -87,14 +120,17 @@ func BenchmarkRealNode(b *testing.B) {
 // (keyed by pod UID and image, counting in-place starts) never delays a measured start. The
 // in-place target alternates because the CLI takes a run with the spec of the rollout it last
 // finished on the workload for that rollout, done.
-func benchStatefulSet(b *testing.B, n, runs int, preStop bool, results map[approach][]rolloutResult) {
+func benchStatefulSet(b *testing.B, n, runs int, v variant, results map[approach][]rolloutResult) {
 	b.Helper()
 	ns := env.Namespace(b)
 	createService(b, ns, "web")
-	createBenchStatefulSet(b, ns, "web", n, preStop)
+	if v.gated {
+		startGateController(b, ns, "web")
+	}
+	createBenchStatefulSet(b, ns, "web", n, v)
 	for r := range runs {
 		for _, a := range approaches {
-			if a.PreStop != preStop {
+			if a.PreStop != v.preStop || a.Gated != v.gated {
 				continue
 			}
 			tag := "v3"
@@ -102,9 +138,9 @@ func benchStatefulSet(b *testing.B, n, runs int, preStop bool, results map[appro
 				tag = []string{"v2", "v1"}[r%2]
 			}
 			res := rollout(b, ns, "web", n, a, tag)
-			b.Logf("%s, run %d of %d: wall %s, p50 to Ready %.2f s, p50 out of the EndpointSlice %.2f s, %d pods recreated",
+			b.Logf("%s, run %d of %d: wall %s, p50 to Ready %.2f s, p50 out of the EndpointSlice %.2f s, %d pods recreated, %d of %d requests failed",
 				a.Name, r+1, runs, res.wall.Round(time.Millisecond), benchstat.Percentile(benchstat.Seconds(res.toReady), 50),
-				benchstat.Percentile(benchstat.Seconds(res.out), 50), res.recreated)
+				benchstat.Percentile(benchstat.Seconds(res.out), 50), res.recreated, res.failed, res.sent)
 			results[a] = append(results[a], res)
 		}
 	}
@@ -119,10 +155,18 @@ func benchStatefulSet(b *testing.B, n, runs int, preStop bool, results map[appro
 func rollout(b *testing.B, ns, name string, n int, a approach, tag string) rolloutResult {
 	b.Helper()
 	rec := startRecording(b, ns, name, n, digest(b, tag))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gen, err := loadgen.Start(ctx, loadgen.Config{Subnet: netip.MustParsePrefix(realnode.Subnet), RPS: loadRPS, Refresh: loadRefresh, Targets: rec.targets})
+	must(b, err, "starting the load on Service %s/%s", ns, name)
 	start := time.Now()
 	if a.InPlace {
-		r := run(b, "run", "-n", ns, "--target", "statefulset/"+name, "--image", "app="+image(tag), "--batches", "100%",
-			"--max-unavailable", "1", "--kube-api-qps", controllerQPS, "--kube-api-burst", controllerBurst, "--timeout", "5m")
+		args := []string{"run", "-n", ns, "--target", "statefulset/" + name, "--image", "app=" + image(tag), "--batches", "100%",
+			"--max-unavailable", "1", "--kube-api-qps", controllerQPS, "--kube-api-burst", controllerBurst, "--timeout", "5m"}
+		if a.Gated {
+			args = append(args, "--grace", gateGrace)
+		}
+		r := run(b, args...)
 		if r.Code != 0 {
 			b.Fatalf("run %s: %s", tag, r)
 		}
@@ -136,11 +180,30 @@ func rollout(b *testing.B, ns, name string, n int, a approach, tag string) rollo
 	}
 	wall := time.Since(start)
 	res := rec.stop(b, time.Duration(n)*20*time.Second+2*time.Minute)
+	load := gen.Stop()
 	if !a.InPlace {
 		wall = res.last.Sub(start)
 	}
 	waitSettled(b, ns, name, n)
-	return rolloutResult{toReady: res.toReady, out: res.out, wall: wall, recreated: res.recreated}
+	return rolloutResult{toReady: res.toReady, out: res.out, wall: wall, recreated: res.recreated,
+		sent: load.Sent, failed: load.Sent - load.Codes[http.StatusOK]}
+}
+
+// startGateController runs the project's readiness gate controller (pkg/gate) in this process
+// for the pods app=app of ns until the benchmark ends.
+func startGateController(b *testing.B, ns, app string) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- gate.Run(ctx, env.Client, gate.Options{Namespace: ns, Selector: "app=" + app})
+	}()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("the gate controller of %s: %v", ns, err)
+		}
+	})
 }
 
 // createService creates a ClusterIP Service selecting app=name.
@@ -156,12 +219,15 @@ func createService(b *testing.B, ns, name string) {
 
 // createBenchStatefulSet creates a StatefulSet of n template pods on the real node, with the
 // default RollingUpdate strategy (maxUnavailable 1), and waits until all are Ready.
-func createBenchStatefulSet(b *testing.B, ns, name string, n int, preStop bool) {
+func createBenchStatefulSet(b *testing.B, ns, name string, n int, v variant) {
 	b.Helper()
 	labels := map[string]string{"app": name}
 	tmpl := template(labels)
-	if preStop {
+	if v.preStop {
 		tmpl.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 2}}}
+	}
+	if v.gated {
+		tmpl.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: inplace.ReadinessGate}}
 	}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -236,6 +302,13 @@ func startRecording(b *testing.B, ns, app string, n int, digest string) *recordi
 	rec.eps.reset()
 	rec.mu.Unlock()
 	return rec
+}
+
+// targets are the addresses of the pods the Service's EndpointSlices list ready now.
+func (rec *recording) targets() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.eps.targets()
 }
 
 // follow feeds every event of a watch to observe, under the recording's lock, until ctx ends; a
@@ -350,10 +423,22 @@ type endpointClock struct {
 	slices map[string]map[string]bool // slice name -> pod name -> endpoint ready
 	since  map[string]time.Time       // pods out now, since when
 	out    map[string]time.Duration
+	addrs  map[string]string // pod name -> its endpoint's address, as last listed
 }
 
 func newEndpointClock() *endpointClock {
-	return &endpointClock{slices: map[string]map[string]bool{}, since: map[string]time.Time{}, out: map[string]time.Duration{}}
+	return &endpointClock{slices: map[string]map[string]bool{}, since: map[string]time.Time{}, out: map[string]time.Duration{}, addrs: map[string]string{}}
+}
+
+// targets are the addresses of the pods listed ready now, as kube-proxy would route to.
+func (c *endpointClock) targets() []string {
+	var out []string
+	for name, addr := range c.addrs {
+		if c.ready(name) {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 func (c *endpointClock) observe(s *discoveryv1.EndpointSlice, deleted bool, at time.Time) {
@@ -361,6 +446,9 @@ func (c *endpointClock) observe(s *discoveryv1.EndpointSlice, deleted bool, at t
 	for _, e := range s.Endpoints {
 		if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
 			pods[e.TargetRef.Name] = pods[e.TargetRef.Name] || (e.Conditions.Ready != nil && *e.Conditions.Ready)
+			if len(e.Addresses) > 0 {
+				c.addrs[e.TargetRef.Name] = e.Addresses[0]
+			}
 		}
 	}
 	affected := c.slices[s.Name]
@@ -446,7 +534,14 @@ func benchReport(b *testing.B, n, runs int, results map[approach][]rolloutResult
 	fmt.Fprintf(&s, "- **RollingUpdate (recreate)**: the template's image changed; kube-controller-manager's StatefulSet controller deletes "+
 		"and recreates one pod at a time (maxUnavailable 1, its default; a larger maxUnavailable needs the MaxUnavailableStatefulSet "+
 		"feature gate, alpha and off in this cluster's v1.34, so no second pair was measured);\n")
-	fmt.Fprintf(&s, "- each again with `lifecycle.preStop.sleep.seconds: 2` on the app container, on a second StatefulSet.\n\n")
+	fmt.Fprintf(&s, "- each again on a second StatefulSet whose pods declare the readiness gate `inplace-rollout.io/ready`, the project's gate "+
+		"controller (pkg/gate, in the benchmark's process) setting it True on each new pod: in place, the CLI with `--grace %s` drains "+
+		"each pod through the gate (False, so it leaves the EndpointSlice) and patches it %s later;\n", gateGrace, gateGrace)
+	fmt.Fprintf(&s, "- each again with `lifecycle.preStop.sleep.seconds: 2` on the app container, on a third StatefulSet.\n\n")
+	fmt.Fprintf(&s, "During every rollout a load of %d requests/s goes to the Service's pods from the host, over the node's bridge, in turn "+
+		"to the pods its EndpointSlices listed ready when the load generator last synced (every %s, as kube-proxy syncs at most once "+
+		"a second by default); a request fails when it gets no answer within 1 s (refused, reset, timed out) or an answer other than 200.\n\n",
+		loadRPS, loadRefresh)
 	fmt.Fprintf(&s, "Each run updates in place (to v2, then v1, alternately; the same size), then recreates on v3: every pod starts "+
 		"each image once per pod UID, so the kubelet's crash back-off (keyed by pod UID and image; in-place starts count) never "+
 		"delays a measured start. The app images are already on the node, but for the first pod of the first run to each tag. "+
@@ -472,9 +567,20 @@ func benchReport(b *testing.B, n, runs int, results map[approach][]rolloutResult
 		"Per pod, the sum of the intervals during the rollout in which no EndpointSlice of the Service lists it ready "+
 			"(not ready, terminating, or absent), as the EndpointSlice controller wrote them.",
 		func(r rolloutResult) []time.Duration { return r.out })
-	fmt.Fprintf(&s, "It shows how long the Service stops sending each pod new traffic. It is no measure of errors: in place, without "+
-		"the readiness gate (these pods have none), a pod stays listed ready while its old container runs the preStop hook and "+
-		"stops, so requests can still reach a stopping container, where a pod being deleted leaves the list at once.\n\n")
+	fmt.Fprintf(&s, "It shows how long the Service stops sending each pod new traffic. It is no measure of errors (next table): in place, "+
+		"without the readiness gate, a pod stays listed ready while its old container runs the preStop hook and stops, so requests "+
+		"can still reach a stopping container, where a pod being deleted leaves the list at once.\n\n")
+	fmt.Fprintf(&s, "## Requests under load\n\nThe load's requests during each rollout and those that failed.\n\n"+
+		"| approach | requests sent | failed | failed %% |\n| --- | --- | --- | --- |\n")
+	for _, a := range approaches {
+		var sent, failed, share []float64
+		for _, r := range results[a] {
+			sent, failed = append(sent, float64(r.sent)), append(failed, float64(r.failed))
+			share = append(share, 100*float64(r.failed)/float64(max(r.sent, 1)))
+		}
+		fmt.Fprintf(&s, "| %s | %s | %s | %s |\n", a.Name, benchstat.Of(sent).Cell(0), benchstat.Of(failed).Cell(0), benchstat.Of(share).Cell(2))
+	}
+	s.WriteString("\n")
 
 	fmt.Fprintf(&s, "## Whole rollout: wall time for %d pods\n\n"+
 		"In place, the CLI's run from start to exit (it ends once every pod is updated and the StatefulSet is finalized); recreate, "+
