@@ -29,7 +29,7 @@ func NextAdopt(pod *corev1.Pod, a Adoption, now time.Time) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
-	if st != nil && !Judged(pod, st, now).Terminal() {
+	if st != nil && !Over(pod, st, now) {
 		return Step{}, &IneligibleError{Pod: pod.Namespace + "/" + pod.Name, Reason: fmt.Sprintf("rollout %q is updating it (stage %s)", st.RolloutID, st.Stage)}
 	}
 	next := &State{RolloutID: a.RolloutID, StartedAt: stageTime(now)}

@@ -63,4 +63,15 @@ func TestNextAdoptLeavesPodsAloneThatNeedNothingOrAreBusy(t *testing.T) {
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `rollout "other" is updating it`) {
 		t.Errorf("pod mid-update: err %v, want it refused naming the other rollout", err)
 	}
+
+	// The kubelet acted on that update: its new container runs, not Ready. The update is over
+	// (Over): the pod is down, not busy, and is adopted.
+	st.Containers[0].FromContainerID = busy.Status.ContainerStatuses[0].ContainerID
+	busy.Annotations = map[string]string{StateAnnotation: st.encode()}
+	runsV2(busy, t0)
+	busy.Status.ContainerStatuses[0].Ready = false
+	s, err = NextAdopt(busy, a, t0.Add(time.Second))
+	if err != nil || s.Patch == nil || s.Stage != StageUpdated {
+		t.Errorf("pod whose other update took, not Ready: step %+v, err %v; want it adopted", s, err)
+	}
 }

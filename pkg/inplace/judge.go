@@ -36,12 +36,12 @@ func JudgedReason(pod *corev1.Pod, st *State, now time.Time) (Stage, string) {
 	return StageUpdating, st.Reason
 }
 
-// over reports whether the update st records on pod, another rollout's, is over for a rollout
-// that finds the pod: its stage is terminal as Judged, or, without the readiness gate, every
-// changed container already runs a new instance of its target (took), Ready or not: that
-// update's one write has been acted on, and a pod of a finished rollout that turns unready is
-// down, not busy.
-func over(pod *corev1.Pod, st *State, now time.Time) bool {
+// Over reports whether the update st records on pod, another rollout's, is over for whoever
+// finds the pod (another rollout, an adoption, a rollback looking for strays): its stage is
+// terminal as Judged, or, without the readiness gate, every changed container already runs a
+// new instance of its target (took), Ready or not: that update's one write has been acted on,
+// and a pod of a finished rollout that turns unready is down, not busy.
+func Over(pod *corev1.Pod, st *State, now time.Time) bool {
 	if Judged(pod, st, now).Terminal() {
 		return true
 	}

@@ -95,17 +95,19 @@ func TestJudged(t *testing.T) {
 		at    time.Time // the state's StageAt
 		pod   []func(*corev1.Pod)
 		want  Stage
+		// over is Over: whether the update is over for whoever else finds the pod.
+		over bool
 	}{
-		{"patched, the kubelet still reports the old container", StageUpdating, t0, nil, StageUpdating},
-		{"the new container runs Ready", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }}, StageUpdated},
-		{"the new container runs, the pod not Ready yet", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, notReady}, StageUpdating},
-		{"the new container crash-loops", StageUpdating, t0, []func(*corev1.Pod){crashing}, StageFailed},
-		{"no progress for an hour: only the owner, which knows its deadline, fails it", StageUpdating, t0.Add(-time.Hour), nil, StageUpdating},
-		{"updated an hour ago, unready since a minute: in flight again", StageUpdating, t0.Add(-time.Hour), []func(*corev1.Pod){
-			func(p *corev1.Pod) { runsV2(p, t0.Add(-time.Hour+2*time.Second)) }, notReadySince(t0.Add(-time.Minute))}, StageUpdating},
-		{"with the gate, the end is written: Updating stays", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, gated}, StageUpdating},
-		{"a written stage is the stage", StageRolledBack, t0, nil, StageRolledBack},
-		{"draining is draining", StageDraining, t0, nil, StageDraining},
+		{"patched, the kubelet still reports the old container", StageUpdating, t0, nil, StageUpdating, false},
+		{"the new container runs Ready", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }}, StageUpdated, true},
+		{"the new container runs, the pod not Ready yet: over for others", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, notReady}, StageUpdating, true},
+		{"the new container crash-loops", StageUpdating, t0, []func(*corev1.Pod){crashing}, StageFailed, true},
+		{"no progress for an hour: only the owner, which knows its deadline, fails it", StageUpdating, t0.Add(-time.Hour), nil, StageUpdating, false},
+		{"updated an hour ago, unready since a minute: in flight again for its owner, down for others", StageUpdating, t0.Add(-time.Hour), []func(*corev1.Pod){
+			func(p *corev1.Pod) { runsV2(p, t0.Add(-time.Hour+2*time.Second)) }, notReadySince(t0.Add(-time.Minute))}, StageUpdating, true},
+		{"with the gate, the end is written: Updating stays", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, gated}, StageUpdating, false},
+		{"a written stage is the stage", StageRolledBack, t0, nil, StageRolledBack, true},
+		{"draining is draining", StageDraining, t0, nil, StageDraining, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,6 +117,9 @@ func TestJudged(t *testing.T) {
 			}
 			if got := Judged(p, st, t0.Add(time.Second)); got != tt.want {
 				t.Errorf("Judged = %s, want %s", got, tt.want)
+			}
+			if got := Over(p, st, t0.Add(time.Second)); got != tt.over {
+				t.Errorf("Over = %v, want %v", got, tt.over)
 			}
 		})
 	}

@@ -110,7 +110,7 @@ func supersedes(st *State, target Target) bool {
 // one that already patched the images and finishes first. A superseded one that never got to
 // the images is taken over.
 func othersInFlight(pod *corev1.Pod, st *State, superseding bool, now time.Time) bool {
-	return st != nil && !over(pod, st, now) && !(superseding && !imagesPatched(pod, st))
+	return st != nil && !Over(pod, st, now) && !(superseding && !imagesPatched(pod, st))
 }
 
 // busy refuses a pod another rollout is updating.

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,10 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // decideCensus is the census of a ten-pod workload with u pods updated and p pending, each on
@@ -323,6 +327,108 @@ func TestDecideHold(t *testing.T) {
 			}
 			if d.action == actStep && (len(d.work) != 1 || d.work[0].Name != "u0") {
 				t.Errorf("work %v, want u0 alone: no pod starts past the hold point", podNames(d.work))
+			}
+		})
+	}
+}
+
+// TestObserveASupersededUpdate: a superseded rollout's update on a pod keeps it in flight until
+// that update is over (inplace.Over): once the kubelet runs the pod's new container, Ready or
+// not, the pod is the superseding rollout's to update, down while not Ready.
+func TestObserveASupersededUpdate(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 1})
+	w, err := workload.Load(context.Background(), fc.client, fc.spec(imageV3).Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := &Record{RolloutID: "r2", Superseded: []string{"r1"}, Phase: PhaseProgressing, StartedAt: t0.Add(-time.Minute),
+		Images: map[string]string{testApp: imageV3}, PreviousImages: map[string]string{testApp: imageV1}}
+	patched := func(acted, ready bool) *corev1.Pod { return patchedBy(t, "r1", acted, ready) }
+	tests := []struct {
+		name          string
+		pod           *corev1.Pod
+		inflight      bool
+		pending, down bool
+	}{
+		{"patched, the kubelet has not acted: in flight", patched(false, true), true, false, true},
+		{"the new container runs, not Ready: over, pending and down", patched(true, false), false, true, true},
+		{"the new container runs Ready: over, pending", patched(true, true), false, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &census{target: inplace.Target{Images: lock.Images, RolloutID: lock.RolloutID},
+				refused: map[string]*inplace.IneligibleError{}, waiting: map[string]bool{}}
+			if err := c.observePod(w, lock, tt.pod, 0, t0); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(c.inflight) == 1; got != tt.inflight {
+				t.Errorf("in flight: %v, want %v (census %+v)", got, tt.inflight, c)
+			}
+			if got := len(c.pending) == 1; got != tt.pending {
+				t.Errorf("pending: %v, want %v", got, tt.pending)
+			}
+			if got := len(c.down) == 1; got != tt.down {
+				t.Errorf("down: %v, want %v", got, tt.down)
+			}
+		})
+	}
+}
+
+// patchedBy is a pod that rollout patched from v1 to v2: the kubelet has acted on the patch (its
+// new container runs), or not; the pod is Ready, or not.
+func patchedBy(t *testing.T, rollout string, acted, ready bool) *corev1.Pod {
+	t.Helper()
+	p := runningPod(testName+"-0", imageV1)
+	old := p.Status.ContainerStatuses[0]
+	old.ContainerID = "containerd://v1"
+	p.Status.ContainerStatuses[0] = old
+	st := inplace.State{RolloutID: rollout, Stage: inplace.StageUpdating, StartedAt: t0.Add(-30 * time.Second), StageAt: t0.Add(-30 * time.Second),
+		Containers: []inplace.ContainerState{{Name: testApp, BeforeImage: imageV1, BeforeImageID: old.ImageID,
+			FromContainerID: old.ContainerID, AfterImage: imageV2}}}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations = map[string]string{inplace.StateAnnotation: string(raw)}
+	p.Spec.Containers[0].Image = imageV2
+	if acted {
+		cs := &p.Status.ContainerStatuses[0]
+		cs.Image, cs.ImageID, cs.ContainerID, cs.RestartCount = imageV2, imageIDOf(imageV2), "containerd://v2", 1
+		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-20 * time.Second))}}
+	}
+	if !ready {
+		p.Status.ContainerStatuses[0].Ready = false
+		p.Status.Conditions[0] = corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(t0.Add(-20 * time.Second))}
+	}
+	return p
+}
+
+// TestStray: a rollback takes back, as strays, the running pods on the rollout's images and not
+// the previous ones that carry no state of it: none, or another rollout's whose update is over
+// (inplace.Over), Ready or not; not one whose update the kubelet has not acted on yet.
+func TestStray(t *testing.T) {
+	lock := &Record{RolloutID: "r2", Images: map[string]string{testApp: imageV2}, PreviousImages: map[string]string{testApp: imageV1}}
+	noState := runningPod(testName+"-0", imageV2)
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		kind workload.Kind
+		want bool
+	}{
+		{"no state, on the rollout's images", noState, workload.StatefulSet, true},
+		{"another rollout's update, not acted on", patchedBy(t, "r0", false, true), workload.StatefulSet, false},
+		{"another rollout's update, its container running, not Ready", patchedBy(t, "r0", true, false), workload.StatefulSet, true},
+		{"another rollout's update, Ready", patchedBy(t, "r0", true, true), workload.StatefulSet, true},
+		{"label-selected pods have no template to come from", noState, workload.Pods, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := inplace.ReadState(tt.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stray(tt.kind, lock, tt.pod, s, t0); got != tt.want {
+				t.Errorf("stray = %v, want %v", got, tt.want)
 			}
 		})
 	}

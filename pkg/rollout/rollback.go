@@ -258,9 +258,9 @@ func (c *rollbackCensus) add(lock *Record, ps podState) {
 // was created by the workload's controller from the new template while the rollout held it: it
 // runs the rollout's images and not the previous ones. One that does not run (unscheduled,
 // pending) is left to the controller once the template is restored: a revert could never
-// complete on it. Another rollout's state counts once it is over, as Judged at now.
+// complete on it. Another rollout's state counts once that update is over (inplace.Over).
 func stray(kind workload.Kind, lock *Record, p *corev1.Pod, s *inplace.State, now time.Time) bool {
-	return kind != workload.Pods && (s == nil || inplace.Judged(p, s, now).Terminal()) && p.Status.Phase == corev1.PodRunning &&
+	return kind != workload.Pods && (s == nil || inplace.Over(p, s, now)) && p.Status.Phase == corev1.PodRunning &&
 		workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages)
 }
 
