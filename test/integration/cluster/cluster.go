@@ -193,7 +193,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 		c.tempDir = true
 	} else {
-		c.Dir = opts.Dir
+		// Absolute: a process started in a directory of its own (kruise-manager) reads the
+		// kubeconfig and certificates by these paths.
+		if c.Dir, err = filepath.Abs(opts.Dir); err != nil {
+			return nil, fmt.Errorf("the cluster directory %s: %w", opts.Dir, err)
+		}
 		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 			return nil, fmt.Errorf("creating cluster directory %s: %w", c.Dir, err)
 		}
