@@ -48,7 +48,7 @@ func main() {
 // pull and the start; a recreated pod pays scheduling and its sandbox (network, IP, volumes)
 // first.
 const (
-	nodes         = 10
+	defaultNodes  = 10
 	pullDelay     = 200 * time.Millisecond
 	startDelay    = 200 * time.Millisecond
 	scheduleDelay = 100 * time.Millisecond
@@ -93,6 +93,7 @@ func report(ctx context.Context, args []string) error {
 	mainTable := fs.Bool("main", true, "measure the main table: every driver at -qps and -burst")
 	defaults := fs.Bool("defaults", true, "measure each component at its own default rate limit, on a control plane of its own")
 	from := fs.String("from", "", "write the report from the results runs saved (each run's -work directory's "+savedResults+", comma-separated: the tables of -main=false and -defaults=false runs merge), measuring nothing")
+	nodes := fs.Int("nodes", defaultNodes, "simulated kubelets the pods are spread over (a kubelet takes 110 pods by default: 5,000 pods want 50)")
 	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, inplace-rollout-gated, inplace-rollout-window, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -104,6 +105,9 @@ func report(ctx context.Context, args []string) error {
 			return fmt.Errorf("-sizes %q: want pod counts of at least 10, comma-separated", *sizesFlag)
 		}
 		sizes = append(sizes, n)
+	}
+	if *nodes < 1 {
+		return fmt.Errorf("-nodes %d: want at least 1", *nodes)
 	}
 	if *reps < 1 {
 		return fmt.Errorf("-repetitions %d: want at least 1", *reps)
@@ -137,7 +141,7 @@ func report(ctx context.Context, args []string) error {
 	r := &benchreport.Report{
 		Date:        time.Now(),
 		Machine:     fmt.Sprintf("%d CPUs, %s, %s/%s", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH),
-		Settings:    settings(),
+		Settings:    settings(*nodes),
 		RateLimits:  map[Limits]map[benchreport.Approach]benchreport.RateLimit{},
 		ProfileFile: profile,
 		ClientQPS:   *qps,
@@ -178,7 +182,7 @@ func report(ctx context.Context, args []string) error {
 			}
 		}
 		r.RateLimits[p.limits] = rateLimits(p)
-		results, skipped, err := runPass(ctx, b, p, filepath.Join(*work, "cluster-"+string(p.limits)), sizes)
+		results, skipped, err := runPass(ctx, b, p, filepath.Join(*work, "cluster-"+string(p.limits)), sizes, *nodes)
 		r.Results = append(r.Results, results...)
 		if skipped != "" {
 			r.CloneSetSkipped = skipped
@@ -250,7 +254,7 @@ func loadResult(path string) (*benchreport.Report, error) {
 }
 
 // settings are the report's settings that are not rate limits.
-func settings() []benchreport.Setting {
+func settings(nodes int) []benchreport.Setting {
 	return []benchreport.Setting{
 		{Name: "Kubernetes (kube-apiserver, kube-controller-manager, etcd)", Value: "v1.34 and etcd as `make tools` builds them; feature gate MaxUnavailableStatefulSet on (alpha in v1.34) for the StatefulSet's `maxUnavailable`"},
 		{Name: "OpenKruise (kruise-manager)", Value: cluster.KruiseVersion + ", as `" + cluster.KruiseBuild + "` builds it"},
@@ -300,7 +304,7 @@ func rateLimits(p pass) map[benchreport.Approach]benchreport.RateLimit {
 
 // runPass starts a control plane in dir for pass p, measures b's approaches on it and stops
 // it. skipped says why the CloneSet rows are missing, when they are.
-func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, sizes []int) (results []benchreport.Result, skipped string, err error) {
+func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, sizes []int, nodes int) (results []benchreport.Result, skipped string, err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("creating %s: %w", dir, err)
