@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,25 +214,32 @@ func saveResults(path string, r *benchreport.Report) error {
 	return f.Close()
 }
 
-// loadResults reads the results runs saved and merges them: the first file's report, with
-// every file's results and rate limits.
+// loadResults reads the results runs saved and merges them: the report of the run that measured
+// the main table (its date, settings, repetitions and profile), with every run's results and
+// rate limits.
 func loadResults(paths []string) (*benchreport.Report, error) {
-	var merged *benchreport.Report
+	var reports []*benchreport.Report
 	for _, path := range paths {
 		r, err := loadResult(path)
 		if err != nil {
 			return nil, err
 		}
-		if merged == nil {
-			merged = r
+		reports = append(reports, r)
+	}
+	i := slices.IndexFunc(reports, func(r *benchreport.Report) bool {
+		return slices.ContainsFunc(r.Results, func(res benchreport.Result) bool { return res.Limits == benchreport.EqualLimits })
+	})
+	if i < 0 {
+		return nil, fmt.Errorf("-from %s: no run measured the main table (-main)", strings.Join(paths, ","))
+	}
+	merged := reports[i]
+	for j, r := range reports {
+		if j == i {
 			continue
 		}
 		merged.Results = append(merged.Results, r.Results...)
 		for limits, l := range r.RateLimits {
 			merged.RateLimits[limits] = l
-		}
-		if merged.Profile == "" {
-			merged.Profile, merged.ProfileFile = r.Profile, r.ProfileFile
 		}
 		if merged.CloneSetSkipped == "" {
 			merged.CloneSetSkipped = r.CloneSetSkipped

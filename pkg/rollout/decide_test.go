@@ -341,7 +341,9 @@ func TestObserveASupersededUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock := &Record{RolloutID: "r2", Superseded: []string{"r1"}, Phase: PhaseProgressing, StartedAt: t0.Add(-time.Minute),
+	// Superseding started r2 after r1 made the pod unready (patchedBy: 20 s ago): that pod is
+	// still down, its budget spent.
+	lock := &Record{RolloutID: "r2", Superseded: []string{"r1"}, Phase: PhaseProgressing, StartedAt: t0.Add(-10 * time.Second),
 		Images: map[string]string{testApp: imageV3}, PreviousImages: map[string]string{testApp: imageV1}}
 	patched := func(acted, ready bool) *corev1.Pod { return patchedBy(t, "r1", acted, ready) }
 	tests := []struct {

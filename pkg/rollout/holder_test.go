@@ -25,7 +25,7 @@ func TestTakeOver(t *testing.T) {
 			e := fc.engine()
 			gone := fc.spec(imageV2, one, all)
 			gone.Holder, gone.HolderUID = "argo:shop/web", "uid-1"
-			// Stopped once the first batch's pod is patched: the one pod the rollout touched.
+			// Stopped once the first batch's pod is stepped: the one pod the rollout touched.
 			fc.mustDrive(e, gone, Status{}, func(st Status) bool { return st.Batch == 1 && st.Updating == 1 })
 			if l := fc.lock(); l.HolderUID != "uid-1" {
 				t.Fatalf("lock holder UID = %q, want uid-1", l.HolderUID)

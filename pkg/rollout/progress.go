@@ -296,7 +296,10 @@ func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod, so
 		c.down = append(c.down, p.Name)
 	default:
 		c.pending = append(c.pending, p)
-		if !inplace.PodReady(p) && !unreadySince(p, lock.StartedAt) {
+		// A pod unready since before the rollout started is not its doing, unless a rollout it
+		// superseded (whose start is before its own) made it so.
+		superseded := s != nil && slices.Contains(lock.Superseded, s.RolloutID)
+		if !inplace.PodReady(p) && (superseded || !unreadySince(p, lock.StartedAt)) {
 			c.down = append(c.down, p.Name)
 		}
 		c.refusal(p, s, now)

@@ -2,10 +2,18 @@ package rollout
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -82,5 +90,76 @@ func TestRecordTouchedIsBounded(t *testing.T) {
 			}
 			lock = next
 		})
+	}
+}
+
+// TestTheLockNamesAPodBeforeItsFirstWrite: the step that starts a batch writes the lock naming
+// its pods, then the pods: every pod write finds its pod named on the lock already, and a step
+// whose lock write fails writes no pod.
+func TestTheLockNamesAPodBeforeItsFirstWrite(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 3})
+	e := fc.engine()
+	spec := fc.spec(imageV2, one, all)
+	stsGVR := appsv1.SchemeGroupVersion.WithResource("statefulsets")
+	var unnamed []string
+	podWrites := 0
+	for _, verb := range []string{"patch", "update"} {
+		fc.client.PrependReactor(verb, "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			podWrites++
+			var name string
+			switch a := a.(type) {
+			case k8stesting.PatchAction:
+				name = a.GetName()
+			case k8stesting.UpdateAction:
+				name = a.GetObject().(metav1.Object).GetName()
+			}
+			// The tracker, not the client: a reactor runs under the fake client's lock.
+			obj, err := fc.client.Tracker().Get(stsGVR, testNS, testName)
+			if err != nil {
+				return true, nil, err
+			}
+			var l Record
+			if raw := obj.(metav1.Object).GetAnnotations()[workload.LockAnnotation]; raw != "" {
+				if err := json.Unmarshal([]byte(raw), &l); err != nil {
+					return true, nil, err
+				}
+			}
+			if !slices.ContainsFunc(l.Touched, func(tp TouchedPod) bool { return tp.Name == name }) {
+				unnamed = append(unnamed, name)
+			}
+			return false, nil, nil
+		})
+	}
+
+	// Started, up to the step that starts the first batch.
+	var st Status
+	for podWrites == 0 {
+		var err error
+		if st, _, err = e.Reconcile(context.Background(), spec, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.Batch != 1 || st.Updating != 1 {
+		t.Fatalf("the first step that wrote a pod: %+v, want batch 1 started with 1 pod", st)
+	}
+	// The first batch's pod runs its new image: the next step starts the second batch.
+	for range 2 {
+		fc.now = fc.now.Add(tick)
+		fc.play()
+	}
+
+	// The step that starts the second batch cannot write the lock: it writes no pod.
+	writesBefore := podWrites
+	refused := apierrors.NewInternalError(errors.New("injected: etcd unavailable"))
+	failing(fc.client, "patch", "statefulsets", -1, refused)
+	failing(fc.client, "update", "statefulsets", -1, refused)
+	if got, _, err := e.Reconcile(context.Background(), spec, st); err == nil {
+		t.Fatalf("the step with its lock write refused returned no error: %+v", got)
+	}
+	if podWrites != writesBefore {
+		t.Errorf("%d pod writes in the step whose lock write failed, want none", podWrites-writesBefore)
+	}
+	if len(unnamed) > 0 {
+		t.Errorf("pods written before the lock named them: %v", unnamed)
 	}
 }

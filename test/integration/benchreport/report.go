@@ -29,7 +29,7 @@ var approaches = []struct {
 	what string
 }{
 	{InPlace, "`inplace-rollout run` on a StatefulSet: 10 batches of 10% (`--batches 10%,20%,...,100% --max-unavailable 10%`), each pod's image patched in place, with the lock, the per-pod state and every check"},
-	{InPlaceGated, "the same on a StatefulSet whose pods declare the readiness gate `inplace-rollout.io/ready`, set True on each new pod by the project's gate controller (pkg/gate, in the benchmark's process): each pod drained through the gate (False, so it leaves its Service) before its image changes, and Ready through it again after, as the CloneSet drains its pods through its own gate"},
+	{InPlaceGated, "the same on a StatefulSet whose pods declare the readiness gate `inplace-rollout.io/ready`, set True on each new pod by the project's gate controller (pkg/gate, in the benchmark's process): each pod drained through the gate (False, so it leaves its Service) before its image changes, and Ready through it again after, as the CloneSet drains its pods through its own gate; with no grace between the drain and the patch (`--grace 0`, the default, as the CloneSet's `gracePeriodSeconds` 0), so the Service's clients may not have seen the pod leave when its container stops"},
 	{InPlaceWindow, "the same in one batch, `--batches 100% --max-unavailable 10%`: a sliding window of at most 10% of the pods updating at once, as the controllers' rolling updates below"},
 	{FloorLoop, "the same image patches, in the same 10 batches, by a loop with no safety, on the pods of an identical StatefulSet of their own (OnDelete, as the loop leaves its template behind): patch a batch's pods (32 in flight, at inplace-rollout's rate limit), wait until they are Ready on the image, next batch"},
 	{StatefulSetRolling, "the StatefulSet's own RollingUpdate of the same pods, `maxUnavailable: 10%` (Parallel pod management): pods deleted and recreated"},
@@ -195,13 +195,14 @@ func writeUnavailability(b *strings.Builder, r *Report) {
 	b.WriteString("\n## What users feel\n\n")
 	b.WriteString("Per pod, how long it was not Ready, and how long no EndpointSlice of its Service (a headless Service per\n")
 	b.WriteString("workload, its slices kept by kube-controller-manager's EndpointSlice controller) listed it ready, from the\n")
-	b.WriteString("rollout's first write until the slices listed every pod ready again, as the benchmark's watches saw the\n")
+	b.WriteString("rollout's start until the slices listed every pod ready again, as the benchmark's watches saw the\n")
 	b.WriteString("changes. A recreated StatefulSet pod counts from its deletion until its successor of the same name is back;\n")
 	b.WriteString("a Deployment's new pods have new names, so its pods leaving are paired, in order of time, with its new\n")
 	fmt.Fprintf(b, "pods coming in. Meanwhile a load of %d requests/s goes to the Service's pods in turn, as kube-proxy routes\n", loadRPS)
 	fmt.Fprintf(b, "them: to the pods the slices listed ready when it last synced (every %s, kube-proxy's least sync\n", proxySync)
 	b.WriteString("period). A request fails when it reaches a pod the simulated kubelet does not run Ready at that instant (its\n")
-	b.WriteString("container stopped for the new image, or the pod deleted), or when no pod is listed. The simulated\n")
+	b.WriteString("container stopped for the new image, or the pod deleted), or when no pod is listed (where the real node's\n")
+	b.WriteString("load generator sends nothing). The simulated\n")
 	b.WriteString("kubelet stops a container when it sees its image change or its pod deleted, at once, as an app without a\n")
 	b.WriteString("preStop hook that stops listening on SIGTERM. Each figure is the median over the repetitions of that\n")
 	b.WriteString("rollout's statistic (p50, p99, max over its pods), with the range; seconds.\n\n")

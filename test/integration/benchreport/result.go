@@ -52,8 +52,8 @@ const (
 	CPUEtcd              = "etcd"
 	CPUControllerManager = "kube-controller-manager"
 	CPUKruise            = "kruise-manager"
-	// CPUBench is the benchmark's own process: the kubelet simulator, the gate controller and
-	// the pod watches.
+	// CPUBench is the benchmark's own process: the kubelet simulator, the gate controller, the
+	// watches of the pods and EndpointSlices, and the request load.
 	CPUBench = "benchreport"
 )
 
@@ -93,7 +93,7 @@ type Result struct {
 	// Recreated is how many pods ended with a UID they did not start with.
 	Recreated int
 	// NotReady and OutOfSlice are, per pod and sorted, how long it was not Ready and how long no
-	// EndpointSlice of its Service listed it ready, from the rollout's first write until the
+	// EndpointSlice of its Service listed it ready, from the rollout's start until the
 	// slices listed every pod ready again (outTimes: a Deployment's leaving pods are paired in
 	// order with its new ones).
 	NotReady, OutOfSlice []time.Duration

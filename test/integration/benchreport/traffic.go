@@ -66,10 +66,9 @@ func (p *presence) outTimes(app string, t0, t1 time.Time, paired bool) []time.Du
 
 // outTimes are, for each pod in at t0 in edges (by pod name), the time it was out from t0 to
 // t1 (in meaning in just before t0): the sum of its turns out, a turn still out at t1 ending
-// there. paired is for pods whose
-// replacements have new names (a Deployment's): then each pod's first turn out after t0 is
-// paired, in order of time, with the first turn in of the pods not in at t0, in order of time,
-// and lasts until that turn in (or t1, when the pods coming in are fewer).
+// there. paired is for pods whose replacements have new names (a Deployment's): then each pod's
+// first turn out after t0 is paired, in order of time, with the first turn in of the pods not
+// in at t0, in order of time, and lasts until that turn in (or t1, when fewer pods came in).
 func outTimes(edges map[string][]edge, t0, t1 time.Time, paired bool) []time.Duration {
 	var out []time.Duration
 	var leaves, joins []time.Time
@@ -193,11 +192,13 @@ func (e *endpoints) sync(obj any) {
 			}
 		}
 	}
+	// The turns are recorded before the new set is seen, so that whoever sees every pod listed
+	// finds every turn in recorded.
+	at := time.Now()
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	before := e.ready[svc]
 	e.ready[svc] = now
-	e.mu.Unlock()
-	at := time.Now()
 	for name := range now {
 		if _, ok := before[name]; !ok {
 			e.listed.set(name, svc, true, at)

@@ -86,9 +86,10 @@ type rolloutResult struct {
 	sent, failed int
 }
 
-// BenchmarkRealNode rolls a new image out to the N pods of one StatefulSet on the real node, R
-// times per approach: in place by the CLI, and recreated by the StatefulSet controller's
-// RollingUpdate, each also with a preStop hook; one pod at a time in both, at the controller
+// BenchmarkRealNode rolls a new image out to the N pods of a StatefulSet on the real node, R
+// times per approach, under a request load: in place by the CLI, and recreated by the
+// StatefulSet controller's RollingUpdate, on plain pods, on pods with the readiness gate, and on
+// pods with a preStop hook (a StatefulSet each); one pod at a time in both, at the controller
 // manager's client rate limit. N is INPLACE_ROLLOUT_REAL_NODE_PODS (100), R is
 // INPLACE_ROLLOUT_REAL_NODE_RUNS (3). It logs the tables and, when INPLACE_ROLLOUT_BENCH_OUT
 // names a file, writes them there as markdown.
