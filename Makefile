@@ -111,15 +111,16 @@ lint:
 	$(BIN)/staticcheck ./...
 	$(GO) run ./hack/funclen -max 80 pkg plugin tekton cmd
 
-## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods, 5 interleaved repetitions, every driver at one rate limit, then each at its own default; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, 50 concurrent rollouts of 20 pods through one Argo step plugin process and through the Tekton controller (INPLACE_ROLLOUT_BENCH_ROLLOUTS and INPLACE_ROLLOUT_BENCH_PODS change the shape), the Argo path beside the CLI's on those 1,000 pods in one StatefulSet, and pre-pull's not-Ready window
+## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods, 5 interleaved repetitions, every driver at one rate limit, then each at its own default; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, 50 concurrent rollouts of 20 pods through one Argo step plugin process and through the Tekton controller (INPLACE_ROLLOUT_BENCH_ROLLOUTS and INPLACE_ROLLOUT_BENCH_PODS change the shape), the Argo path beside the CLI's on those 1,000 pods in one StatefulSet (docs/benchmarks-drivers.md), and pre-pull's not-Ready window
 bench: tools build
 	hack/tools/build.sh kruise-manager
 	$(GO) run ./hack/benchreport -out docs -cli $(BIN)/inplace-rollout
 	$(GO) test -run '^$$' -bench . -benchmem $(shell $(GO) list ./... | grep -v /test/integration)
 	$(GO) test -run '^$$' -bench 'ArgoStepRun|ArgoTrafficSetWeight' -benchmem -benchtime 1x -timeout 30m ./test/integration/scale
-	$(GO) test -run '^$$' -bench 'ArgoConcurrentRollouts|ArgoBesideCLI' -benchtime 1x -timeout 90m ./test/integration/scale
+	printf '# Benchmarks of the drivers\n\nWritten by `make bench` on %s (%s CPUs), on the local control plane and its simulated kubelets.\n\n' "$$(date -u '+%Y-%m-%d %H:%M UTC')" "$$(nproc)" > docs/benchmarks-drivers.md
+	INPLACE_ROLLOUT_BENCH_DRIVERS_OUT=$(CURDIR)/docs/benchmarks-drivers.md $(GO) test -run '^$$' -bench 'ArgoConcurrentRollouts|ArgoBesideCLI' -benchtime 1x -timeout 90m ./test/integration/scale
 	$(GO) test -run '^$$' -bench CustomRunLatency -benchtime 3x -timeout 10m ./test/integration/tekton
-	$(GO) test -run '^$$' -bench TektonConcurrentRollouts -benchtime 1x -timeout 60m ./test/integration/tekton
+	INPLACE_ROLLOUT_BENCH_DRIVERS_OUT=$(CURDIR)/docs/benchmarks-drivers.md $(GO) test -run '^$$' -bench TektonConcurrentRollouts -benchtime 1x -timeout 60m ./test/integration/tekton
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./test/integration/prepull
 	INPLACE_ROLLOUT_BENCH_OUT=$(CURDIR)/docs/benchmarks-realnode.md $(GO) test -run '^$$' -bench RealNode -benchtime 1x -timeout 180m ./test/integration/realnode/e2e
 	hack/check-leftovers.sh

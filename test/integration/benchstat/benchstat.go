@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,3 +81,36 @@ func EnvCount(b testing.TB, name string, def int) int {
 
 // MiB is bytes in mebibytes, as the benchmarks report memory.
 func MiB(bytes uint64) float64 { return float64(bytes) / (1 << 20) }
+
+// DriversReportEnv names the environment variable that names the markdown file the drivers'
+// benchmarks (concurrent rollouts through one Argo plugin process and through the Tekton
+// controller, the Argo path beside the CLI's) append their sections to: `make bench` sets it to
+// docs/benchmarks-drivers.md. Unset, they append nothing.
+const DriversReportEnv = "INPLACE_ROLLOUT_BENCH_DRIVERS_OUT"
+
+// AppendSection appends to the file $DriversReportEnv names, when set, a markdown section:
+// title, what was measured, and a table of rows, each a figure's name and its value.
+func AppendSection(b testing.TB, title, what string, rows [][2]string) {
+	b.Helper()
+	path := os.Getenv(DriversReportEnv)
+	if path == "" {
+		return
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "## %s\n\n%s\n\n| figure | value |\n| --- | --- |\n", title, what)
+	for _, r := range rows {
+		fmt.Fprintf(&s, "| %s | %s |\n", r[0], r[1])
+	}
+	s.WriteString("\n")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatalf("appending the section %q to %s: %v", title, path, err)
+	}
+	if _, err := f.WriteString(s.String()); err != nil {
+		f.Close()
+		b.Fatalf("appending the section %q to %s: %v", title, path, err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatalf("appending the section %q to %s: %v", title, path, err)
+	}
+}

@@ -1,6 +1,8 @@
 package benchstat
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -93,4 +95,22 @@ func TestPercentileOfDurations(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAppendSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "drivers.md")
+	t.Setenv(DriversReportEnv, path)
+	AppendSection(t, "One", "What one measured.", [][2]string{{"wall time (s)", "12.3"}})
+	AppendSection(t, "Two", "What two measured.", nil)
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "## One\n\nWhat one measured.\n\n| figure | value |\n| --- | --- |\n| wall time (s) | 12.3 |\n\n" +
+		"## Two\n\nWhat two measured.\n\n| figure | value |\n| --- | --- |\n\n"
+	if string(got) != want {
+		t.Errorf("file:\n%s\nwant:\n%s", got, want)
+	}
+	t.Setenv(DriversReportEnv, "")
+	AppendSection(t, "Three", "Not written.", nil) // no file named: nothing, no failure
 }

@@ -132,6 +132,19 @@ func BenchmarkArgoConcurrentRollouts(b *testing.B) {
 		b.ReportMetric(float64(calls), "run-calls")
 		b.Logf("%d concurrent rollouts of %d pods through one step plugin process: the last succeeded after %s; the process used %s of CPU, peaked at %.0f MiB RSS",
 			n, pods, wall.Round(10*time.Millisecond), after.CPU-before.CPU, benchstat.MiB(after.PeakRSS))
+		benchstat.AppendSection(b, fmt.Sprintf("%d concurrent rollouts through one Argo step plugin process", n),
+			fmt.Sprintf("%d Rollouts, each of a StatefulSet of %d pods (an app container and a sidecar), all succeeded through one "+
+				"step plugin process (the inplace-rollout binary as Argo's controller starts it, at its API rate limit, %d requests/s, "+
+				"burst %d), its Run called every %s per Rollout; 10 batches of a tenth, a tenth down at once, a second's soak.",
+				n, pods, plugin.ClientQPS, plugin.ClientBurst, concurrentCallEvery),
+			[][2]string{
+				{"wall time to the last success (s)", fmt.Sprintf("%.1f", wall.Seconds())},
+				{"a rollout, first Run to success, p50 / slowest (s)", fmt.Sprintf("%.1f / %.1f", benchstat.Percentile(durations, 50).Seconds(), slices.Max(durations).Seconds())},
+				{"the plugin process's CPU over the rollouts (s)", fmt.Sprintf("%.1f", (after.CPU - before.CPU).Seconds())},
+				{"its peak RSS over them, its RSS at the end (MiB)", fmt.Sprintf("%.0f, %.0f", benchstat.MiB(after.PeakRSS), benchstat.MiB(after.RSS))},
+				{"its goroutines before and after", fmt.Sprintf("%d, %d", goroutinesBefore, goroutinesAfter)},
+				{"Run calls", strconv.Itoa(calls)},
+			})
 	}
 }
 
@@ -184,6 +197,12 @@ func BenchmarkArgoBesideCLI(b *testing.B) {
 		b.ReportMetric(p.Max, "plugin-wall-max-s")
 		b.Logf("one StatefulSet of %d pods, %d rollouts by each path: the CLI %s s, the step plugin process %s s (median, range)",
 			total, repeats, c.Cell(2), p.Cell(2))
+		benchstat.AppendSection(b, "The Argo path beside the CLI's",
+			fmt.Sprintf("One StatefulSet of %d pods rolled out %d times by each path, alternately: the CLI (its run, start to exit) and the "+
+				"step plugin process (first Run to the Successful one, Run called every %s), both at the plugin's API rate limit "+
+				"(%d requests/s, burst %d); 10 batches of a tenth, a tenth down at once, a second's soak. Median (range).",
+				total, repeats, callEvery, plugin.ClientQPS, plugin.ClientBurst),
+			[][2]string{{"the CLI (s)", c.Cell(2)}, {"the step plugin process (s)", p.Cell(2)}})
 	}
 }
 
