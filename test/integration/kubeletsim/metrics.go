@@ -37,54 +37,62 @@ type trafficCounters struct {
 // tickLocked advances every pod's counters to now. Callers hold s.mu.
 func (s *Simulator) tickLocked(now time.Time) {
 	for _, p := range s.pods {
-		tc := &p.traffic
-		if tc.last.IsZero() {
-			tc.last = now
-			continue
-		}
-		dt := now.Sub(tc.last).Seconds()
+		s.tickPodLocked(p, now)
+	}
+}
+
+// tickPodLocked advances p's counters to now, at the rates its state gives. A pod's state
+// changes only in its sync, which ticks it first: ticking it alone there, and every pod when
+// the metrics are read, counts exactly what ticking every pod at every sync would, at a cost
+// that does not grow with the number of pods. Callers hold s.mu.
+func (s *Simulator) tickPodLocked(p *podSim, now time.Time) {
+	tc := &p.traffic
+	if tc.last.IsZero() {
 		tc.last = now
-		if dt <= 0 {
-			continue
+		return
+	}
+	dt := now.Sub(tc.last).Seconds()
+	tc.last = now
+	if dt <= 0 {
+		return
+	}
+	if tc.cpu == nil {
+		tc.cpu = map[string]float64{}
+	}
+	var errs, slow bool
+	for name, c := range p.containers {
+		if c.running() {
+			tc.cpu[name] += 0.05 * dt
 		}
-		if tc.cpu == nil {
-			tc.cpu = map[string]float64{}
+		if c.ready() {
+			errs = errs || c.beh.errors
+			slow = slow || c.beh.latency
 		}
-		var errs, slow bool
-		for name, c := range p.containers {
-			if c.running() {
-				tc.cpu[name] += 0.05 * dt
-			}
-			if c.ready() {
-				errs = errs || c.beh.errors
-				slow = slow || c.beh.latency
-			}
+	}
+	if !s.traffic || !p.ready {
+		return
+	}
+	n := s.cfg.RequestRate * dt
+	share := 0.0
+	if errs {
+		share = errorShare
+	}
+	tc.bad += n * share
+	tc.ok += n * (1 - share)
+	dist := normalLatency
+	if slow {
+		dist = slowLatency
+	}
+	if tc.buckets == nil {
+		tc.buckets = make([]float64, len(latencyBuckets)+1)
+	}
+	for i, f := range dist {
+		tc.buckets[i] += n * f
+		lo := 0.0
+		if i > 0 {
+			lo = latencyBuckets[i-1]
 		}
-		if !s.traffic || !p.ready {
-			continue
-		}
-		n := s.cfg.RequestRate * dt
-		share := 0.0
-		if errs {
-			share = errorShare
-		}
-		tc.bad += n * share
-		tc.ok += n * (1 - share)
-		dist := normalLatency
-		if slow {
-			dist = slowLatency
-		}
-		if tc.buckets == nil {
-			tc.buckets = make([]float64, len(latencyBuckets)+1)
-		}
-		for i, f := range dist {
-			tc.buckets[i] += n * f
-			lo := 0.0
-			if i > 0 {
-				lo = latencyBuckets[i-1]
-			}
-			tc.sum += n * f * (lo + latencyBuckets[i]) / 2
-		}
+		tc.sum += n * f * (lo + latencyBuckets[i]) / 2
 	}
 }
 

@@ -440,7 +440,7 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 		}
 		s.pods[pod.UID] = p
 	}
-	s.tickLocked(now)
+	s.tickPodLocked(p, now)
 	before := restartsOf(p)
 	status, next := p.sync(pod, now, s.t, &s.reg)
 	after := restartsOf(p)
