@@ -38,10 +38,17 @@ func TestKilledCommandResumes(t *testing.T) {
 	midway := 0
 	landed := map[string]int{} // what the cluster showed right after each kill
 	for range 30 {
+		before := written(t, ns)
 		cmd := startCLI(t, args...)
-		time.Sleep(time.Duration(30+rng.IntN(200)) * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		// Each run is killed at a random moment after its first write, however slow the machine
+		// is: a kill before any write would exercise nothing. A run that ends first is let be.
+		if waitForAWrite(t, ns, before, exited) {
+			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+		<-exited
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			midway++
 		}
@@ -68,6 +75,39 @@ func TestKilledCommandResumes(t *testing.T) {
 	})
 }
 
+// written is what runs of the rollout of web write: the lock, and each pod's state and image.
+func written(t *testing.T, ns string) string {
+	t.Helper()
+	sts, err := env.Client.AppsV1().StatefulSets(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(sts.Annotations[workload.LockAnnotation])
+	for _, p := range listPods(t, ns, "app=web") {
+		b.WriteString("\n" + p.Name + " " + p.Spec.Containers[0].Image + " " + p.Annotations[inplace.StateAnnotation])
+	}
+	return b.String()
+}
+
+// waitForAWrite waits until what runs write differs from before (true), or the run exited
+// (false); a run that writes nothing within a minute fails the test.
+func waitForAWrite(t *testing.T, ns, before string, exited <-chan struct{}) bool {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for written(t, ns) == before {
+		if time.Now().After(deadline) {
+			t.Fatal("a run wrote nothing to the rollout of web within a minute")
+		}
+		select {
+		case <-exited:
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
+}
+
 // killedAt names where a rollout of web stands: not started, a pod mid-update, between pods
 // (a batch soaking, or the next not started yet), or the lock's final phase.
 func killedAt(t *testing.T, ns string) string {
@@ -80,7 +120,7 @@ func killedAt(t *testing.T, ns string) string {
 		return "not started"
 	}
 	for _, p := range listPods(t, ns, "app=web") {
-		if st := stateOf(t, &p); st != nil && !st.Stage.Terminal() {
+		if st := stateOf(t, &p); st != nil && !inplace.Judged(&p, st, time.Now()).Terminal() {
 			return "pod mid-update"
 		}
 	}
