@@ -95,6 +95,7 @@ func report(ctx context.Context, args []string) error {
 	defaults := fs.Bool("defaults", true, "measure each component at its own default rate limit, on a control plane of its own")
 	from := fs.String("from", "", "write the report from the results runs saved (each run's -work directory's "+savedResults+", comma-separated: the tables of -main=false and -defaults=false runs merge), measuring nothing")
 	nodes := fs.Int("nodes", defaultNodes, "simulated kubelets the pods are spread over (a kubelet takes 110 pods by default: 5,000 pods want 50)")
+	conditions := fs.String("conditions", "", "what else shared the machine during the run, or anything else that bears on its numbers, given in the report under its header")
 	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, inplace-rollout-gated, inplace-rollout-window, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -133,6 +134,9 @@ func report(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if *conditions != "" {
+			r.Conditions = *conditions
+		}
 		return write(ctx, r, cliPath, *out, *only != "", log)
 	}
 	if !*mainTable && !*defaults {
@@ -149,6 +153,7 @@ func report(ctx context.Context, args []string) error {
 		ClientBurst: *burst,
 		Repetitions: *reps,
 		Seed:        *seed,
+		Conditions:  *conditions,
 	}
 	var passes []pass
 	if *mainTable {

@@ -175,6 +175,9 @@ func TestRenderSummary(t *testing.T) {
 		}, []string{"**Not a fair comparison.**", "statefulset-rollingupdate 100.0 (90.0–120.0) s (at 20, 30)",
 			"The rate limits differ, and each bounds its driver's wall time: these times are not a fair comparison of the approaches."},
 			[]string{"Every driver ran at the same", "inplace-rollout's wall time over each other approach's"}},
+		{"conditions stated", func(r *Report) {
+			r.Conditions = "Repetition 3 shared the machine with a test run."
+		}, []string{"**Conditions of this run.** Repetition 3 shared the machine with a test run.\n"}, nil},
 		{"a rate limit not recorded", func(r *Report) {
 			delete(r.RateLimits[EqualLimits], DeploymentRolling)
 		}, []string{"deployment-rollingupdate 125.0 (112.5–150.0) s (rate limit not recorded)", "not a fair comparison of the approaches",

@@ -131,6 +131,9 @@ type Report struct {
 	Results []Result
 	// CloneSetSkipped says why the CloneSet rows are missing, when they are.
 	CloneSetSkipped string
+	// Conditions, when set, says what else shared the machine during the run, or anything else
+	// that bears on its numbers; the report gives it under its header.
+	Conditions string
 	// Profile is the top of the CPU profile of inplace-rollout at the largest size, as
 	// `go tool pprof -top` prints it; ProfileFile is that profile's file name.
 	Profile     string
