@@ -107,12 +107,12 @@ func waiting(st Status, requeue time.Duration, msg string) (Status, time.Duratio
 func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *census, d decision, st Status) (Status, time.Duration, error) {
 	if next, ok := recordTouched(w, lock, d.work); ok {
 		// The lock names a pod before its first write, so that a rollback can find it whatever
-		// becomes of its state: a step that cannot write the lock writes no pod, and a crash
-		// after the lock write leaves named pods that were not written, which a rollback passes.
+		// becomes of its state; the pods are stepped on the next call.
 		if err := w.SetLock(ctx, next.encode()); err != nil {
 			return st, 0, err
 		}
-		lock = next
+		// The next call steps them: it reads the lock afresh, so it need not wait.
+		return waiting(st, minRequeue, fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, st.Total))
 	}
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {

@@ -93,9 +93,9 @@ func TestRecordTouchedIsBounded(t *testing.T) {
 	}
 }
 
-// TestTheLockNamesAPodBeforeItsFirstWrite: the step that starts a batch writes the lock naming
-// its pods, then the pods: every pod write finds its pod named on the lock already, and a step
-// whose lock write fails writes no pod.
+// TestTheLockNamesAPodBeforeItsFirstWrite: a batch's pods are named on the lock before any of
+// them is written: every pod write finds its pod named there already, and a step whose lock
+// write fails writes no pod.
 func TestTheLockNamesAPodBeforeItsFirstWrite(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 3})
 	e := fc.engine()
@@ -131,7 +131,7 @@ func TestTheLockNamesAPodBeforeItsFirstWrite(t *testing.T) {
 		})
 	}
 
-	// Started, up to the step that starts the first batch.
+	// Started, up to the step that writes the first batch's pod.
 	var st Status
 	for podWrites == 0 {
 		var err error
