@@ -104,7 +104,8 @@ func newFakeCluster(t *testing.T, o clusterOpts) *fakeCluster {
 	if o.kind == workload.StatefulSet {
 		replicas := int32(o.pods)
 		sts := &appsv1.StatefulSet{
-			ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS, UID: "uid-sts-web"},
+			// Generation 1, as the API server starts every apps/v1 object, observed by the controller.
+			ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS, UID: "uid-sts-web", Generation: 1},
 			Spec: appsv1.StatefulSetSpec{
 				Replicas: &replicas,
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": testName}},
@@ -114,7 +115,7 @@ func newFakeCluster(t *testing.T, o clusterOpts) *fakeCluster {
 				},
 				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			},
-			Status: appsv1.StatefulSetStatus{Replicas: replicas, CurrentRevision: rev, UpdateRevision: rev},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: replicas, CurrentRevision: rev, UpdateRevision: rev},
 		}
 		if _, err := fc.client.AppsV1().StatefulSets(testNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

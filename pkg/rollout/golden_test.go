@@ -65,7 +65,7 @@ func checkNoOpWrite(t *testing.T, raw string) {
 	t.Helper()
 	ctx := context.Background()
 	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: testNS, Name: testName}
-	client := fake.NewClientset(&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS,
+	client := fake.NewClientset(&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS, Generation: 1,
 		Annotations: map[string]string{workload.LockAnnotation: raw}}})
 	w, err := workload.Load(ctx, client, ref)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
@@ -528,9 +529,11 @@ func notReadyWhy(p *corev1.Pod) string {
 const maxTouched = 100
 
 // recordTouched returns the lock with the pods of work it does not name yet added to its touched
-// pods, and whether that changed it. Past maxTouched, it records instead how many of the
-// workload's pods carry a state of the rollout (or of one it superseded) without being named:
-// the most it ever saw, as those pods may lose their state later.
+// pods, and whether that changed it. Past maxTouched, it records instead how many pods it set
+// out to update without naming them: those of work, and those of the workload that carry a
+// state of the rollout (or of one it superseded). It is the most it ever counted, as those pods
+// may lose their state later, and it counts a pod before its first write, so the write that
+// follows changes nothing the next step would record again.
 func recordTouched(w workload.Observed, lock *Record, work []*corev1.Pod) (*Record, bool) {
 	next := *lock
 	next.Touched = slices.Clone(lock.Touched)
@@ -544,13 +547,18 @@ func recordTouched(w workload.Observed, lock *Record, work []*corev1.Pod) (*Reco
 	}
 	if len(next.Touched) >= maxTouched {
 		ours := lock.Rollouts()
-		unnamed := 0
-		for _, p := range w.Pods() {
-			if s, _ := inplace.ReadState(p); s != nil && slices.Contains(ours, s.RolloutID) && !named(p) {
-				unnamed++
+		unnamed := map[types.UID]bool{}
+		for _, p := range work {
+			if !named(p) {
+				unnamed[p.UID] = true
 			}
 		}
-		next.TouchedMore = max(next.TouchedMore, unnamed)
+		for _, p := range w.Pods() {
+			if s, _ := inplace.ReadState(p); s != nil && slices.Contains(ours, s.RolloutID) && !named(p) {
+				unnamed[p.UID] = true
+			}
+		}
+		next.TouchedMore = max(next.TouchedMore, len(unnamed))
 	}
 	return &next, len(next.Touched) != len(lock.Touched) || next.TouchedMore != lock.TouchedMore
 }

@@ -54,8 +54,8 @@ type Record struct {
 	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
 	Superseded []string `json:"superseded,omitempty"`
 	// Touched names the pods the rollout, and those it superseded, set out to update, each
-	// recorded before its first write, up to maxTouched; TouchedMore counts the pods updated
-	// beyond it. A rollback checks them, so that a touched pod it cannot find by its state (the
+	// recorded before its first write, up to maxTouched; TouchedMore counts the pods set out to
+	// update beyond it, also before their first write. A rollback checks them, so that a touched pod it cannot find by its state (the
 	// annotation removed, the pod gone to another owner) is reported, not passed over.
 	Touched     []TouchedPod `json:"touched,omitempty"`
 	TouchedMore int          `json:"touchedMore,omitempty"`

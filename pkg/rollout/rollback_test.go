@@ -228,7 +228,7 @@ func TestDecideRollback(t *testing.T) {
 			says: []string{"a person must look: pod web-3 was updated by rollout r2 and still runs reg.example/app:v2, but its state annotation inplace-rollout.io/state is gone, and ReplicaSet other owns it"}},
 		{name: "pods touched beyond those the lock names, not found", pods: []*corev1.Pod{rbRolledBack("web-0"), rbRolledBack("web-1")},
 			lock: func(l *Record) { touched("web-0")(l); l.TouchedMore = 3 }, want: rbRestore, rolledBack: 2,
-			says: []string{"rolled back 2 pods", "; 2 of the pods touched beyond the 1 the lock names were not found by their state: look for pods still on {\"app\":\"reg.example/app:v2\"}"}},
+			says: []string{"rolled back 2 pods", "; 2 of the pods set out to update beyond the 1 the lock names were not found by their state (a pod never written has none): look for pods still on {\"app\":\"reg.example/app:v2\"}"}},
 
 		// The end: puller pods go, then the workload is restored.
 		{name: "puller pods left are removed first", pods: []*corev1.Pod{rbRolledBack("web-0"), rbFailedRevert("web-1", false)},
@@ -330,7 +330,7 @@ func TestLostPods(t *testing.T) {
 			pods: []*corev1.Pod{rbUpdated("web-0", 0), rbUpdated("web-1", 1), rbUpdated("web-2", 2)}, found: []string{"web-0", "web-1", "web-2"}},
 		{name: "pods beyond those named, some not found", lock: rbEdit(named(rbLock(), "web-0"), func(l *Record) { l.TouchedMore = 2 }),
 			pods: []*corev1.Pod{rbUpdated("web-0", 0), rbUpdated("web-1", 1)}, found: []string{"web-0", "web-1"},
-			note: "; 1 of the pods touched beyond the 1 the lock names were not found by their state: look for pods still on {\"app\":\"reg.example/app:v2\"}"},
+			note: "; 1 of the pods set out to update beyond the 1 the lock names were not found by their state (a pod never written has none): look for pods still on {\"app\":\"reg.example/app:v2\"}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

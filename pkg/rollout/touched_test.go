@@ -48,9 +48,10 @@ func TestLockNamesTheTouchedPods(t *testing.T) {
 }
 
 // TestRecordTouchedIsBounded: the lock names at most maxTouched pods; beyond, it counts the pods
-// that carry the rollout's state without being named, and that count never goes down.
+// it sets out to update and those that carry the rollout's state without being named, before
+// their first write (so the write changes nothing), and that count never goes down.
 func TestRecordTouchedIsBounded(t *testing.T) {
-	const extra = 3
+	const extra = 5
 	fc := newFakeCluster(t, clusterOpts{kind: workload.Pods, pods: maxTouched + extra})
 	w, err := workload.Load(context.Background(), fc.client, fc.spec(imageV2).Target)
 	if err != nil {
@@ -66,21 +67,21 @@ func TestRecordTouchedIsBounded(t *testing.T) {
 		touchedMore int
 		changed     bool
 	}{
-		{name: "up to the cap", work: maxTouched + extra, changed: true},
-		{name: "nothing new", work: maxTouched + extra},
-		{name: "unnamed pods updated", work: maxTouched + extra, states: map[int]string{maxTouched: "r2", maxTouched + 1: "r1", 0: "r2"}, touchedMore: 2, changed: true},
-		{name: "their states gone", work: maxTouched + extra, states: map[int]string{}, touchedMore: 2},
+		{name: "up to the cap", work: maxTouched, changed: true},
+		{name: "nothing new", work: maxTouched},
+		{name: "unnamed pods set out to update", work: maxTouched + 2, touchedMore: 2, changed: true},
+		{name: "their write changes nothing", work: maxTouched + 2, states: map[int]string{0: "r2", maxTouched: "r2", maxTouched + 1: "r1"}, touchedMore: 2},
+		{name: "unnamed pods updated outside the work", work: maxTouched, states: map[int]string{maxTouched: "r2", maxTouched + 1: "r1", maxTouched + 2: "r2"}, touchedMore: 3, changed: true},
+		{name: "their states gone, another rollout's state", work: maxTouched, states: map[int]string{maxTouched + 3: "r0"}, touchedMore: 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.states != nil {
-				for i, p := range pods {
-					delete(p.Annotations, inplace.StateAnnotation)
-					if id, ok := tt.states[i]; ok {
-						if p.Annotations == nil {
-							p.Annotations = map[string]string{}
-						}
-						p.Annotations[inplace.StateAnnotation] = fmt.Sprintf(`{"rolloutID":%q,"stage":"Updated"}`, id)
+			for i, p := range pods {
+				delete(p.Annotations, inplace.StateAnnotation)
+				if id, ok := tt.states[i]; ok {
+					if p.Annotations == nil {
+						p.Annotations = map[string]string{}
 					}
+					p.Annotations[inplace.StateAnnotation] = fmt.Sprintf(`{"rolloutID":%q,"stage":"Updated"}`, id)
 				}
 			}
 			next, changed := recordTouched(w, lock, pods[:tt.work])

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
@@ -271,16 +272,62 @@ func versionOf(meta metav1.Object) objectVersion {
 	return objectVersion{resourceVersion: meta.GetResourceVersion(), generation: meta.GetGeneration(), lock: meta.GetAnnotations()[LockAnnotation]}
 }
 
-// writeLock writes a lock-only patch with the resourceVersion observed. On a conflict it reads
-// the object again and, when neither its spec nor its lock changed, writes again with the new
-// resourceVersion: the conflict came from a write of its status, labels or other annotations
-// (the controller's, as the pods change), which leaves the lock to write as it was. Any other
-// change returns the conflict, for the caller to decide again.
-func writeLock(ctx context.Context, observed objectVersion, p objectPatch, read func(context.Context) (objectVersion, error), write func(context.Context, []byte) error) error {
+// writeLock writes the lock alone, if the object's generation and lock are still those
+// observed. With a lock observed, it is one JSON patch (RFC 6902) whose test operations the
+// server checks as it applies the patch: a write of the object's status, labels or other
+// annotations in between (the controller's, as the pods change) lets it through, where a
+// resourceVersion precondition would conflict, the more often the busier the controller. A test
+// that fails comes back as Invalid; the object read again tells it from a patch refused for
+// another reason, and a changed object is returned as a conflict, for the caller to decide again.
+// With no lock observed there is nothing to test: it is a strategic-merge patch with the
+// resourceVersion observed, written again after a conflict that left generation and lock as they were.
+func writeLock(ctx context.Context, ref Ref, observed objectVersion, record string, read func(context.Context) (objectVersion, error), write func(context.Context, types.PatchType, []byte) error) error {
+	if observed.lock == "" {
+		return writeLockMerge(ctx, observed, objectPatch{lock: record}, read, write)
+	}
+	err := write(ctx, types.JSONPatchType, lockPatch(observed, record))
+	if !apierrors.IsInvalid(err) {
+		return err
+	}
+	now, rerr := read(ctx)
+	if rerr != nil {
+		return rerr
+	}
+	if now.generation != observed.generation || now.lock != observed.lock {
+		return apierrors.NewConflict(ref.Kind.resource(), ref.Name, errors.New("its spec or lock changed since it was read"))
+	}
+	return err
+}
+
+// resource is the apps/v1 resource of a workload kind with an object: statefulsets.apps for
+// StatefulSet.
+func (k Kind) resource() schema.GroupResource {
+	return schema.GroupResource{Group: "apps", Resource: strings.ToLower(string(k)) + "s"}
+}
+
+// lockPatch replaces the lock annotation, testing first that the generation and the lock are
+// those observed.
+func lockPatch(observed objectVersion, record string) []byte {
+	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(LockAnnotation)
+	data, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/generation", "value": observed.generation},
+		{"op": "test", "path": path, "value": observed.lock},
+		{"op": "replace", "path": path, "value": record},
+	})
+	if err != nil {
+		panic(fmt.Sprintf("encoding the lock patch: %v", err))
+	}
+	return data
+}
+
+// writeLockMerge writes a lock-only strategic-merge patch with the resourceVersion observed. On a
+// conflict it reads the object again and, when neither its spec nor its lock changed, writes
+// again with the new resourceVersion. Any other change returns the conflict.
+func writeLockMerge(ctx context.Context, observed objectVersion, p objectPatch, read func(context.Context) (objectVersion, error), write func(context.Context, types.PatchType, []byte) error) error {
 	p.resourceVersion = observed.resourceVersion
 	changed := false
 	return retry.OnError(retry.DefaultRetry, func(err error) bool { return !changed && apierrors.IsConflict(err) }, func() error {
-		err := write(ctx, p.bytes())
+		err := write(ctx, types.StrategicMergePatchType, p.bytes())
 		if !apierrors.IsConflict(err) {
 			return err
 		}

@@ -148,14 +148,14 @@ func (d *deployment) Retarget(ctx context.Context, record string, _ map[string]s
 
 func (d *deployment) SetLock(ctx context.Context, record string) error {
 	deployments := d.client.AppsV1().Deployments(d.dep.Namespace)
-	err := writeLock(ctx, versionOf(d.dep), objectPatch{lock: record}, func(ctx context.Context) (objectVersion, error) {
+	err := writeLock(ctx, d.Ref(), versionOf(d.dep), record, func(ctx context.Context) (objectVersion, error) {
 		now, err := deployments.Get(ctx, d.dep.Name, metav1.GetOptions{})
 		if err != nil {
 			return objectVersion{}, fmt.Errorf("reading %s again: %w", d.Ref(), err)
 		}
 		return versionOf(now), nil
-	}, func(ctx context.Context, patch []byte) error {
-		_, err := deployments.Patch(ctx, d.dep.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	}, func(ctx context.Context, pt types.PatchType, patch []byte) error {
+		_, err := deployments.Patch(ctx, d.dep.Name, pt, patch, metav1.PatchOptions{})
 		return err
 	})
 	if err != nil {

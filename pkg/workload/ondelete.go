@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // onDelete is what StatefulSets and DaemonSets share: the OnDelete update strategy freezes
@@ -20,8 +21,8 @@ type onDelete struct {
 	resourceVersion string
 	// observed is the object's version as loaded, for lock-only writes (see writeLock).
 	observed objectVersion
-	// write sends a strategic-merge patch of the object; read gets its version now.
-	write func(ctx context.Context, patch []byte) error
+	// write sends a patch of the object; read gets its version now.
+	write func(ctx context.Context, pt types.PatchType, patch []byte) error
 	read  func(ctx context.Context) (objectVersion, error)
 }
 
@@ -39,7 +40,7 @@ func (o *onDelete) Template() *corev1.PodTemplateSpec { return o.template }
 
 func (o *onDelete) patch(ctx context.Context, p objectPatch) error {
 	p.resourceVersion = o.resourceVersion
-	if err := o.write(ctx, p.bytes()); err != nil {
+	if err := o.write(ctx, types.StrategicMergePatchType, p.bytes()); err != nil {
 		return fmt.Errorf("writing %s: %w", o.ref, err)
 	}
 	return nil
@@ -64,7 +65,7 @@ func (o *onDelete) Retarget(ctx context.Context, record string, images map[strin
 }
 
 func (o *onDelete) SetLock(ctx context.Context, record string) error {
-	if err := writeLock(ctx, o.observed, objectPatch{lock: record}, o.read, o.write); err != nil {
+	if err := writeLock(ctx, o.ref, o.observed, record, o.read, o.write); err != nil {
 		return fmt.Errorf("writing %s: %w", o.ref, err)
 	}
 	return nil

@@ -218,8 +218,14 @@ func checkObjectPatch(t *testing.T, client *fake.Clientset, resource, name, rv, 
 	if p.resource != resource || p.name != name {
 		t.Errorf("patched %s %s, want %s %s", p.resource, p.name, resource, name)
 	}
-	if got := p.resourceVersion(); got != rv {
-		t.Errorf("patch precondition resourceVersion %q, want %q, the version observed", got, rv)
+	switch {
+	case p.tests != nil:
+		// The fake client applies the patch: the values it tests are those of the object.
+		if _, ok := p.tests["/metadata/generation"]; !ok || p.tests[lockPath] == nil {
+			t.Errorf("JSON patch tests %v; want the generation and the lock observed", p.tests)
+		}
+	case p.resourceVersion() != rv:
+		t.Errorf("patch precondition resourceVersion %q, want %q, the version observed", p.resourceVersion(), rv)
 	}
 	if got := p.spec(t); got != wantSpec {
 		t.Errorf("patch spec %s\nwant %s", got, wantSpec)

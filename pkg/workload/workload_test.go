@@ -76,6 +76,8 @@ type patchWrite struct {
 	resource string
 	name     string
 	body     map[string]any
+	// tests are the values a JSON patch tests, by path; nil for a strategic-merge patch.
+	tests map[string]any
 }
 
 // resourceVersion is the precondition the patch carries.
@@ -124,17 +126,50 @@ func patches(t *testing.T, client *fake.Clientset) []patchWrite {
 		if !ok {
 			continue
 		}
-		if pa.GetPatchType() != types.StrategicMergePatchType {
-			t.Errorf("patch of %s %s is %s, want a strategic merge patch", pa.GetResource().Resource, pa.GetName(), pa.GetPatchType())
+		w := patchWrite{resource: pa.GetResource().Resource, name: pa.GetName()}
+		switch pa.GetPatchType() {
+		case types.StrategicMergePatchType:
+			if err := json.Unmarshal(pa.GetPatch(), &w.body); err != nil {
+				t.Fatalf("patch of %s does not decode: %v", pa.GetName(), err)
+			}
+		case types.JSONPatchType:
+			w.body, w.tests = lockOnlyPatch(t, pa.GetName(), pa.GetPatch())
+		default:
+			t.Errorf("patch of %s %s is %s, want a strategic-merge patch, or a JSON patch of the lock", w.resource, w.name, pa.GetPatchType())
 		}
-		var body map[string]any
-		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
-			t.Fatalf("patch of %s does not decode: %v", pa.GetName(), err)
-		}
-		out = append(out, patchWrite{resource: pa.GetResource().Resource, name: pa.GetName(), body: body})
+		out = append(out, w)
 	}
 	return out
 }
+
+// lockOnlyPatch reads a JSON patch that may only test values and replace the lock annotation: it
+// returns the patch as the strategic-merge body that writes the same lock, and the values tested.
+func lockOnlyPatch(t *testing.T, name string, data []byte) (map[string]any, map[string]any) {
+	t.Helper()
+	var ops []struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	if err := json.Unmarshal(data, &ops); err != nil {
+		t.Fatalf("JSON patch of %s does not decode: %v", name, err)
+	}
+	tests, body := map[string]any{}, map[string]any{}
+	for _, op := range ops {
+		switch {
+		case op.Op == "test":
+			tests[op.Path] = op.Value
+		case op.Op == "replace" && op.Path == lockPath:
+			body["metadata"] = map[string]any{"annotations": map[string]any{LockAnnotation: op.Value}}
+		default:
+			t.Errorf("JSON patch of %s: %s %s; want it to test values and replace %s only", name, op.Op, op.Path, lockPath)
+		}
+	}
+	return body, tests
+}
+
+// lockPath is the lock annotation's JSON pointer.
+const lockPath = "/metadata/annotations/inplace-rollout.io~1rollout"
 
 // writes counts the client's create, update, patch and delete calls.
 func writes(client *fake.Clientset) int {

@@ -47,7 +47,8 @@ func NewClient(t testing.TB, n int) *fake.Clientset {
 	client := fake.NewClientset()
 	ctx := context.Background()
 	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: StsName, Namespace: Namespace, UID: "uid-sts-web"},
+		// Generation 1, as the API server starts every apps/v1 object, observed by the controller.
+		ObjectMeta: metav1.ObjectMeta{Name: StsName, Namespace: Namespace, UID: "uid-sts-web", Generation: 1},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr(int32(n)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": StsName}},
@@ -57,7 +58,7 @@ func NewClient(t testing.TB, n int) *fake.Clientset {
 			},
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 		},
-		Status: appsv1.StatefulSetStatus{Replicas: int32(n), CurrentRevision: "web-1", UpdateRevision: "web-1"},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: int32(n), CurrentRevision: "web-1", UpdateRevision: "web-1"},
 	}
 	if _, err := client.AppsV1().StatefulSets(Namespace).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -35,7 +35,9 @@ var now = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 // statefulSet is StatefulSet ns/web of 3 replicas with one container, and the lock annotation
 // when not empty.
 func statefulSet(lock string) *appsv1.StatefulSet {
-	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "web-uid"}}
+	// Generation 1, as the API server starts every apps/v1 object, observed by the controller.
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "web-uid", Generation: 1}}
+	s.Status.ObservedGeneration = 1
 	s.Spec.Replicas = ptr.To[int32](3)
 	s.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 	s.Spec.Template.Labels = map[string]string{"app": "web"}
