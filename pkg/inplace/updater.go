@@ -27,6 +27,9 @@ type Updater struct {
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Wrote, when set, receives each pod as its write returned it: a cache that lags the API
+	// server can answer with it (workload.PodWatch.Wrote).
+	Wrote func(*corev1.Pod)
 }
 
 // Result is the outcome of one Update or Revert call.
@@ -119,6 +122,9 @@ func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next f
 		return Result{}, err
 	}
 	if res.Wrote {
+		if u.Wrote != nil && written != nil {
+			u.Wrote(written)
+		}
 		u.log().Info("pod written", "pod", namespace+"/"+name, "stage", res.Stage, "reason", res.Reason)
 		if event != nil && u.Events != nil {
 			if err := u.Events.Record(ctx, PodRef(written), *event); err != nil {

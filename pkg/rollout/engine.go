@@ -125,7 +125,7 @@ func (e *Engine) log() *slog.Logger {
 // updater steps pods with the given wait between drain and restart, and progress deadline,
 // logging to log.
 func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inplace.Updater {
-	return &inplace.Updater{
+	u := &inplace.Updater{
 		Client: e.Client,
 		Events: e.podEvents(),
 		Log:    log,
@@ -134,6 +134,10 @@ func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inpla
 		// once its new containers run Ready.
 		Options: inplace.Options{GracePeriod: grace, ProgressDeadline: deadline},
 	}
+	if w, ok := e.Pods.(workload.WrittenPods); ok {
+		u.Wrote = w.Wrote
+	}
+	return u
 }
 
 // start checks that the rollout can begin and writes the lock with the freeze, or reports that

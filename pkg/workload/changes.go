@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
 
@@ -40,14 +42,27 @@ func (a apiPods) ListPods(ctx context.Context, namespace string, sel labels.Sele
 //
 // The cache may lag the API server by the time an update takes to arrive; a step that reads a
 // pod from it and writes it carries the resourceVersion it read, so a stale pod costs a conflict
-// and a fresh read of that pod (inplace.Updater), never a wrong write.
+// and a fresh read of that pod (inplace.Updater), never a wrong write. The writes this process
+// makes itself do not lag: told of each (Wrote), the watch answers with the pod as written until
+// it brings a newer version, so that the step after a write does not decide on the pod as it was.
 type PodWatch struct {
 	changes   chan struct{}
 	informer  cache.SharedIndexInformer
+	written   cache.MutationCache
 	client    kubernetes.Interface
 	namespace string
 	sel       labels.Selector
 }
+
+// WrittenPods is a PodLister that can be told of a pod this process wrote, to answer with it
+// until its own view of the pod is as new (PodWatch).
+type WrittenPods interface {
+	Wrote(pod *corev1.Pod)
+}
+
+// writtenTTL bounds how long a written pod stands in for the watch's: the watch brings the
+// write, or a newer version, well within it.
+const writtenTTL = 30 * time.Second
 
 // WatchPods watches the pods sel selects in namespace until ctx ends. The watch starts with one
 // call, so that a caller not allowed to watch pods hears it now, not from the informer's
@@ -70,6 +85,9 @@ func WatchPods(ctx context.Context, client kubernetes.Interface, namespace strin
 	probe.Stop()
 	w := &PodWatch{changes: make(chan struct{}, 1), client: client, namespace: namespace, sel: sel,
 		informer: cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})}
+	// The resourceVersions of one resource in one namespace are compared as integers, as the
+	// API server's storage makes them.
+	w.written = cache.NewIntegerResourceVersionMutationCache(klog.Background(), w.informer.GetStore(), nil, writtenTTL, false)
 	// Managed fields are most of a pod's size and nothing here reads them.
 	if err := w.informer.SetTransform(func(obj any) (any, error) {
 		if p, ok := obj.(*corev1.Pod); ok {
@@ -113,12 +131,24 @@ func (w *PodWatch) ListPods(ctx context.Context, namespace string, sel labels.Se
 		return apiPods{w.client}.ListPods(ctx, namespace, sel)
 	}
 	var pods []*corev1.Pod
-	for _, obj := range w.informer.GetStore().List() {
-		if p, ok := obj.(*corev1.Pod); ok && sel.Matches(labels.Set(p.Labels)) {
+	for _, key := range w.informer.GetStore().ListKeys() {
+		obj, ok, err := w.written.GetByKey(key)
+		if err != nil {
+			return nil, fmt.Errorf("reading pod %s from the watch's cache: %w", key, err)
+		}
+		if p, isPod := obj.(*corev1.Pod); ok && isPod && sel.Matches(labels.Set(p.Labels)) {
 			pods = append(pods, p.DeepCopy())
 		}
 	}
 	return pods, nil
+}
+
+// Wrote makes ListPods answer with pod, as a write returned it, until the watch brings a version
+// as new. A pod the watch does not hold is not added.
+func (w *PodWatch) Wrote(pod *corev1.Pod) {
+	p := pod.DeepCopy()
+	p.ManagedFields = nil
+	w.written.Mutation(p)
 }
 
 // narrows reports whether every pod sel selects is one of those of watched selects: sel has

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -88,4 +90,56 @@ func countVerb(client *fake.Clientset, verb string) int {
 		}
 	}
 	return n
+}
+
+// TestPodWatchAnswersWithWrittenPods: a pod this process wrote is listed as written until the
+// watch brings a version as new; an older write changes nothing.
+func TestPodWatchAnswersWithWrittenPods(t *testing.T) {
+	pod := runningPod("web-a", "reg/app:v1", nil, nil)
+	pod.ResourceVersion = "10"
+	client := fake.NewClientset(pod)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sel := labels.SelectorFromSet(labels.Set{"app": "web"})
+	w, err := WatchPods(ctx, client, "ns", sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
+		t.Fatal("the watch did not sync")
+	}
+	listed := func() (image, rv string) {
+		t.Helper()
+		pods, err := w.ListPods(ctx, "ns", sel)
+		if err != nil || len(pods) != 1 {
+			t.Fatalf("ListPods = %d pods, %v; want web-a", len(pods), err)
+		}
+		return pods[0].Spec.Containers[0].Image, pods[0].ResourceVersion
+	}
+	with := func(image, rv string) *corev1.Pod {
+		p := pod.DeepCopy()
+		p.Spec.Containers[0].Image, p.ResourceVersion = image, rv
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "inplace-rollout"}}
+		return p
+	}
+
+	w.Wrote(with("reg/app:v0", "9"))
+	if img, rv := listed(); img != "reg/app:v1" || rv != "10" {
+		t.Errorf("after an older write, listed %s at %s; want reg/app:v1 at 10, the watch's", img, rv)
+	}
+	w.Wrote(with("reg/app:v2", "11"))
+	pods, _ := w.ListPods(ctx, "ns", sel)
+	if img, rv := pods[0].Spec.Containers[0].Image, pods[0].ResourceVersion; img != "reg/app:v2" || rv != "11" || pods[0].ManagedFields != nil {
+		t.Errorf("after a write the watch has not brought, listed %s at %s with managed fields %v; want reg/app:v2 at 11, without them", img, rv, pods[0].ManagedFields)
+	}
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, with("reg/app:v3", "12"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for img, _ := listed(); img != "reg/app:v3"; img, _ = listed() {
+		if time.Now().After(deadline) {
+			t.Fatalf("listed %s once the watch brought a newer version; want reg/app:v3", img)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
