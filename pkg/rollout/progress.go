@@ -106,7 +106,7 @@ func waiting(st Status, requeue time.Duration, msg string) (Status, time.Duratio
 
 // stepBatch steps the pods decided, once the lock names them, and reports the batch.
 func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *census, d decision, st Status) (Status, time.Duration, error) {
-	if next, ok := recordTouched(w, lock, d.work); ok {
+	if next, ok := recordTouched(c.stateOf, lock, d.work); ok {
 		// The lock names a pod before its first write, so that a rollback can find it whatever
 		// becomes of its state; the pods are stepped on the next call.
 		if err := w.SetLock(ctx, next.encode()); err != nil {
@@ -176,6 +176,9 @@ type census struct {
 	// batch's soak and after it.
 	ours    []*inplace.State
 	soaking []podState
+	// stateOf is the rollout whose state each pod carries, by pod UID; pods being deleted are
+	// not read.
+	stateOf map[types.UID]string
 	// batchDone is when the last pod counted as updated became so; podProgress when the last of
 	// the rollout's pods entered a stage, or ended its update and then the soak.
 	batchDone, podProgress time.Time
@@ -250,6 +253,12 @@ func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod, so
 	s, err := inplace.ReadState(p)
 	if err != nil {
 		return err
+	}
+	if s != nil {
+		if c.stateOf == nil {
+			c.stateOf = map[types.UID]string{}
+		}
+		c.stateOf[p.UID] = s.RolloutID
 	}
 	ours := s != nil && s.RolloutID == lock.RolloutID
 	stage := inplace.Stage("")
@@ -531,10 +540,11 @@ const maxTouched = 100
 // recordTouched returns the lock with the pods of work it does not name yet added to its touched
 // pods, and whether that changed it. Past maxTouched, it records instead how many pods it set
 // out to update without naming them: those of work, and those of the workload that carry a
-// state of the rollout (or of one it superseded). It is the most it ever counted, as those pods
-// may lose their state later, and it counts a pod before its first write, so the write that
-// follows changes nothing the next step would record again.
-func recordTouched(w workload.Observed, lock *Record, work []*corev1.Pod) (*Record, bool) {
+// state of the rollout (or of one it superseded), by the rollout each pod's state names
+// (stateOf, by pod UID). It is the most it ever counted, as those pods may lose their state
+// later, and it counts a pod before its first write, so the write that follows changes nothing
+// the next step would record again.
+func recordTouched(stateOf map[types.UID]string, lock *Record, work []*corev1.Pod) (*Record, bool) {
 	next := *lock
 	next.Touched = slices.Clone(lock.Touched)
 	named := func(p *corev1.Pod) bool {
@@ -553,9 +563,9 @@ func recordTouched(w workload.Observed, lock *Record, work []*corev1.Pod) (*Reco
 				unnamed[p.UID] = true
 			}
 		}
-		for _, p := range w.Pods() {
-			if s, _ := inplace.ReadState(p); s != nil && slices.Contains(ours, s.RolloutID) && !named(p) {
-				unnamed[p.UID] = true
+		for uid, id := range stateOf {
+			if slices.Contains(ours, id) && !slices.ContainsFunc(next.Touched, func(t TouchedPod) bool { return t.UID == uid }) {
+				unnamed[uid] = true
 			}
 		}
 		next.TouchedMore = max(next.TouchedMore, len(unnamed))

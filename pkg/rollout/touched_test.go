@@ -84,7 +84,13 @@ func TestRecordTouchedIsBounded(t *testing.T) {
 					p.Annotations[inplace.StateAnnotation] = fmt.Sprintf(`{"rolloutID":%q,"stage":"Updated"}`, id)
 				}
 			}
-			next, changed := recordTouched(w, lock, pods[:tt.work])
+			stateOf := map[types.UID]string{}
+			for _, p := range pods {
+				if s, err := inplace.ReadState(p); err != nil || s != nil {
+					stateOf[p.UID] = s.RolloutID
+				}
+			}
+			next, changed := recordTouched(stateOf, lock, pods[:tt.work])
 			if changed != tt.changed || len(next.Touched) != maxTouched || next.TouchedMore != tt.touchedMore {
 				t.Fatalf("recordTouched = %d named, %d more, changed %v; want %d named, %d more, changed %v",
 					len(next.Touched), next.TouchedMore, changed, maxTouched, tt.touchedMore, tt.changed)

@@ -279,11 +279,11 @@ func versionOf(meta metav1.Object) objectVersion {
 // resourceVersion precondition would conflict, the more often the busier the controller. A test
 // that fails comes back as Invalid; the object read again tells it from a patch refused for
 // another reason, and a changed object is returned as a conflict, for the caller to decide again.
-// With no lock observed there is nothing to test: it is a strategic-merge patch with the
-// resourceVersion observed, written again after a conflict that left generation and lock as they were.
+// With no lock observed there is nothing to test: it is a strategic-merge patch written with
+// writeIfUnchanged.
 func writeLock(ctx context.Context, ref Ref, observed objectVersion, record string, read func(context.Context) (objectVersion, error), write func(context.Context, types.PatchType, []byte) error) error {
 	if observed.lock == "" {
-		return writeLockMerge(ctx, observed, objectPatch{lock: record}, read, write)
+		return writeIfUnchanged(ctx, observed, objectPatch{lock: record}, read, write)
 	}
 	err := write(ctx, types.JSONPatchType, lockPatch(observed, record))
 	if !apierrors.IsInvalid(err) {
@@ -320,10 +320,13 @@ func lockPatch(observed objectVersion, record string) []byte {
 	return data
 }
 
-// writeLockMerge writes a lock-only strategic-merge patch with the resourceVersion observed. On a
-// conflict it reads the object again and, when neither its spec nor its lock changed, writes
-// again with the new resourceVersion. Any other change returns the conflict.
-func writeLockMerge(ctx context.Context, observed objectVersion, p objectPatch, read func(context.Context) (objectVersion, error), write func(context.Context, types.PatchType, []byte) error) error {
+// writeIfUnchanged writes p, a patch computed from the object as observed, with the
+// resourceVersion observed. On a conflict it reads the object again and, when neither its spec
+// (its generation) nor its lock changed, writes again with the new resourceVersion: the conflict
+// came from a write of its status, labels or other annotations (the controller's, as the pods
+// change), which leaves p as right as it was. Any other change returns the conflict, for the
+// caller to decide again.
+func writeIfUnchanged(ctx context.Context, observed objectVersion, p objectPatch, read func(context.Context) (objectVersion, error), write func(context.Context, types.PatchType, []byte) error) error {
 	p.resourceVersion = observed.resourceVersion
 	changed := false
 	return retry.OnError(retry.DefaultRetry, func(err error) bool { return !changed && apierrors.IsConflict(err) }, func() error {

@@ -55,8 +55,8 @@ func loadDaemonSet(ctx context.Context, client kubernetes.Interface, lister PodL
 		onDelete: &onDelete{
 			ref:  Ref{Kind: DaemonSet, Namespace: ds.Namespace, Name: ds.Name},
 			lock: lock, template: &ds.Spec.Template, strategy: ds.Spec.UpdateStrategy,
-			onDeleteType: string(appsv1.OnDeleteDaemonSetStrategyType), resourceVersion: ds.ResourceVersion,
-			observed: versionOf(ds),
+			onDeleteType: string(appsv1.OnDeleteDaemonSetStrategyType),
+			observed:     versionOf(ds),
 			write: func(ctx context.Context, pt types.PatchType, patch []byte) error {
 				_, err := client.AppsV1().DaemonSets(ds.Namespace).Patch(ctx, ds.Name, pt, patch, metav1.PatchOptions{})
 				return err

@@ -122,12 +122,24 @@ func (d *deployment) CheckStart(images map[string]string, includeInit bool) erro
 }
 
 func (d *deployment) patch(ctx context.Context, p objectPatch) error {
-	p.resourceVersion = d.dep.ResourceVersion
-	_, err := d.client.AppsV1().Deployments(d.dep.Namespace).Patch(ctx, d.dep.Name, types.StrategicMergePatchType, p.bytes(), metav1.PatchOptions{})
-	if err != nil {
+	if err := writeIfUnchanged(ctx, versionOf(d.dep), p, d.read, d.write); err != nil {
 		return fmt.Errorf("writing %s: %w", d.Ref(), err)
 	}
 	return nil
+}
+
+// write sends a patch of the Deployment; read gets its version now.
+func (d *deployment) write(ctx context.Context, pt types.PatchType, patch []byte) error {
+	_, err := d.client.AppsV1().Deployments(d.dep.Namespace).Patch(ctx, d.dep.Name, pt, patch, metav1.PatchOptions{})
+	return err
+}
+
+func (d *deployment) read(ctx context.Context) (objectVersion, error) {
+	now, err := d.client.AppsV1().Deployments(d.dep.Namespace).Get(ctx, d.dep.Name, metav1.GetOptions{})
+	if err != nil {
+		return objectVersion{}, fmt.Errorf("reading %s again: %w", d.Ref(), err)
+	}
+	return versionOf(now), nil
 }
 
 // Previous records the template's images of the rollout's containers and whether the Deployment
@@ -147,18 +159,7 @@ func (d *deployment) Retarget(ctx context.Context, record string, _ map[string]s
 }
 
 func (d *deployment) SetLock(ctx context.Context, record string) error {
-	deployments := d.client.AppsV1().Deployments(d.dep.Namespace)
-	err := writeLock(ctx, d.Ref(), versionOf(d.dep), record, func(ctx context.Context) (objectVersion, error) {
-		now, err := deployments.Get(ctx, d.dep.Name, metav1.GetOptions{})
-		if err != nil {
-			return objectVersion{}, fmt.Errorf("reading %s again: %w", d.Ref(), err)
-		}
-		return versionOf(now), nil
-	}, func(ctx context.Context, pt types.PatchType, patch []byte) error {
-		_, err := deployments.Patch(ctx, d.dep.Name, pt, patch, metav1.PatchOptions{})
-		return err
-	})
-	if err != nil {
+	if err := writeLock(ctx, d.Ref(), versionOf(d.dep), record, d.read, d.write); err != nil {
 		return fmt.Errorf("writing %s: %w", d.Ref(), err)
 	}
 	return nil

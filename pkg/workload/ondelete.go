@@ -13,13 +13,12 @@ import (
 // them, and their template gets the new images up front so that the controller computes the
 // revision updated pods are labelled with.
 type onDelete struct {
-	ref             Ref
-	lock            *Lock
-	template        *corev1.PodTemplateSpec
-	strategy        any    // the object's spec.updateStrategy
-	onDeleteType    string // the kind's OnDelete strategy type
-	resourceVersion string
-	// observed is the object's version as loaded, for lock-only writes (see writeLock).
+	ref          Ref
+	lock         *Lock
+	template     *corev1.PodTemplateSpec
+	strategy     any    // the object's spec.updateStrategy
+	onDeleteType string // the kind's OnDelete strategy type
+	// observed is the object's version as loaded, what every write is conditional on.
 	observed objectVersion
 	// write sends a patch of the object; read gets its version now.
 	write func(ctx context.Context, pt types.PatchType, patch []byte) error
@@ -39,8 +38,7 @@ func (o *onDelete) previous() *Lock {
 func (o *onDelete) Template() *corev1.PodTemplateSpec { return o.template }
 
 func (o *onDelete) patch(ctx context.Context, p objectPatch) error {
-	p.resourceVersion = o.resourceVersion
-	if err := o.write(ctx, types.StrategicMergePatchType, p.bytes()); err != nil {
+	if err := writeIfUnchanged(ctx, o.observed, p, o.read, o.write); err != nil {
 		return fmt.Errorf("writing %s: %w", o.ref, err)
 	}
 	return nil

@@ -57,8 +57,8 @@ func loadStatefulSet(ctx context.Context, client kubernetes.Interface, lister Po
 		onDelete: &onDelete{
 			ref:  Ref{Kind: StatefulSet, Namespace: sts.Namespace, Name: sts.Name},
 			lock: lock, template: &sts.Spec.Template, strategy: sts.Spec.UpdateStrategy,
-			onDeleteType: string(appsv1.OnDeleteStatefulSetStrategyType), resourceVersion: sts.ResourceVersion,
-			observed: versionOf(sts),
+			onDeleteType: string(appsv1.OnDeleteStatefulSetStrategyType),
+			observed:     versionOf(sts),
 			write: func(ctx context.Context, pt types.PatchType, patch []byte) error {
 				_, err := client.AppsV1().StatefulSets(sts.Namespace).Patch(ctx, sts.Name, pt, patch, metav1.PatchOptions{})
 				return err
