@@ -289,14 +289,23 @@ func writeLock(ctx context.Context, ref Ref, observed objectVersion, record stri
 	if !apierrors.IsInvalid(err) {
 		return err
 	}
-	now, rerr := read(ctx)
-	if rerr != nil {
-		return rerr
-	}
-	if now.generation != observed.generation || now.lock != observed.lock {
+	if changed, rerr := changedSince(ctx, observed, read); rerr != nil || changed {
+		if rerr != nil {
+			return rerr
+		}
 		return apierrors.NewConflict(ref.Kind.resource(), ref.Name, errors.New("its spec or lock changed since it was read"))
 	}
 	return err
+}
+
+// changedSince reads the object again and reports whether its spec (its generation) or its lock
+// changed since observed.
+func changedSince(ctx context.Context, observed objectVersion, read func(context.Context) (objectVersion, error)) (bool, error) {
+	now, err := read(ctx)
+	if err != nil {
+		return false, err
+	}
+	return now.generation != observed.generation || now.lock != observed.lock, nil
 }
 
 // resource is the apps/v1 resource of a workload kind with an object: statefulsets.apps for
@@ -338,8 +347,7 @@ func writeIfUnchanged(ctx context.Context, observed objectVersion, p objectPatch
 		if rerr != nil {
 			return rerr
 		}
-		if now.generation != observed.generation || now.lock != observed.lock {
-			changed = true
+		if changed = now.generation != observed.generation || now.lock != observed.lock; changed {
 			return err
 		}
 		p.resourceVersion = now.resourceVersion
