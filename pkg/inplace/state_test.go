@@ -95,3 +95,40 @@ func TestStateFromContainerIsOptional(t *testing.T) {
 		t.Errorf("round trip lost the replaced container: %+v", c)
 	}
 }
+
+// TestReadStateAgainFromTheCache: a state read a second time from the same text comes from
+// ReadState's cache, and must read as the first time did: a copy the caller may change without
+// changing the next read, and, on a pod without a container the state names, the same error as
+// an uncached read.
+func TestReadStateAgainFromTheCache(t *testing.T) {
+	raw := `{"rolloutID":"cache","stage":"Updating","containers":[{"name":"app","beforeImage":"reg/app:v1","afterImage":"reg/app:v2"},` +
+		`{"name":"setup","init":true,"beforeImage":"reg/setup:v1","afterImage":"reg/setup:v2"}],"labels":{"l":{"after":"b"}}}`
+	pod := statePod(t, raw)
+	first, err := ReadState(pod)
+	if err != nil {
+		t.Fatalf("first read: %v", err)
+	}
+	want := first.encode()
+	first.Containers[0].AfterImage = "reg/app:changed"
+	first.Labels["l"] = LabelChange{After: "changed"}
+	first.Stage = StageFailed
+	again, err := ReadState(pod)
+	if err != nil {
+		t.Fatalf("second read: %v", err)
+	}
+	if got := again.encode(); got != want {
+		t.Errorf("the second read changed with the first's copy:\n got %s\nwant %s", got, want)
+	}
+
+	uncached := `{"rolloutID":"uncached","stage":"Updating","containers":[{"name":"app","beforeImage":"reg/app:v1","afterImage":"reg/app:v2"},` +
+		`{"name":"setup","init":true,"beforeImage":"reg/setup:v1","afterImage":"reg/setup:v2"}]}`
+	for _, text := range []string{uncached, raw} { // uncached: its first read is on the pod without setup
+		lacking := statePod(t, text)
+		lacking.Spec.InitContainers = nil
+		_, err := ReadState(lacking)
+		var se *StateError
+		if !errors.As(err, &se) || !se.Shape || !strings.HasSuffix(err.Error(), `containers[1]: the pod has no init container "setup"`) {
+			t.Errorf("ReadState on a pod without init container setup: %v; want a *StateError naming containers[1]", err)
+		}
+	}
+}
