@@ -115,11 +115,16 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 // advance moves the container through its life up to now for the given spec image and returns
 // when it next changes on its own (zero when it will not). crash makes the image crash-loop in
 // this container whatever its tag.
+//
+// A spec image that changes while the kubelet stops the container for an earlier change, or
+// pulls the image of one, waits until that image has started (or its pull failed): the kubelet
+// kills and starts in one sync, with the spec it read when the sync began, and only its next sync
+// sees the newer spec.
 func (c *containerSim) advance(now time.Time, specImage string, crash bool, t timings, reg *registry) time.Time {
-	if specImage != c.specImage || c.since.IsZero() {
+	if c.since.IsZero() || specImage != c.specImage && !c.inSync() {
 		c.changeImage(now, specImage, t, reg)
 		c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
-	} else if crash && !c.beh.crashes && c.parseErr == nil {
+	} else if specImage == c.specImage && crash && !c.beh.crashes && c.parseErr == nil {
 		// The image was marked to crash in this pod while it ran: the running instance exits,
 		// and every restart crashes too.
 		c.beh.crashes = true
@@ -128,6 +133,11 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 		}
 	}
 	for {
+		if specImage != c.specImage && !c.inSync() {
+			// The sync that held the change back has ended, when the phase it was in did.
+			c.changeImage(c.since, specImage, t, reg)
+			c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
+		}
 		switch c.phase {
 		case phaseInvalid, phaseExited:
 			return time.Time{}
@@ -325,6 +335,12 @@ func (c *containerSim) exit(at time.Time) {
 		c.exited.ExitCode, c.exited.Reason = 1, "Error"
 	}
 	c.phase, c.since = phaseExited, at
+}
+
+// inSync reports whether the kubelet is in the sync that acts on the spec image c.specImage: it
+// stops the instance that ran before, or pulls the image to start.
+func (c *containerSim) inSync() bool {
+	return c.phase == phaseStopping || c.phase == phasePulling
 }
 
 func (c *containerSim) ready() bool {

@@ -183,6 +183,19 @@ func TestContainerAsTheRealKubeletAfterAnImagePatch(t *testing.T) {
 			{at: ms(950), image: "app:v2", state: "Terminated", instance: "same"},
 			{at: ms(1200), image: "app:v2", state: "Running", restarts: 1, instance: "new", statusImage: "docker.io/library/app:v2"},
 		}},
+		// The kubelet kills and starts in one sync, with the spec it read when the sync began:
+		// patched back while it stops the container, it starts v2 all the same, then v1.
+		{"an image patched back during the stop starts the patched image first", []point{
+			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
+			{at: ms(500), image: "app:v1", state: "Ready", instance: "new"},
+			{at: ms(600), image: "app:v2", state: "Ready", instance: "same"},
+			{at: ms(700), image: "app:v1", state: "Ready", instance: "same", statusImage: "docker.io/library/app:v1"},
+			{at: ms(950), image: "app:v1", state: "Terminated", instance: "same"},
+			{at: ms(1150), image: "app:v1", state: "Running", restarts: 1, instance: "new", statusImage: "docker.io/library/app:v2"},
+			{at: ms(1350), image: "app:v1", state: "Running", restarts: 1, instance: "same", statusImage: "docker.io/library/app:v2"},
+			{at: ms(1450), image: "app:v1", state: "Terminated", restarts: 1, instance: "same"},
+			{at: ms(1650), image: "app:v1", state: "Running", restarts: 2, instance: "new", statusImage: "docker.io/library/app:v1"},
+		}},
 		{"back to an image started after an exit waits the back-off, doubling", []point{
 			{at: ms(0), image: "app:v1", state: "ContainerCreating"},
 			{at: ms(500), image: "app:v1", state: "Ready", instance: "new"},

@@ -116,7 +116,7 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		}
 		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
 		c.pod = fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
-		earliest(c.advance(now, spec.Image, crashesHere(pod, spec.Image), t, reg))
+		earliest(c.advance(now, spec.Image, crashesHere(pod, spec.Image), withPreStop(t, spec), reg))
 		allCreated = allCreated && c.started
 		allReady = allReady && c.ready()
 		return c.status(now, t)
@@ -292,4 +292,13 @@ func filterOwnConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 		}
 	}
 	return out
+}
+
+// withPreStop is t with the stop lasting at least the container's preStop sleep: the kubelet
+// runs the hook before it sends the container SIGTERM, and the container runs, Ready, meanwhile.
+func withPreStop(t timings, spec corev1.Container) timings {
+	if l := spec.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+		t.stop = max(t.stop, time.Duration(l.PreStop.Sleep.Seconds)*time.Second)
+	}
+	return t
 }
