@@ -292,3 +292,43 @@ func readyReason(p *corev1.Pod) string {
 	}
 	return ""
 }
+
+// An image patched back while the kubelet still stops the container for the first patch: the
+// kubelet kills the container and starts the image of the patch it acted on in one sync, and
+// only its next sync sees the image patched back. So the container restarts twice, first into
+// the patched image and then into the first one again, never once straight back. The preStop
+// sleep holds the stop open long enough for the second patch to land in it; the simulator
+// stops a container for its preStop sleep too.
+func TestConformancePatchedBackDuringStop(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		old := appStatus(barePod(t, ns, node, "v1", func(p *corev1.Pod) {
+			p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(10))
+			p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}
+		}))
+		setImage(t, ns, "v2")
+		time.Sleep(time.Second)
+		if cs := appStatus(getPod(t, ns)); cs.ContainerID != old.ContainerID {
+			t.Fatalf("container %s replaced within a second of the patch, before its 3 s preStop sleep ended", cs.ContainerID)
+		}
+		setImage(t, ns, "v1")
+		d := digest(t, "v1")
+		p := env.WaitForPod(t, ns, "app", 90*time.Second, "app running v1 in a new container", func(p *corev1.Pod) bool {
+			cs := appStatus(p)
+			return cs.State.Running != nil && cs.Ready && cs.ContainerID != old.ContainerID && strings.HasSuffix(cs.ImageID, "@"+d)
+		})
+		cs := appStatus(p)
+		if cs.RestartCount != old.RestartCount+2 {
+			t.Errorf("restartCount %d -> %d, want +2 (into v2, then back into v1)", old.RestartCount, cs.RestartCount)
+		}
+		if last := cs.LastTerminationState.Terminated; last == nil || last.ContainerID == old.ContainerID {
+			t.Errorf("lastState %+v, want the v2 container, not the first one %s", cs.LastTerminationState, old.ContainerID)
+		}
+	})
+}
+
+func getPod(t *testing.T, ns string) *corev1.Pod {
+	t.Helper()
+	p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), "app", metav1.GetOptions{})
+	must(t, err, "reading pod %s/app", ns)
+	return p
+}
