@@ -122,8 +122,7 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 // sees the newer spec.
 func (c *containerSim) advance(now time.Time, specImage string, crash bool, t timings, reg *registry) time.Time {
 	if c.since.IsZero() || specImage != c.specImage && !c.inSync() {
-		c.changeImage(now, specImage, t, reg)
-		c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
+		c.follow(now, specImage, crash, t, reg)
 	} else if specImage == c.specImage && crash && !c.beh.crashes && c.parseErr == nil {
 		// The image was marked to crash in this pod while it ran: the running instance exits,
 		// and every restart crashes too.
@@ -135,8 +134,7 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 	for {
 		if specImage != c.specImage && !c.inSync() {
 			// The sync that held the change back has ended, when the phase it was in did.
-			c.changeImage(c.since, specImage, t, reg)
-			c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
+			c.follow(c.since, specImage, crash, t, reg)
 		}
 		switch c.phase {
 		case phaseInvalid, phaseExited:
@@ -335,6 +333,13 @@ func (c *containerSim) exit(at time.Time) {
 		c.exited.ExitCode, c.exited.Reason = 1, "Error"
 	}
 	c.phase, c.since = phaseExited, at
+}
+
+// follow starts the lifecycle of specImage at the given time; crash marks it to crash-loop in
+// this container.
+func (c *containerSim) follow(at time.Time, specImage string, crash bool, t timings, reg *registry) {
+	c.changeImage(at, specImage, t, reg)
+	c.beh.crashes = c.beh.crashes || (crash && c.parseErr == nil)
 }
 
 // inSync reports whether the kubelet is in the sync that acts on the spec image c.specImage: it
