@@ -73,6 +73,9 @@ type containerSim struct {
 	backoffs map[string]*backOffEntry
 	// lastExit is when the newest exited instance finished; zero when none has.
 	lastExit time.Time
+	// syncEnded is when the kubelet's latest sync that stopped this container or pulled its
+	// image ended: the image started, its pull failed, or the start met a back-off.
+	syncEnded time.Time
 	// wait and until are the back-off a phaseBackOff or phaseStartBackOff waits (its message)
 	// and when it ends.
 	wait  time.Duration
@@ -119,9 +122,11 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 // A spec image that changes while the kubelet stops the container for an earlier change, or
 // pulls the image of one, waits until that image has started (or its pull failed): the kubelet
 // kills and starts in one sync, with the spec it read when the sync began, and only its next sync
-// sees the newer spec.
-func (c *containerSim) advance(now time.Time, specImage string, crash bool, t timings, reg *registry) time.Time {
-	if c.since.IsZero() || specImage != c.specImage && !c.inSync() {
+// sees the newer spec. hold says that a sync of the pod is underway (podSim.advanceLive): a
+// changed spec image then waits whatever this container does, and the container's own part of
+// the sync ending returns at once, when it ended, for the pod to decide what the next sync does.
+func (c *containerSim) advance(now time.Time, specImage string, crash, hold bool, t timings, reg *registry) time.Time {
+	if c.since.IsZero() || specImage != c.specImage && !c.inSync() && !hold {
 		c.follow(now, specImage, crash, t, reg)
 	} else if specImage == c.specImage && crash && !c.beh.crashes && c.parseErr == nil {
 		// The image was marked to crash in this pod while it ran: the running instance exits,
@@ -131,10 +136,20 @@ func (c *containerSim) advance(now time.Time, specImage string, crash bool, t ti
 			c.crash(now, t, reg)
 		}
 	}
+	syncing := c.inSync()
 	for {
-		if specImage != c.specImage && !c.inSync() {
-			// The sync that held the change back has ended, when the phase it was in did.
+		if syncing && !c.inSync() {
+			// The sync ended when the phase it was in did.
+			c.syncEnded = c.since
+			if hold {
+				return c.since
+			}
+		}
+		syncing = c.inSync()
+		if specImage != c.specImage && !syncing && !hold {
+			// The sync that held the change back has ended.
 			c.follow(c.since, specImage, crash, t, reg)
+			syncing = c.inSync()
 		}
 		switch c.phase {
 		case phaseInvalid, phaseExited:

@@ -13,7 +13,7 @@ var testTimings = timings{pull: 200 * time.Millisecond, start: 200 * time.Millis
 // step advances c to at, with image marked to crash in its pod or not, and returns its status
 // reason and restart count.
 func step(c *containerSim, image string, crash bool, at time.Time, reg *registry) (state string, restarts int32, next time.Time) {
-	next = c.advance(at, image, crash, testTimings, reg)
+	next = c.advance(at, image, crash, false, testTimings, reg)
 	st := c.status(at, testTimings)
 	switch {
 	case st.State.Running != nil && st.Ready:
@@ -111,8 +111,8 @@ func TestStatusReportsNormalizedImageAndDigest(t *testing.T) {
 	t0 := time.Now()
 	reg := &registry{}
 	c := &containerSim{name: "app"}
-	c.advance(t0, "nginx:1.25", false, testTimings, reg)
-	c.advance(t0.Add(time.Second), "nginx:1.25", false, testTimings, reg)
+	c.advance(t0, "nginx:1.25", false, false, testTimings, reg)
+	c.advance(t0.Add(time.Second), "nginx:1.25", false, false, testTimings, reg)
 	st := c.status(t0.Add(time.Second), testTimings)
 	if st.Image != "docker.io/library/nginx:1.25" {
 		t.Errorf("image = %q, want docker.io/library/nginx:1.25", st.Image)
@@ -250,7 +250,7 @@ func TestContainerAsTheRealKubeletAfterAnImagePatch(t *testing.T) {
 			reg := &registry{}
 			var id string
 			for _, p := range tt.points {
-				c.advance(p.at, p.image, false, tm, reg)
+				c.advance(p.at, p.image, false, false, tm, reg)
 				st := c.status(p.at, tm)
 				state := ""
 				switch {

@@ -10,13 +10,17 @@
 // (reference/real-node.md), with times scaled as in Config:
 //
 //   - status.observedGeneration moves to the new generation at once, while the old container
-//     still runs: it does not mean the change is applied;
+//     still runs: it does not mean the change is applied; it is the generation the pod's latest
+//     sync read;
 //   - the old container is reported Running, Ready and with its containerID and image for
 //     Config.StopDelay after the patch (or its preStop sleep, when longer), and the pod stays
 //     Ready; then it is stopped;
 //   - the kubelet kills and starts in one sync, with the spec it read when the sync began: an
 //     image patched again while it stops the container or pulls the image waits until that
-//     image has started, so patching back during the stop restarts the container twice;
+//     image has started, so patching back during the stop restarts the container twice; the
+//     kubelet syncs a pod in one worker, so while its sync stops or starts any container of the
+//     pod, a newer spec waits for all of them, and an image patched and patched back meanwhile
+//     never restarts its container;
 //   - the crash back-off is kubelet v1.34.5's (kuberuntime doBackOff): an entry per pod,
 //     container name and image; before each start the kubelet looks at the newest exited
 //     instance, and within the entry's back-off of its exit the start waits, shown as waiting

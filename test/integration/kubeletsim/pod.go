@@ -26,6 +26,8 @@ type podSim struct {
 	sidecars map[string]*containerSim
 	running  bool // every container was created once: the pod left Pending
 	ready    bool // the Ready condition last computed
+	// observed is the spec generation the kubelet's latest sync read, which the status reports.
+	observed int64
 
 	traffic trafficCounters
 	limits  []limit
@@ -58,6 +60,7 @@ func newPodSim(pod *corev1.Pod, podIP, hostIP string, now time.Time) *podSim {
 		startTime:  now,
 		containers: map[string]*containerSim{},
 		sidecars:   map[string]*containerSim{},
+		observed:   pod.Status.ObservedGeneration,
 	}
 	if pod.Status.PodIP != "" {
 		p.podIP = pod.Status.PodIP
@@ -99,41 +102,31 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		return p.creatingSandbox(pod, now), p.sandboxReady
 	}
 	var next time.Time
-	earliest := func(d time.Time) {
-		if !d.IsZero() && (next.IsZero() || d.Before(next)) {
-			next = d
-		}
-	}
-	secrets := pullSecretsOf(pod)
 	allCreated, allReady := true, true
-	// live advances a container that runs for the pod's life, a container or a native sidecar,
-	// and returns its status.
-	live := func(sims map[string]*containerSim, spec corev1.Container) corev1.ContainerStatus {
-		c := sims[spec.Name]
-		if c == nil {
-			c = &containerSim{name: spec.Name}
-			sims[spec.Name] = c
-		}
-		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
-		c.pod = fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
-		earliest(c.advance(now, spec.Image, crashesHere(pod, spec.Image), withPreStop(t, spec), reg))
-		allCreated = allCreated && c.started
-		allReady = allReady && c.ready()
-		return c.status(now, t)
-	}
 	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
-	for _, spec := range pod.Spec.Containers {
-		statuses = append(statuses, live(p.containers, spec))
+	sidecarStatuses := map[string]corev1.ContainerStatus{}
+	for _, l := range p.advanceLive(pod, now, t, reg) {
+		if !l.next.IsZero() && (next.IsZero() || l.next.Before(next)) {
+			next = l.next
+		}
+		allCreated = allCreated && l.c.started
+		allReady = allReady && l.c.ready()
+		if l.sidecar {
+			sidecarStatuses[l.spec.Name] = l.c.status(now, t)
+		} else {
+			statuses = append(statuses, l.c.status(now, t))
+		}
 	}
 
 	// A native sidecar runs beside the containers: the kubelet restarts it when its image
 	// changes ("Init container NAME definition changed") and counts its readiness in the pod's
 	// (kubelet v1.34, kuberuntime computeInitContainerActions and status.GenerateContainersReadyCondition).
 	// The other init containers ran to completion before the pod started.
+	secrets := pullSecretsOf(pod)
 	var initStatuses []corev1.ContainerStatus
 	for _, spec := range pod.Spec.InitContainers {
 		if nativeSidecar(spec) {
-			initStatuses = append(initStatuses, live(p.sidecars, spec))
+			initStatuses = append(initStatuses, sidecarStatuses[spec.Name])
 			continue
 		}
 		st := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Ready: true, Started: ptr(false)}
@@ -164,9 +157,116 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	return p.render(pod, now, phase, statuses, initStatuses, true, allReady), next
 }
 
+// liveContainer is a container that runs for the pod's life, a container or a native sidecar,
+// with its spec and when it next changes on its own.
+type liveContainer struct {
+	c       *containerSim
+	spec    corev1.Container
+	sidecar bool
+	next    time.Time
+}
+
+// advanceLive advances the pod's live containers to now, in the spec's order, containers first.
+//
+// The kubelet syncs a pod in one worker, with the spec it read when the sync began: while a sync
+// stops containers, or pulls and starts images, a newer spec waits, for every container, until
+// that sync has ended, and the status keeps reporting the generation the sync read
+// (p.observed). So an image patched and patched back while the pod's sync works on another
+// container never restarts its container.
+func (p *podSim) advanceLive(pod *corev1.Pod, now time.Time, t timings, reg *registry) []*liveContainer {
+	secrets := pullSecretsOf(pod)
+	var lives []*liveContainer
+	add := func(sims map[string]*containerSim, spec corev1.Container, sidecar bool) {
+		c := sims[spec.Name]
+		if c == nil {
+			c = &containerSim{name: spec.Name}
+			sims[spec.Name] = c
+		}
+		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
+		c.pod = fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+		lives = append(lives, &liveContainer{c: c, spec: spec, sidecar: sidecar})
+	}
+	for _, spec := range pod.Spec.Containers {
+		add(p.containers, spec, false)
+	}
+	for _, spec := range pod.Spec.InitContainers {
+		if nativeSidecar(spec) {
+			add(p.sidecars, spec, true)
+		}
+	}
+
+	advance := func(l *liveContainer, to time.Time, hold bool) {
+		l.next = l.c.advance(to, l.spec.Image, crashesHere(pod, l.spec.Image), hold, withPreStop(t, l.spec), reg)
+	}
+	if !syncing(lives) {
+		// No sync is underway: this one reads the newest spec, at once.
+		for _, l := range lives {
+			advance(l, now, false)
+		}
+		p.observed = pod.Generation
+		return lives
+	}
+	// The containers in the sync go first: each stops where its part of the sync ends.
+	for _, l := range lives {
+		if l.c.inSync() {
+			advance(l, now, true)
+		}
+	}
+	end, ended := syncEnd(lives)
+	if ended {
+		// Every container up to the sync's end; one whose back-off ran out meanwhile started a
+		// sync of its own, which the pod waits for in turn.
+		for _, l := range lives {
+			advance(l, end, true)
+		}
+		ended = !syncing(lives)
+	}
+	if !ended {
+		for _, l := range lives {
+			advance(l, now, true)
+		}
+		return lives
+	}
+	// The next sync reads the newest spec, from when the one before ended.
+	for _, l := range lives {
+		if l.spec.Image != l.c.specImage {
+			l.c.follow(end, l.spec.Image, crashesHere(pod, l.spec.Image), withPreStop(t, l.spec), reg)
+		}
+		advance(l, now, false)
+	}
+	p.observed = pod.Generation
+	return lives
+}
+
+// syncing reports whether a sync of the pod is underway: a container is stopped for a new spec
+// image, or one is pulled to start. A container not yet seen is not: the first sync creates it.
+func syncing(lives []*liveContainer) bool {
+	for _, l := range lives {
+		if !l.c.since.IsZero() && l.c.inSync() {
+			return true
+		}
+	}
+	return false
+}
+
+// syncEnd is when the pod's latest sync ended, and whether it has: no container is in one.
+func syncEnd(lives []*liveContainer) (time.Time, bool) {
+	if syncing(lives) {
+		return time.Time{}, false
+	}
+	var end time.Time
+	for _, l := range lives {
+		if l.c.syncEnded.After(end) {
+			end = l.c.syncEnded
+		}
+	}
+	return end, true
+}
+
 // creatingSandbox is the status of a pod whose sandbox is not set up yet: Pending, every
 // container waiting in ContainerCreating.
 func (p *podSim) creatingSandbox(pod *corev1.Pod, now time.Time) corev1.PodStatus {
+	p.observed = pod.Generation
 	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
 	for _, spec := range pod.Spec.Containers {
 		statuses = append(statuses, corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Started: ptr(false),
@@ -200,8 +300,8 @@ func (p *podSim) render(pod *corev1.Pod, now time.Time, phase corev1.PodPhase, s
 	status.HostIPs = []corev1.HostIP{{IP: p.hostIP}}
 	status.PodIPs = []corev1.PodIP{{IP: p.podIP}}
 	status.StartTime = ptr(rfc3339(p.startTime))
-	// As a v1.34 kubelet does (KEP-5067): the spec generation this status describes.
-	status.ObservedGeneration = pod.Generation
+	// As a v1.34 kubelet does (KEP-5067): the spec generation the latest sync read.
+	status.ObservedGeneration = p.observed
 	status.ContainerStatuses = statuses
 	status.InitContainerStatuses = initStatuses
 

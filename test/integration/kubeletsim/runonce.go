@@ -55,7 +55,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 			continue
 		}
 		c := sim(p.initContainers, spec, true)
-		earliest(c.advance(at, spec.Image, crashesHere(pod, spec.Image), t, reg))
+		earliest(c.advance(at, spec.Image, crashesHere(pod, spec.Image), false, t, reg))
 		initStatuses = append(initStatuses, c.status(at, t))
 		if c.phase != phaseExited || c.exited.ExitCode != 0 {
 			initialized = false
@@ -73,7 +73,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 			continue
 		}
 		c := sim(p.containers, spec, len(spec.Command) > 0)
-		earliest(c.advance(at, spec.Image, crashesHere(pod, spec.Image), t, reg))
+		earliest(c.advance(at, spec.Image, crashesHere(pod, spec.Image), false, t, reg))
 		statuses = append(statuses, c.status(at, t))
 		allReady = allReady && c.ready()
 		switch {
@@ -127,6 +127,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 		earliest(deadline)
 	}
 
+	p.observed = pod.Generation
 	status := p.render(pod, now, phase, statuses, initStatuses, initialized, allReady)
 	if killed {
 		status.Reason, status.Message = "DeadlineExceeded", deadlineExceeded

@@ -237,6 +237,96 @@ func TestStatusRightAfterAnImagePatch(t *testing.T) {
 	}
 }
 
+// TestSyncHoldsANewerSpec: the kubelet syncs a pod in one worker, with the spec it read when the
+// sync began. A container's image patched and patched back while the pod's sync stops another
+// container is never restarted, and the status keeps the generation that sync read until it
+// ended; a container patched back while its own stop runs restarts twice, and the status never
+// names the generation of the patch back with the container from before the first patch.
+func TestSyncHoldsANewerSpec(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tm := testTimings
+	tm.stop = time.Second
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	preStop3s := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}
+	type point struct {
+		at         time.Time
+		app, side  string // the spec images; side "" for a pod without it
+		generation int64
+		// want
+		appInstance  string // "same" as the first app container the status names, or "new"
+		appRestarts  int32
+		sideRestarts int32
+		observed     int64
+	}
+	tests := []struct {
+		name   string
+		points []point
+	}{
+		{"patched and patched back while the pod's sync stops another container", []point{
+			{at: sec(0), app: "v1", side: "v1", generation: 1, appInstance: "same", observed: 1},
+			{at: sec(0.5), app: "v1", side: "v1", generation: 1, appInstance: "same", observed: 1},
+			{at: sec(1), app: "v1", side: "v2", generation: 2, appInstance: "same", observed: 2},
+			{at: sec(1.5), app: "v2", side: "v2", generation: 3, appInstance: "same", observed: 2},
+			{at: sec(2), app: "v1", side: "v2", generation: 4, appInstance: "same", observed: 2},
+			{at: sec(3.9), app: "v1", side: "v2", generation: 4, appInstance: "same", observed: 2},
+			// side stopped at 4 s, pulled and started v2 at 4.2 s: the sync ended.
+			{at: sec(4.3), app: "v1", side: "v2", generation: 4, appInstance: "same", sideRestarts: 1, observed: 4},
+			{at: sec(10), app: "v1", side: "v2", generation: 4, appInstance: "same", sideRestarts: 1, observed: 4},
+		}},
+		{"patched while the pod's sync stops another container", []point{
+			{at: sec(0), app: "v1", side: "v1", generation: 1, appInstance: "same", observed: 1},
+			{at: sec(0.5), app: "v1", side: "v1", generation: 1, appInstance: "same", observed: 1},
+			{at: sec(1), app: "v1", side: "v2", generation: 2, appInstance: "same", observed: 2},
+			{at: sec(1.5), app: "v2", side: "v2", generation: 3, appInstance: "same", observed: 2},
+			// The sync ended at 4.2 s; the next one stops app until 5.2 s and starts v2 at 5.4 s.
+			{at: sec(4.3), app: "v2", side: "v2", generation: 3, appInstance: "same", sideRestarts: 1, observed: 3},
+			{at: sec(5.5), app: "v2", side: "v2", generation: 3, appInstance: "new", appRestarts: 1, sideRestarts: 1, observed: 3},
+		}},
+		{"patched back while its own stop runs", []point{
+			{at: sec(0), app: "v1", generation: 1, appInstance: "same", observed: 1},
+			{at: sec(0.5), app: "v1", generation: 1, appInstance: "same", observed: 1},
+			{at: sec(1), app: "v2", generation: 2, appInstance: "same", observed: 2},
+			{at: sec(1.5), app: "v1", generation: 3, appInstance: "same", observed: 2},
+			// v2 started at 2.2 s, the sync ended: the next one stops v2 until 3.2 s and starts v1 at 3.4 s.
+			{at: sec(2.5), app: "v1", generation: 3, appInstance: "new", appRestarts: 1, observed: 3},
+			{at: sec(3.7), app: "v1", generation: 3, appInstance: "new", appRestarts: 2, observed: 3},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := podOn("web-0", "sim-node-0", "")
+			p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
+			reg := &registry{}
+			var first string
+			for _, pt := range tt.points {
+				pod.Generation = pt.generation
+				pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.example/app:" + pt.app}}
+				if pt.side != "" {
+					pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "side", Image: "registry.example/side:" + pt.side, Lifecycle: preStop3s})
+				}
+				status, _ := p.sync(pod, pt.at, tm, reg)
+				pod.Status = status
+				app := status.ContainerStatuses[0]
+				if first == "" {
+					first = app.ContainerID
+				}
+				if same := app.ContainerID == first; same != (pt.appInstance == "same") {
+					t.Errorf("at %s: app container %s, the first %s; want %s", pt.at.Sub(t0), app.ContainerID, first, pt.appInstance)
+				}
+				if app.RestartCount != pt.appRestarts {
+					t.Errorf("at %s: app restartCount %d, want %d", pt.at.Sub(t0), app.RestartCount, pt.appRestarts)
+				}
+				if pt.side != "" && status.ContainerStatuses[1].RestartCount != pt.sideRestarts {
+					t.Errorf("at %s: side restartCount %d, want %d", pt.at.Sub(t0), status.ContainerStatuses[1].RestartCount, pt.sideRestarts)
+				}
+				if status.ObservedGeneration != pt.observed {
+					t.Errorf("at %s: observedGeneration %d, want %d", pt.at.Sub(t0), status.ObservedGeneration, pt.observed)
+				}
+			}
+		})
+	}
+}
+
 // TestServing: a pod serves while its container runs Ready; it stops at once when the
 // simulator sees its image change, though the status it reports stays Ready through the stop
 // delay, and serves again once the new container is Ready; a pod the simulator does not run
