@@ -49,7 +49,8 @@ func Over(pod *corev1.Pod, st *State, now time.Time) bool {
 }
 
 // took reports whether the kubelet acted on the image patch of st: each changed container's
-// status describes an instance of its target other than the one the patch replaced.
+// status describes an instance of its target other than the one the patch replaced, or the one
+// it kept (stillReplaced).
 func took(pod *corev1.Pod, st *State) bool {
 	for i := range st.Containers {
 		c := &st.Containers[i]
@@ -61,7 +62,7 @@ func took(pod *corev1.Pod, st *State) bool {
 			continue // a completed init container is not run again
 		}
 		cs := containerStatus(pod, c.Name, c.Init)
-		if cs == nil || c.FromContainerID != "" && cs.ContainerID == c.FromContainerID || cs.ContainerID == "" || !c.onTarget(cs, c.AfterImage, false) {
+		if cs == nil || c.stillReplaced(pod, cs, c.AfterImage, false) || cs.ContainerID == "" || !c.onTarget(cs, c.AfterImage, false) {
 			return false
 		}
 	}

@@ -89,6 +89,15 @@ func TestJudged(t *testing.T) {
 			}
 		}
 	}
+	// keptOnV2 is a status naming the container the patch replaced, which was started from
+	// v2 already (the patch before it, to another image, was never acted on), at generation
+	// observed of 3.
+	keptOnV2 := func(observed int64) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Generation, p.Status.ObservedGeneration = 3, observed
+			p.Status.ContainerStatuses[0].Image = "reg.example/app:v2"
+		}
+	}
 	tests := []struct {
 		name  string
 		stage Stage
@@ -102,6 +111,8 @@ func TestJudged(t *testing.T) {
 		{"the new container runs Ready", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }}, StageUpdated, true},
 		{"the new container runs, the pod not Ready yet: over for others", StageUpdating, t0, []func(*corev1.Pod){func(p *corev1.Pod) { runsV2(p, t0) }, notReady}, StageUpdating, true},
 		{"the new container crash-loops", StageUpdating, t0, []func(*corev1.Pod){crashing}, StageFailed, true},
+		{"the container the patch replaced, on v2 already, kept by the sync that read the patch", StageUpdating, t0, []func(*corev1.Pod){keptOnV2(3)}, StageUpdated, true},
+		{"the container the patch replaced, on v2 already, before a sync read the patch", StageUpdating, t0, []func(*corev1.Pod){keptOnV2(2)}, StageUpdating, false},
 		{"no progress for an hour: only the owner, which knows its deadline, fails it", StageUpdating, t0.Add(-time.Hour), nil, StageUpdating, false},
 		{"updated an hour ago, unready since a minute: in flight again for its owner, down for others", StageUpdating, t0.Add(-time.Hour), []func(*corev1.Pod){
 			func(p *corev1.Pod) { runsV2(p, t0.Add(-time.Hour+2*time.Second)) }, notReadySince(t0.Add(-time.Minute))}, StageUpdating, true},

@@ -251,7 +251,7 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	if reason := failingReason(cs); reason != "" {
 		return c.judgeFailing(cs, reason, target, reverting, onTarget)
 	}
-	if c.FromContainerID != "" && cs.ContainerID == c.FromContainerID {
+	if c.stillReplaced(pod, cs, target, reverting) {
 		// The kubelet reports the replaced container, even Running and Ready, for a while
 		// after the patch; its imageID may well be the target's in a revert.
 		return verdict{waiting: fmt.Sprintf("container %q: still the container from before the patch (%s)", c.Name, cs.Image)}
@@ -273,6 +273,45 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		return verdict{waiting: fmt.Sprintf("container %q: soaking, %s left", c.Name, left.Round(time.Second)), after: left}
 	}
 	return verdict{done: true, imageID: cs.ImageID}
+}
+
+// stillReplaced reports whether cs describes the instance that the container's last image patch
+// replaces (FromContainerID), so that the kubelet has not acted on the patch yet.
+//
+// Unless the kubelet kept that instance: it syncs a pod with the newest spec it has read, so a
+// patch back to the very image reference the container was started from, written before the
+// kubelet acted on the patch before it (a revert right after its update, a rollout superseded
+// by one back to the running image), leaves the container running and no other instance comes.
+// The status shows it once it reports the pod's generation, which the kubelet reports only from
+// a sync that read that spec, never while it still stops a container for an older one
+// (docs/conformance.md), with the same container running target, not restarted since.
+func (c *ContainerState) stillReplaced(pod *corev1.Pod, cs *corev1.ContainerStatus, target string, reverting bool) bool {
+	if c.FromContainerID == "" || cs.ContainerID != c.FromContainerID {
+		return false
+	}
+	kept := pod.Generation > 0 && pod.Status.ObservedGeneration >= pod.Generation &&
+		cs.State.Running != nil && cs.RestartCount == c.FromRestarts && c.startedFrom(cs, target, reverting)
+	return !kept
+}
+
+// startedFrom reports whether the running container cs was started from the image reference
+// target, the string the kubelet compares with the spec's to decide on a restart.
+//
+// The status names the reference the container was started from, except that containerd 1.6
+// names an image by its first tag on the node when it has one: a container started from
+// REPO:TAG@DIGEST reports REPO:TAG, as does one started from REPO:TAG, which a spec naming
+// REPO:TAG@DIGEST restarts (docs/conformance.md). That form is taken only in a revert to
+// BeforeImage, the reference the container from before the update was started from; any other
+// container the revert replaces runs the update's image, and its digest tells it apart.
+func (c *ContainerState) startedFrom(cs *corev1.ContainerStatus, target string, reverting bool) bool {
+	if cs.Image == target {
+		return true
+	}
+	if !reverting || target != c.BeforeImage {
+		return false
+	}
+	tagged, digest, ok := strings.Cut(target, "@")
+	return ok && cs.Image == tagged && digestOf(cs.ImageID) == digest
 }
 
 // onTarget reports whether the container status describes the container's target image.

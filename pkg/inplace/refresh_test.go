@@ -1,6 +1,7 @@
 package inplace
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
@@ -62,8 +63,17 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 		old      bool // a state written before FromContainerID was recorded
 		// proxyUnready: the container the update leaves alone is not ready.
 		proxyUnready bool
-		at           time.Duration
-		want         string // done | gate | failed:<substring> | wait:<substring>
+		// generation and observed are the pod's generation and its status.observedGeneration
+		// (0: 3, and a kubelet that reports no observedGeneration).
+		generation, observed int64
+		// revertImage, when set, is the revert's target in place of BeforeImage.
+		revertImage string
+		// pinnedBefore: BeforeImage is reg.example/app:v1 pinned to its digest.
+		pinnedBefore bool
+		// afterImage, when set, is the update's target in place of reg.example/app:v2.
+		afterImage string
+		at         time.Duration
+		want       string // done | gate | failed:<substring> | wait:<substring>
 	}{
 		{name: "back-off before the new image starts, old containerID", status: backOff("reg.example/app:v1", beforeID, oldID, 3),
 			want: "wait:the kubelet backs off before starting reg.example/app:v2, no container of it has run yet: " + backOffMsg},
@@ -99,17 +109,45 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 			want: "wait:still the container from before the patch"},
 		{name: "revert after a missing tag: a new container of the old image", status: runningAs("reg.example/app:v1", beforeID, newID, 4), reverting: true, want: "done"},
 		{name: "revert: the old image crashes once started", status: crashed("reg.example/app:v1", beforeID, 5), reverting: true, want: "failed:CrashLoopBackOff"},
+		// A revert written before the kubelet acted on the update: its next sync reads the
+		// reverted spec alone and keeps the container, which the status shows once it reports
+		// the revert's generation.
+		{name: "revert before the kubelet acted: the container kept, the revert's generation observed", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			reverting: true, generation: 3, observed: 3, want: "done"},
+		{name: "revert before the kubelet acted: the revert's generation not observed yet", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			reverting: true, generation: 3, observed: 2, want: "wait:the pod's status describes generation 2, not yet 3"},
+		{name: "revert to the digest of the reference the container was started from: the kubelet restarts it", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			reverting: true, revertImage: beforeID, generation: 3, observed: 3, want: "wait:still the container from before the patch"},
+		{name: "the container from before the patch, on the target by reference, restarted since", status: runningAs("reg.example/app:v1", beforeID, oldID, 4),
+			reverting: true, generation: 3, observed: 3, want: "wait:still the container from before the patch"},
+		// The kubelet reports the update's generation while it still stops the container.
+		{name: "update's generation observed with the container from before the patch", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			generation: 2, observed: 2, want: "wait:still the container from before the patch"},
+		// containerd 1.6 names a container started from REPO:TAG@DIGEST by the image's tag.
+		{name: "revert to the pinned reference from before the update, reported by its tag, before the kubelet acted", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			reverting: true, pinnedBefore: true, generation: 3, observed: 3, want: "done"},
+		{name: "revert to the pinned reference from before the update, a container of another digest reported by the tag", status: runningAs("reg.example/app:v1", afterID, oldID, 3),
+			reverting: true, pinnedBefore: true, generation: 3, observed: 3, want: "wait:still the container from before the patch"},
+		{name: "superseded back to the pinned reference of the running image, reported by its tag: a container started from the tag alone restarts", status: runningAs("reg.example/app:v2", afterID, oldID, 3),
+			generation: 3, observed: 3, afterImage: "reg.example/app:v2@" + strings.TrimPrefix(afterID, "reg.example/app@"), want: "wait:still the container from before the patch"},
+		{name: "superseded back to the image the container runs, before the kubelet acted", status: runningAs("reg.example/app:v2", afterID, oldID, 3),
+			generation: 3, observed: 3, want: "done"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := testPod()
-			pod.Spec.Containers[0].Image = "reg.example/app:v2"
+			after := cmp.Or(tt.afterImage, "reg.example/app:v2")
+			pod.Spec.Containers[0].Image = after
 			pod.Spec.TerminationGracePeriodSeconds = tt.grace
 			pod.Status.ContainerStatuses[0] = tt.status
 			if tt.status.State.Running != nil {
 				pod.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0.Add(-time.Second))
 			}
 			pod.Status.ContainerStatuses[1].Ready = !tt.proxyUnready
+			pod.Generation, pod.Status.ObservedGeneration = 3, 0
+			if tt.generation != 0 {
+				pod.Generation, pod.Status.ObservedGeneration = tt.generation, tt.observed
+			}
 			if tt.podReady != "" {
 				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: tt.podReady}}
 			}
@@ -117,15 +155,19 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 				pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: ReadinessGate}}
 				pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: ReadinessGate, Status: tt.gate})
 			}
-			c := ContainerState{Name: "app", BeforeImage: "reg.example/app:v1", BeforeImageID: beforeID, AfterImage: "reg.example/app:v2",
+			c := ContainerState{Name: "app", BeforeImage: "reg.example/app:v1", BeforeImageID: beforeID, AfterImage: after,
 				RestartsBefore: 3, FromContainerID: oldID, FromRestarts: 3}
+			if tt.pinnedBefore {
+				c.BeforeImage += "@" + strings.TrimPrefix(beforeID, "reg.example/app@")
+			}
 			if tt.old {
 				c.FromContainerID, c.FromRestarts = "", 0
 			}
 			st := &State{Stage: StageUpdating, StageAt: t0, Containers: []ContainerState{c}}
 			if tt.reverting {
-				pod.Spec.Containers[0].Image = "reg.example/app:v1"
-				st.Stage, st.Containers[0].RevertImage = StageRollingBack, "reg.example/app:v1"
+				revert := cmp.Or(tt.revertImage, c.BeforeImage)
+				pod.Spec.Containers[0].Image = revert
+				st.Stage, st.Containers[0].RevertImage = StageRollingBack, revert
 			}
 			p := Refresh(pod, st, Options{ProgressDeadline: time.Minute}, t0.Add(tt.at))
 			got := "done"

@@ -89,8 +89,9 @@ type ContainerState struct {
 	// its image was last patched, by the update or by its revert. A status that still names
 	// that container describes the instance the patch replaces, not one of the new image: the
 	// kubelet keeps it in the status while it kills it, pulls, and waits out a crash back-off
-	// that it keys by image and counts in-place starts toward. Empty in states written before
-	// this was recorded; they are judged without it.
+	// that it keys by image and counts in-place starts toward; unless the kubelet kept it, as
+	// stillReplaced tells. Empty in states written before this was recorded; they are judged
+	// without it.
 	FromContainerID string `json:"fromContainerID,omitempty"`
 	FromRestarts    int32  `json:"fromRestarts,omitempty"`
 	// RevertImage is the image a revert patches back: BeforeImage, or its digest form when the
