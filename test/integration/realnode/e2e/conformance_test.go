@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,12 +69,62 @@ func barePod(t *testing.T, ns, node, tag string, mutate func(*corev1.Pod)) *core
 	})
 }
 
-// setImage patches the app container's image, as the engine does.
-func setImage(t *testing.T, ns string, tag string) {
+// setImage patches the app container's image, as the engine does, and returns the pod written.
+func setImage(t *testing.T, ns string, tag string) *corev1.Pod {
 	t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","image":%q}]}}`, image(tag))
-	_, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "app", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
-	must(t, err, "patching pod %s/app to %s", ns, tag)
+	return setContainerImage(t, ns, "app", image(tag))
+}
+
+// setContainerImage patches the image of the pod's container name to ref, and returns the pod
+// written.
+func setContainerImage(t *testing.T, ns, name, ref string) *corev1.Pod {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"image":%q}]}}`, name, ref)
+	p, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "app", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	must(t, err, "patching container %s of pod %s/app to %s", name, ns, ref)
+	return p
+}
+
+// pinned is tag's image reference with its digest, as the engine writes it: REPO:TAG@sha256:...
+func pinned(t *testing.T, tag string) string {
+	t.Helper()
+	return image(tag) + "@" + digest(t, tag)
+}
+
+// statuses records every version of pod ns/app from now on, as a watch delivers them, until
+// the test ends; the returned function gives those seen so far.
+func statuses(t *testing.T, ns string) func() []*corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := env.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=app"})
+	must(t, err, "watching pod %s/app", ns)
+	var mu sync.Mutex
+	var seen []*corev1.Pod
+	closed := false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				mu.Lock()
+				seen = append(seen, p)
+				mu.Unlock()
+			}
+		}
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() []*corev1.Pod {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			t.Fatalf("the watch of pod %s/app closed early, after %d versions: some statuses went unseen", ns, len(seen))
+		}
+		return slices.Clone(seen)
+	}
 }
 
 // runningOn waits until the app container runs a container of tag's digest, Ready.
@@ -305,12 +357,13 @@ func TestConformancePatchedBackDuringStop(t *testing.T) {
 			p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(10))
 			p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}
 		}))
+		seen := statuses(t, ns)
 		setImage(t, ns, "v2")
 		time.Sleep(time.Second)
 		if cs := appStatus(getPod(t, ns)); cs.ContainerID != old.ContainerID {
 			t.Fatalf("container %s replaced within a second of the patch, before its 3 s preStop sleep ended", cs.ContainerID)
 		}
-		setImage(t, ns, "v1")
+		back := setImage(t, ns, "v1")
 		d := digest(t, "v1")
 		p := env.WaitForPod(t, ns, "app", 90*time.Second, "app running v1 in a new container", func(p *corev1.Pod) bool {
 			cs := appStatus(p)
@@ -322,6 +375,76 @@ func TestConformancePatchedBackDuringStop(t *testing.T) {
 		}
 		if last := cs.LastTerminationState.Terminated; last == nil || last.ContainerID == old.ContainerID {
 			t.Errorf("lastState %+v, want the v2 container, not the first one %s", cs.LastTerminationState, old.ContainerID)
+		}
+		// The sync that stops the first container read generation 2; the patch back's
+		// generation is reported only by a later sync, once the v2 container started.
+		for _, p := range seen() {
+			if appStatus(p).ContainerID == old.ContainerID && p.Status.ObservedGeneration >= back.Generation {
+				t.Errorf("a status names the first container %s with observedGeneration %d, the patch back's (%d): want the generation the stopping sync read", old.ContainerID, p.Status.ObservedGeneration, back.Generation)
+				break
+			}
+		}
+	})
+}
+
+// An image patched, and patched back, while the kubelet's sync of the pod stops another
+// container (its 3 s preStop sleep holds the sync open): the kubelet's next sync reads only the
+// newest spec, whose image the container already runs, so the container is never restarted;
+// the status reports the patch back's generation once that sync ran, with the same container,
+// whose image is the reference it was started from, pinned as the engine writes it. The
+// simulator syncs a pod one spec at a time too.
+func TestConformancePatchedBackWhileTheSyncStopsAnother(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		v1 := pinned(t, "v1")
+		pod := barePod(t, ns, node, "v1", func(p *corev1.Pod) {
+			p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(10))
+			p.Spec.Containers[0].Image = v1
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
+				Name:      "side",
+				Image:     image("v1"),
+				Env:       []corev1.EnvVar{{Name: "APP_LISTEN", Value: ":8081"}},
+				Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}},
+			})
+		})
+		old := appStatus(pod)
+		side := *cluster.ContainerStatus(pod, "side")
+		seen := statuses(t, ns)
+		sidePatch := setContainerImage(t, ns, "side", image("v2"))
+		// The sync that stops side has begun once the status reports its generation.
+		env.WaitForPod(t, ns, "app", 30*time.Second, "the sync of side's patch begun", func(p *corev1.Pod) bool {
+			return p.Status.ObservedGeneration >= sidePatch.Generation
+		})
+		setContainerImage(t, ns, "app", pinned(t, "v2"))
+		back := setContainerImage(t, ns, "app", v1)
+		if p := getPod(t, ns); cluster.ContainerStatus(p, "side").ContainerID != side.ContainerID {
+			t.Fatalf("side replaced before the app's patches were written, within its 3 s preStop sleep: %+v", cluster.ContainerStatus(p, "side"))
+		}
+		p := env.WaitForPod(t, ns, "app", 90*time.Second, "side running v2, observedGeneration of the patch back", func(p *corev1.Pod) bool {
+			cs := cluster.ContainerStatus(p, "side")
+			return cs != nil && cs.State.Running != nil && cs.ContainerID != side.ContainerID && p.Status.ObservedGeneration >= back.Generation
+		})
+		// A sync that would restart the app would have begun by now; give it the time it takes
+		// to show a new container.
+		time.Sleep(3 * time.Second)
+		p = getPod(t, ns)
+		cs := appStatus(p)
+		if cs.ContainerID != old.ContainerID || cs.RestartCount != old.RestartCount || cs.State.Running == nil || !cs.Ready {
+			t.Errorf("app container %s, restartCount %d, running %v, ready %v; want the first one %s untouched, restartCount %d",
+				cs.ContainerID, cs.RestartCount, cs.State.Running != nil, cs.Ready, old.ContainerID, old.RestartCount)
+		}
+		// containerd 1.6 names a container started from a pinned reference by the image's first
+		// tag on the node, when it has one; the simulator by the reference.
+		if cs.Image != old.Image || inplace.DigestOf(cs.ImageID) != inplace.DigestOf(v1) {
+			t.Errorf("app status image %q (%s), want %q (%s) as the first container reported", cs.Image, cs.ImageID, old.Image, inplace.DigestOf(v1))
+		}
+		if p.Status.ObservedGeneration != back.Generation {
+			t.Errorf("observedGeneration %d, want the patch back's %d", p.Status.ObservedGeneration, back.Generation)
+		}
+		for _, p := range seen() {
+			if cs := cluster.ContainerStatus(p, "side"); cs != nil && cs.ContainerID == side.ContainerID && p.Status.ObservedGeneration >= back.Generation {
+				t.Errorf("a status names side's first container %s with observedGeneration %d, the patch back's (%d): want the generation of the sync that stops it", side.ContainerID, p.Status.ObservedGeneration, back.Generation)
+				break
+			}
 		}
 	})
 }
