@@ -419,14 +419,14 @@ func TestConformancePatchedBackWhileTheSyncStopsAnother(t *testing.T) {
 		if p := getPod(t, ns); cluster.ContainerStatus(p, "side").ContainerID != side.ContainerID {
 			t.Fatalf("side replaced before the app's patches were written, within its 3 s preStop sleep: %+v", cluster.ContainerStatus(p, "side"))
 		}
-		p := env.WaitForPod(t, ns, "app", 90*time.Second, "side running v2, observedGeneration of the patch back", func(p *corev1.Pod) bool {
+		env.WaitForPod(t, ns, "app", 90*time.Second, "side running v2, observedGeneration of the patch back", func(p *corev1.Pod) bool {
 			cs := cluster.ContainerStatus(p, "side")
 			return cs != nil && cs.State.Running != nil && cs.ContainerID != side.ContainerID && p.Status.ObservedGeneration >= back.Generation
 		})
 		// A sync that would restart the app would have begun by now; give it the time it takes
 		// to show a new container.
 		time.Sleep(3 * time.Second)
-		p = getPod(t, ns)
+		p := getPod(t, ns)
 		cs := appStatus(p)
 		if cs.ContainerID != old.ContainerID || cs.RestartCount != old.RestartCount || cs.State.Running == nil || !cs.Ready {
 			t.Errorf("app container %s, restartCount %d, running %v, ready %v; want the first one %s untouched, restartCount %d",
