@@ -102,10 +102,11 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 		return p.creatingSandbox(pod, now), p.sandboxReady
 	}
 	var next time.Time
+	secrets := pullSecretsOf(pod)
 	allCreated, allReady := true, true
 	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
 	sidecarStatuses := map[string]corev1.ContainerStatus{}
-	for _, l := range p.advanceLive(pod, now, t, reg) {
+	for _, l := range p.advanceLive(pod, secrets, now, t, reg) {
 		if !l.next.IsZero() && (next.IsZero() || l.next.Before(next)) {
 			next = l.next
 		}
@@ -122,7 +123,6 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	// changes ("Init container NAME definition changed") and counts its readiness in the pod's
 	// (kubelet v1.34, kuberuntime computeInitContainerActions and status.GenerateContainersReadyCondition).
 	// The other init containers ran to completion before the pod started.
-	secrets := pullSecretsOf(pod)
 	var initStatuses []corev1.ContainerStatus
 	for _, spec := range pod.Spec.InitContainers {
 		if nativeSidecar(spec) {
@@ -166,15 +166,15 @@ type liveContainer struct {
 	next    time.Time
 }
 
-// advanceLive advances the pod's live containers to now, in the spec's order, containers first.
+// advanceLive advances the pod's live containers to now, in the spec's order, containers first;
+// secrets are the pod's image pull secrets.
 //
 // The kubelet syncs a pod in one worker, with the spec it read when the sync began: while a sync
 // stops containers, or pulls and starts images, a newer spec waits, for every container, until
 // that sync has ended, and the status keeps reporting the generation the sync read
 // (p.observed). So an image patched and patched back while the pod's sync works on another
 // container never restarts its container.
-func (p *podSim) advanceLive(pod *corev1.Pod, now time.Time, t timings, reg *registry) []*liveContainer {
-	secrets := pullSecretsOf(pod)
+func (p *podSim) advanceLive(pod *corev1.Pod, secrets []string, now time.Time, t timings, reg *registry) []*liveContainer {
 	var lives []*liveContainer
 	add := func(sims map[string]*containerSim, spec corev1.Container, sidecar bool) {
 		c := sims[spec.Name]
