@@ -62,7 +62,7 @@ func took(pod *corev1.Pod, st *State) bool {
 			continue // a completed init container is not run again
 		}
 		cs := containerStatus(pod, c.Name, c.Init)
-		if cs == nil || c.stillReplaced(pod, cs, c.AfterImage, false) || cs.ContainerID == "" || !c.onTarget(cs, c.AfterImage, false) {
+		if cs == nil || c.stillReplaced(pod, cs, c.AfterImage) || cs.ContainerID == "" || !c.onTarget(cs, c.AfterImage, false) {
 			return false
 		}
 	}

@@ -251,7 +251,7 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	if reason := failingReason(cs); reason != "" {
 		return c.judgeFailing(cs, reason, target, reverting, onTarget)
 	}
-	if c.stillReplaced(pod, cs, target, reverting) {
+	if c.stillReplaced(pod, cs, target) {
 		// The kubelet reports the replaced container, even Running and Ready, for a while
 		// after the patch; its imageID may well be the target's in a revert.
 		return verdict{waiting: fmt.Sprintf("container %q: still the container from before the patch (%s)", c.Name, cs.Image)}
@@ -285,12 +285,12 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 // The status shows it once it reports the pod's generation, which the kubelet reports only from
 // a sync that read that spec, never while it still stops a container for an older one
 // (docs/conformance.md), with the same container running target, not restarted since.
-func (c *ContainerState) stillReplaced(pod *corev1.Pod, cs *corev1.ContainerStatus, target string, reverting bool) bool {
+func (c *ContainerState) stillReplaced(pod *corev1.Pod, cs *corev1.ContainerStatus, target string) bool {
 	if c.FromContainerID == "" || cs.ContainerID != c.FromContainerID {
 		return false
 	}
 	kept := pod.Generation > 0 && pod.Status.ObservedGeneration >= pod.Generation &&
-		cs.State.Running != nil && cs.RestartCount == c.FromRestarts && c.startedFrom(cs, target, reverting)
+		cs.State.Running != nil && cs.RestartCount == c.FromRestarts && c.startedFrom(cs, target)
 	return !kept
 }
 
@@ -300,14 +300,15 @@ func (c *ContainerState) stillReplaced(pod *corev1.Pod, cs *corev1.ContainerStat
 // The status names the reference the container was started from, except that containerd 1.6
 // names an image by its first tag on the node when it has one: a container started from
 // REPO:TAG@DIGEST reports REPO:TAG, as does one started from REPO:TAG, which a spec naming
-// REPO:TAG@DIGEST restarts (docs/conformance.md). That form is taken only in a revert to
-// BeforeImage, the reference the container from before the update was started from; any other
-// container the revert replaces runs the update's image, and its digest tells it apart.
-func (c *ContainerState) startedFrom(cs *corev1.ContainerStatus, target string, reverting bool) bool {
+// REPO:TAG@DIGEST restarts (docs/conformance.md). That form is taken only for a target that is
+// BeforeImage, the reference the container from before the update was started from: a revert,
+// or a rollout that supersedes another and returns to the image from before it. Any other
+// container the patch replaces runs a later rollout's image, and its digest tells it apart.
+func (c *ContainerState) startedFrom(cs *corev1.ContainerStatus, target string) bool {
 	if cs.Image == target {
 		return true
 	}
-	if !reverting || target != c.BeforeImage {
+	if target != c.BeforeImage {
 		return false
 	}
 	tagged, digest, ok := strings.Cut(target, "@")
@@ -324,8 +325,11 @@ func (c *ContainerState) onTarget(cs *corev1.ContainerStatus, target string, rev
 		return cs.ImageID != "" && SameImage(cs.Image, target)
 	}
 	// The runtime may report another name for the image (two tags, one digest), so a new
-	// imageID also counts.
-	return cs.ImageID != "" && (SameImage(cs.Image, target) || cs.ImageID != c.fromImageID())
+	// imageID also counts; and so does the very image the container ran before the update when
+	// a rollout superseding it returns there (startedFrom: containerd 1.6 reports a pinned
+	// BeforeImage by its tag).
+	return cs.ImageID != "" && (SameImage(cs.Image, target) || cs.ImageID != c.fromImageID() ||
+		target == c.BeforeImage && cs.ImageID == c.BeforeImageID)
 }
 
 // judgeFailing judges a container the kubelet reports failing with reason (failingReason): a

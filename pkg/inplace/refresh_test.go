@@ -22,6 +22,7 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 	)
 	beforeID := "reg.example/app@sha256:" + strings.Repeat("1", 64)
 	afterID := "reg.example/app@sha256:" + strings.Repeat("3", 64)
+	pinnedV1 := "reg.example/app:v1@sha256:" + strings.Repeat("1", 64)
 	backOffMsg := "back-off 10s restarting failed container=app pod=web-0_ns(uid-1)"
 	// backOff is the kubelet's back-off shown before it starts the patched image: the status
 	// keeps the container it killed (containerID, image, imageID) or names it as the last
@@ -132,6 +133,19 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 			generation: 3, observed: 3, afterImage: "reg.example/app:v2@" + strings.TrimPrefix(afterID, "reg.example/app@"), want: "wait:still the container from before the patch"},
 		{name: "superseded back to the image the container runs, before the kubelet acted", status: runningAs("reg.example/app:v2", afterID, oldID, 3),
 			generation: 3, observed: 3, want: "done"},
+		// A rollout that supersedes another keeps the BeforeImage from before that one, and may
+		// return to it: the container from before both, started from that pinned reference,
+		// reported by its tag.
+		{name: "superseded back to the pinned reference from before the superseded update, reported by its tag, before the kubelet acted", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			pinnedBefore: true, afterImage: pinnedV1, generation: 3, observed: 3, want: "done"},
+		{name: "superseded back to the pinned reference from before, its generation not observed yet", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			pinnedBefore: true, afterImage: pinnedV1, generation: 3, observed: 2, want: "wait:the pod's status describes generation 2, not yet 3"},
+		{name: "superseded back to the pinned reference from before, the superseded update's container reported by the tag", status: runningAs("reg.example/app:v1", afterID, oldID, 3),
+			pinnedBefore: true, afterImage: pinnedV1, generation: 3, observed: 3, want: "wait:still the container from before the patch"},
+		{name: "superseded to the pinned form of a BeforeImage named by its tag alone: the kubelet restarts the container", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			afterImage: pinnedV1, generation: 3, observed: 3, want: "wait:still the container from before the patch"},
+		{name: "superseded back to the pinned reference from before, a new container of it", status: runningAs("reg.example/app:v1", beforeID, newID, 4),
+			pinnedBefore: true, afterImage: pinnedV1, generation: 3, observed: 3, want: "done"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
