@@ -263,6 +263,13 @@ func loadResult(path string) (*benchreport.Report, error) {
 	if err := gob.NewDecoder(f).Decode(r); err != nil {
 		return nil, fmt.Errorf("reading saved results from %s: %w", path, err)
 	}
+	// Results kept past their -work directory (docs/benchmarks/ holds the last run's, so a
+	// later pass can merge with them) keep the CPU profile beside them.
+	if r.ProfileFile != "" {
+		if _, err := os.Stat(r.ProfileFile); err != nil {
+			r.ProfileFile = filepath.Join(filepath.Dir(path), filepath.Base(r.ProfileFile))
+		}
+	}
 	return r, nil
 }
 
