@@ -308,9 +308,12 @@ func (c *ContainerState) startedFrom(cs *corev1.ContainerStatus, target string) 
 	if cs.Image == target {
 		return true
 	}
-	if target != c.BeforeImage {
-		return false
-	}
+	return target == c.BeforeImage && reportsByTag(cs, target)
+}
+
+// reportsByTag reports whether cs names the pinned reference target (REPO:TAG@DIGEST) the way
+// containerd 1.6 does: by REPO:TAG, with an imageID of DIGEST (docs/conformance.md).
+func reportsByTag(cs *corev1.ContainerStatus, target string) bool {
 	tagged, digest, ok := strings.Cut(target, "@")
 	return ok && cs.Image == tagged && digestOf(cs.ImageID) == digest
 }
@@ -325,11 +328,11 @@ func (c *ContainerState) onTarget(cs *corev1.ContainerStatus, target string, rev
 		return cs.ImageID != "" && SameImage(cs.Image, target)
 	}
 	// The runtime may report another name for the image (two tags, one digest), so a new
-	// imageID also counts; and so does the very image the container ran before the update when
-	// a rollout superseding it returns there (startedFrom: containerd 1.6 reports a pinned
-	// BeforeImage by its tag).
+	// imageID also counts; and so does a pinned target reported by its tag, whose digest may be
+	// the one the container ran before (a rollout superseding another back to the image from
+	// before it, or a retag of the running image).
 	return cs.ImageID != "" && (SameImage(cs.Image, target) || cs.ImageID != c.fromImageID() ||
-		target == c.BeforeImage && cs.ImageID == c.BeforeImageID)
+		reportsByTag(cs, target))
 }
 
 // judgeFailing judges a container the kubelet reports failing with reason (failingReason): a

@@ -146,6 +146,14 @@ func TestRefreshAcrossThePatch(t *testing.T) {
 			afterImage: pinnedV1, generation: 3, observed: 3, want: "wait:still the container from before the patch"},
 		{name: "superseded back to the pinned reference from before, a new container of it", status: runningAs("reg.example/app:v1", beforeID, newID, 4),
 			pinnedBefore: true, afterImage: pinnedV1, generation: 3, observed: 3, want: "done"},
+		// A retag: the update pins the digest the container already runs under another tag, and
+		// the kubelet restarts the container for the new reference.
+		{name: "update to a pinned retag of the running digest, a new container reported by the new tag", status: runningAs("reg.example/app:stable", beforeID, newID, 4),
+			afterImage: "reg.example/app:stable@" + strings.TrimPrefix(beforeID, "reg.example/app@"), generation: 3, observed: 3, want: "done"},
+		{name: "update to a pinned retag of the running digest, the container from before the patch", status: runningAs("reg.example/app:v1", beforeID, oldID, 3),
+			afterImage: "reg.example/app:stable@" + strings.TrimPrefix(beforeID, "reg.example/app@"), generation: 3, observed: 3, want: "wait:still the container from before the patch"},
+		{name: "update to a pinned retag, a new container of another digest reported by the tag", status: runningAs("reg.example/app:stable", beforeID, newID, 4),
+			afterImage: "reg.example/app:stable@" + strings.TrimPrefix(afterID, "reg.example/app@"), generation: 3, observed: 3, want: "wait:still running"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
