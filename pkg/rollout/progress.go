@@ -108,12 +108,13 @@ func waiting(st Status, requeue time.Duration, msg string) (Status, time.Duratio
 func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, lock *Record, c *census, d decision, st Status) (Status, time.Duration, error) {
 	if next, ok := recordTouched(c.stateOf, lock, d.work); ok {
 		// The lock names a pod before its first write, so that a rollback can find it whatever
-		// becomes of its state; the pods are stepped on the next call.
+		// becomes of its state. The pods are stepped in this same call, once that write is
+		// made: a crash between the two leaves what a crash between two calls would, the pods
+		// named and not written, and a batch costs no step of its own to record them.
 		if err := w.SetLock(ctx, next.encode()); err != nil {
 			return st, 0, err
 		}
-		// The next call steps them: it reads the lock afresh, so it need not wait.
-		return waiting(st, minRequeue, fmt.Sprintf("batch %d/%d: %d/%d pods updated; recording the pods to update", st.Batch, st.Batches, st.Updated, st.Total))
+		lock = next
 	}
 	u := e.updater(spec.GracePeriod, spec.Timeout, e.logFor(w.Ref(), lock.RolloutID))
 	requeue, _, failedPod, err := stepPods(d.work, func(p *corev1.Pod) (inplace.Result, error) {

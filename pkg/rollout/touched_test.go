@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
@@ -42,6 +45,63 @@ func TestLockNamesTheTouchedPods(t *testing.T) {
 				if !found {
 					t.Errorf("lock records touched %+v; want %+v among them", lock.Touched, want)
 				}
+			}
+		})
+	}
+}
+
+// TestBatchNamesItsPodsAndPatchesThem: a pod's image is patched only once the lock names it,
+// and the call that names a batch's pods patches them too: recording them costs no call of its
+// own.
+func TestBatchNamesItsPodsAndPatchesThem(t *testing.T) {
+	for _, kind := range []workload.Kind{workload.StatefulSet, workload.Pods} {
+		t.Run(string(kind), func(t *testing.T) {
+			fc := newFakeCluster(t, clusterOpts{kind: kind, pods: 4})
+			// The lock as the fake API server holds it: the reactor runs under the client's
+			// lock, so it reads the tracker, not the client.
+			lockNow := func() *Record {
+				gvr, name := appsv1.SchemeGroupVersion.WithResource("statefulsets"), testName
+				if kind == workload.Pods {
+					gvr, name = corev1.SchemeGroupVersion.WithResource("configmaps"), workload.PodLockName("app="+testName)
+				}
+				obj, err := fc.client.Tracker().Get(gvr, testNS, name)
+				if err != nil {
+					return nil
+				}
+				raw := obj.(metav1.Object).GetAnnotations()[workload.LockAnnotation]
+				var l Record
+				if raw == "" || json.Unmarshal([]byte(raw), &l) != nil {
+					return nil
+				}
+				return &l
+			}
+			named := func(l *Record, uid types.UID) bool {
+				return l != nil && slices.ContainsFunc(l.Touched, func(tp TouchedPod) bool { return tp.UID == uid })
+			}
+			fc.client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				p := a.(k8stesting.PatchAction)
+				if strings.Contains(string(p.GetPatch()), `"containers"`) && !named(lockNow(), types.UID("uid-"+p.GetName())) {
+					t.Errorf("pod %s's image patched before the lock names it", p.GetName())
+				}
+				return false, nil, nil
+			})
+			spec := fc.spec(imageV2, intstr.FromInt32(2), intstr.FromString("100%"))
+			spec.MaxUnavailable = intstr.FromInt32(2)
+			var before *Record
+			st, err := fc.drive(fc.engine(), spec, Status{}, nil, func(Status) {
+				after := fc.lock()
+				for _, p := range fc.pods() {
+					if named(after, p.UID) && !named(before, p.UID) && p.Spec.Containers[0].Image != imageV2 {
+						t.Errorf("pod %s named by the lock in a call that left it on %s", p.Name, p.Spec.Containers[0].Image)
+					}
+				}
+				before = after
+			})
+			if err != nil || st.Phase != PhaseSucceeded {
+				t.Fatalf("rollout ended %s: %v (%s)", st.Phase, err, st.Message)
+			}
+			if l := fc.lock(); l == nil || len(l.Touched) != 4 {
+				t.Fatalf("lock %+v; want the 4 pods touched", l)
 			}
 		})
 	}
