@@ -1,6 +1,6 @@
 // Command benchreport measures a rollout done each way a user could do it, side by side on a
 // local control plane (every driver at one rate limit; then, on a second one, each component
-// at its own default), and writes docs/benchmarks.md with its plots (`make bench` runs it).
+// at its own default; on a third, inplace-rollout and the floor at 5,000 pods), and writes docs/benchmarks.md with its plots (`make bench` runs it).
 // `benchreport floor ...` is the floor loop, run by the report as a process of its own.
 package main
 
@@ -68,13 +68,16 @@ const (
 	kruiseQPS, kruiseBurst                       = 30, 50
 )
 
-// pass is one control plane's rows: every driver at one rate limit (the main table), or each
-// at its own default.
+// pass is one control plane's rows: every driver at one rate limit (the main table), each at
+// its own default, or inplace-rollout and the floor at larger sizes (the scale pass).
 type pass struct {
 	limits Limits
 	// qps and burst are the main table's rate limit; zero in the pass of own defaults.
 	qps   float64
 	burst int
+	// sizes, nodes and reps are the pod counts, the simulated kubelets and the repetitions.
+	sizes       []int
+	nodes, reps int
 }
 
 // Limits is benchreport.Limits, shortened.
@@ -95,24 +98,28 @@ func report(ctx context.Context, args []string) error {
 	defaults := fs.Bool("defaults", true, "measure each component at its own default rate limit, on a control plane of its own")
 	from := fs.String("from", "", "write the report from the results runs saved (each run's -work directory's "+savedResults+", comma-separated: the tables of -main=false and -defaults=false runs merge), measuring nothing")
 	nodes := fs.Int("nodes", defaultNodes, "simulated kubelets the pods are spread over (a kubelet takes 110 pods by default: 5,000 pods want 50)")
+	scale := fs.Bool("scale", true, "measure inplace-rollout and the floor at -scale-sizes on a control plane of their own with -scale-nodes simulated kubelets, at -qps and -burst")
+	scaleSizes := fs.String("scale-sizes", "1000,5000", "pod counts of the -scale pass, comma-separated: the report gives the growth of the cost per pod from the first to the last")
+	scaleNodes := fs.Int("scale-nodes", 50, "simulated kubelets of the -scale pass")
+	scaleReps := fs.Int("scale-repetitions", 3, "times each approach of the -scale pass is measured at each size, interleaved")
 	conditions := fs.String("conditions", "", "what else shared the machine during the run, or anything else that bears on its numbers, given in the report under its header")
 	only := fs.String("only", "", "approaches to measure, comma-separated (inplace-rollout, inplace-rollout-gated, inplace-rollout-window, floor, statefulset-rollingupdate, deployment-rollingupdate, kruise-cloneset); empty: all, and the report is written")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var sizes []int
-	for _, s := range strings.Split(*sizesFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 10 {
-			return fmt.Errorf("-sizes %q: want pod counts of at least 10, comma-separated", *sizesFlag)
-		}
-		sizes = append(sizes, n)
+	sizes, err := parseSizes("-sizes", *sizesFlag)
+	if err != nil {
+		return err
 	}
-	if *nodes < 1 {
-		return fmt.Errorf("-nodes %d: want at least 1", *nodes)
+	bigSizes, err := parseSizes("-scale-sizes", *scaleSizes)
+	if err != nil {
+		return err
 	}
-	if *reps < 1 {
-		return fmt.Errorf("-repetitions %d: want at least 1", *reps)
+	if *nodes < 1 || *scaleNodes < 1 {
+		return fmt.Errorf("-nodes %d -scale-nodes %d: want at least 1", *nodes, *scaleNodes)
+	}
+	if *reps < 1 || *scaleReps < 1 {
+		return fmt.Errorf("-repetitions %d -scale-repetitions %d: want at least 1", *reps, *scaleReps)
 	}
 	if *qps <= 0 || *burst <= 0 || *qps != float64(int(*qps)) {
 		return fmt.Errorf("-qps %v -burst %d: want both above 0, whole numbers", *qps, *burst)
@@ -139,8 +146,8 @@ func report(ctx context.Context, args []string) error {
 		}
 		return write(ctx, r, cliPath, *out, *only != "", log)
 	}
-	if !*mainTable && !*defaults {
-		return fmt.Errorf("-main=false -defaults=false: nothing to measure")
+	if !*mainTable && !*defaults && !*scale {
+		return fmt.Errorf("-main=false -defaults=false -scale=false: nothing to measure")
 	}
 	profile := filepath.Join(*work, "inplace-rollout-cpu.pprof")
 	r := &benchreport.Report{
@@ -157,17 +164,20 @@ func report(ctx context.Context, args []string) error {
 	}
 	var passes []pass
 	if *mainTable {
-		passes = append(passes, pass{limits: benchreport.EqualLimits, qps: *qps, burst: *burst})
+		passes = append(passes, pass{limits: benchreport.EqualLimits, qps: *qps, burst: *burst, sizes: sizes, nodes: *nodes, reps: *reps})
 	}
 	if *defaults {
-		passes = append(passes, pass{limits: benchreport.DefaultLimits})
+		passes = append(passes, pass{limits: benchreport.DefaultLimits, sizes: sizes, nodes: *nodes, reps: *reps})
+	}
+	if *scale {
+		passes = append(passes, pass{limits: benchreport.ScaleLimits, qps: *qps, burst: *burst, sizes: bigSizes, nodes: *scaleNodes, reps: *scaleReps})
 	}
 	for _, p := range passes {
 		b := &benchreport.Bench{
 			CLI: cliPath, Limits: p.limits, ClientQPS: clientQPS, ClientBurst: clientBurst,
 			FloorCommand: []string{self, "floor", "-qps", strconv.Itoa(clientQPS), "-burst", strconv.Itoa(clientBurst)},
 			LogDir:       *work, Timeout: *timeout, Log: log.With("limits", p.limits),
-			Repetitions: *reps, Seed: *seed,
+			Repetitions: p.reps, Seed: *seed,
 		}
 		if p.qps > 0 {
 			b.ClientQPS, b.ClientBurst = p.qps, p.burst
@@ -178,8 +188,12 @@ func report(ctx context.Context, args []string) error {
 			b.Approaches = []benchreport.Approach{benchreport.InPlace, benchreport.FloorLoop,
 				benchreport.StatefulSetRolling, benchreport.DeploymentRolling, benchreport.CloneSetInPlace}
 		}
-		if p.limits == benchreport.EqualLimits {
+		switch p.limits {
+		case benchreport.EqualLimits:
 			b.ProfileFile = profile
+		case benchreport.ScaleLimits:
+			b.Approaches = []benchreport.Approach{benchreport.InPlace, benchreport.FloorLoop}
+			r.ScaleNodes, r.ScaleDate = p.nodes, time.Now()
 		}
 		if *only != "" {
 			b.Only = map[benchreport.Approach]bool{}
@@ -188,7 +202,7 @@ func report(ctx context.Context, args []string) error {
 			}
 		}
 		r.RateLimits[p.limits] = rateLimits(p)
-		results, skipped, err := runPass(ctx, b, p, filepath.Join(*work, "cluster-"+string(p.limits)), sizes, *nodes)
+		results, skipped, err := runPass(ctx, b, p, filepath.Join(*work, "cluster-"+string(p.limits)))
 		r.Results = append(r.Results, results...)
 		if skipped != "" {
 			r.CloneSetSkipped = skipped
@@ -202,6 +216,19 @@ func report(ctx context.Context, args []string) error {
 		}
 	}
 	return write(ctx, r, cliPath, *out, *only != "", log)
+}
+
+// parseSizes parses flag's value, pod counts of at least 10, comma-separated.
+func parseSizes(flag, value string) ([]int, error) {
+	var sizes []int
+	for _, s := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 10 {
+			return nil, fmt.Errorf("%s %q: want pod counts of at least 10, comma-separated", flag, value)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
 }
 
 // savedResults is the file in the -work directory that keeps a run's results, pass by pass.
@@ -248,6 +275,9 @@ func loadResults(paths []string) (*benchreport.Report, error) {
 		}
 		if merged.CloneSetSkipped == "" {
 			merged.CloneSetSkipped = r.CloneSetSkipped
+		}
+		if r.ScaleNodes != 0 {
+			merged.ScaleNodes, merged.ScaleDate = r.ScaleNodes, r.ScaleDate
 		}
 	}
 	return merged, nil
@@ -324,14 +354,14 @@ func rateLimits(p pass) map[benchreport.Approach]benchreport.RateLimit {
 
 // runPass starts a control plane in dir for pass p, measures b's approaches on it and stops
 // it. skipped says why the CloneSet rows are missing, when they are.
-func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, sizes []int, nodes int) (results []benchreport.Result, skipped string, err error) {
+func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string) (results []benchreport.Result, skipped string, err error) {
 	_ = os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("creating %s: %w", dir, err)
 	}
 	c, err := cluster.Start(ctx, cluster.Options{
 		Dir: dir,
-		Simulator: kubeletsim.Config{Nodes: nodes, Workers: 16, PullDelay: pullDelay, StartDelay: startDelay,
+		Simulator: kubeletsim.Config{Nodes: p.nodes, Workers: 16, PullDelay: pullDelay, StartDelay: startDelay,
 			ScheduleDelay: scheduleDelay, SandboxDelay: sandboxDelay},
 		FeatureGates:           "MaxUnavailableStatefulSet=true",
 		SimulatorQPS:           simulatorQPS,
@@ -368,7 +398,7 @@ func runPass(ctx context.Context, b *benchreport.Bench, p pass, dir string, size
 		}
 		return k.PID(), k.Stop, nil
 	}
-	results, err = b.Run(ctx, sizes)
+	results, err = b.Run(ctx, p.sizes)
 	return results, b.KruiseSkipped, err
 }
 

@@ -89,10 +89,11 @@ func Render(w io.Writer, r *Report) error {
 		b.WriteString("\n\n")
 		writeResults(&b, r, DefaultLimits)
 	}
+	writeScale(&b, r)
 
 	writeCPU(&b, r, large)
 	writeCalls(&b, r, large)
-	writeGrowth(&b, r, small, large)
+	writeGrowth(&b, r, EqualLimits, small, large)
 	fmt.Fprintf(&b, "\n![Wall time by number of pods](%s)\n\n![Wall time per pod by number of pods](%s)\n\n![Driver CPU seconds by number of pods](%s)\n",
 		plotWallFile, plotPerPodFile, plotCPUFile)
 
@@ -330,8 +331,8 @@ func writeCalls(b *strings.Builder, r *Report, pods int) {
 }
 
 // writeGrowth writes the table of each approach's cost per pod at the smallest and largest
-// sizes, from the medians.
-func writeGrowth(b *strings.Builder, r *Report, small, large int) {
+// sizes measured at limits, from the medians.
+func writeGrowth(b *strings.Builder, r *Report, limits Limits, small, large int) {
 	if small == large {
 		return
 	}
@@ -341,16 +342,68 @@ func writeGrowth(b *strings.Builder, r *Report, small, large int) {
 	fmt.Fprintf(b, "| approach | wall ms/pod at %d | at %d | ratio | driver CPU ms/pod at %d | at %d | ratio |\n", small, large, small, large)
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, ap := range approaches {
-		lo, hi := r.spread(EqualLimits, ap.a, small, wall), r.spread(EqualLimits, ap.a, large, wall)
-		if lo.n == 0 || hi.n == 0 {
+		g, ok := r.growth(limits, ap.a, small, large)
+		if !ok {
 			continue
 		}
-		cpu := func(res Result) float64 { return res.DriverCPU }
-		clo, chi := r.spread(EqualLimits, ap.a, small, cpu), r.spread(EqualLimits, ap.a, large, cpu)
-		wl, wh := 1000*lo.median/float64(small), 1000*hi.median/float64(large)
-		cl, ch := 1000*clo.median/float64(small), 1000*chi.median/float64(large)
-		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", ap.a, wl, wh, wh/wl, cl, ch, ch/cl)
+		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", ap.a, g.wallSmall, g.wallLarge, g.wallLarge/g.wallSmall,
+			g.cpuSmall, g.cpuLarge, g.cpuLarge/g.cpuSmall)
 	}
+}
+
+// growth is an approach's median wall time and driver CPU time per pod, in milliseconds, at two
+// sizes.
+type growth struct{ wallSmall, wallLarge, cpuSmall, cpuLarge float64 }
+
+// met reports whether the cost per pod at the larger size is within goalGrowth of that at the
+// smaller.
+func (g growth) met() bool {
+	return g.wallLarge/g.wallSmall <= 1+goalGrowth && g.cpuLarge/g.cpuSmall <= 1+goalGrowth
+}
+
+// growth is approach a's cost per pod at small and large pods, measured at limits; false when
+// either size has no samples.
+func (r *Report) growth(limits Limits, a Approach, small, large int) (growth, bool) {
+	perPod := func(n int, value func(Result) float64) (float64, bool) {
+		s := r.spread(limits, a, n, value)
+		return 1000 * s.median / float64(n), s.n > 0
+	}
+	cpu := func(res Result) float64 { return res.DriverCPU }
+	var g growth
+	var ok [4]bool
+	g.wallSmall, ok[0] = perPod(small, wall)
+	g.wallLarge, ok[1] = perPod(large, wall)
+	g.cpuSmall, ok[2] = perPod(small, cpu)
+	g.cpuLarge, ok[3] = perPod(large, cpu)
+	return g, ok == [4]bool{true, true, true, true}
+}
+
+// writeScale writes the rows of the pass at ScaleLimits, past the main table's sizes, with the
+// growth of each approach's cost per pod from its smallest size to its largest.
+func writeScale(b *strings.Builder, r *Report) {
+	sizes := r.sizes(ScaleLimits)
+	if len(sizes) == 0 {
+		return
+	}
+	small, large := sizes[0], sizes[len(sizes)-1]
+	fmt.Fprintf(b, "\n## At %d pods\n\n", large)
+	fmt.Fprintf(b, "inplace-rollout and the floor at %s pods, on a control plane of their own with %d simulated kubelets\n", joinSizes(sizes), r.ScaleNodes)
+	fmt.Fprintf(b, "(110 pods each at most, as a kubelet's default), started %s, every other setting as in the\n", r.ScaleDate.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(b, "main table, its rate limit included; %d repetitions of each at each size, interleaved.\n\n", r.repetitions(ScaleLimits))
+	writeResults(b, r, ScaleLimits)
+	writeGrowth(b, r, ScaleLimits, small, large)
+}
+
+// joinSizes writes pod counts as a list: "1000 and 5000", "100, 300 and 1000".
+func joinSizes(sizes []int) string {
+	s := make([]string, len(sizes))
+	for i, n := range sizes {
+		s[i] = strconv.Itoa(n)
+	}
+	if len(s) == 1 {
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 func writeSummary(b *strings.Builder, r *Report, small, large int) {
@@ -370,12 +423,16 @@ func writeSummary(b *strings.Builder, r *Report, small, large int) {
 		}
 	}
 	fmt.Fprintf(b, "- Pods recreated at %d pods: %s.\n", large, strings.Join(recreated, ", "))
-	if lo := med(InPlace, small, wall); lo.n > 0 && small != large {
-		cpu := func(res Result) float64 { return res.DriverCPU }
-		wallRatio := (ours.median / float64(large)) / (lo.median / float64(small))
-		cpuRatio := (med(InPlace, large, cpu).median / float64(large)) / (med(InPlace, small, cpu).median / float64(small))
+	if g, ok := r.growth(EqualLimits, InPlace, small, large); ok && small != large {
 		fmt.Fprintf(b, "- Cost per pod at %d pods over that at %d (medians): wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",
-			large, small, wallRatio, cpuRatio, 100*goalGrowth, verdict(wallRatio <= 1+goalGrowth && cpuRatio <= 1+goalGrowth))
+			large, small, g.wallLarge/g.wallSmall, g.cpuLarge/g.cpuSmall, 100*goalGrowth, verdict(g.met()))
+	}
+	if sizes := r.sizes(ScaleLimits); len(sizes) > 1 {
+		lo, hi := sizes[0], sizes[len(sizes)-1]
+		if g, ok := r.growth(ScaleLimits, InPlace, lo, hi); ok {
+			fmt.Fprintf(b, "- At %d pods (a control plane of its own, %d simulated kubelets), inplace-rollout's cost per pod over that at %d (medians): wall time %.2f×, CPU seconds %.2f× (goal: within %.0f%%, %s).\n",
+				hi, r.ScaleNodes, lo, g.wallLarge/g.wallSmall, g.cpuLarge/g.cpuSmall, 100*goalGrowth, verdict(g.met()))
+		}
 	}
 }
 

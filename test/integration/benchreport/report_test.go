@@ -169,7 +169,30 @@ func TestRenderSummary(t *testing.T) {
 			"| kruise-cloneset | – | 20.0 | 5.0 | 1.0 | 10.0 | 10.0 | 46.0 |",
 			"### inplace-rollout\n\n| client | resource | verb | requests |\n|---|---|---|--:|\n| benchreport | (discovery and other non-resource URLs) | get | 2 |\n" +
 				"| inplace-rollout | pods | patch | 2000 |\n| inplace-rollout | pods | list | 12 (11–13) |\n",
-		}, []string{"as fast", "faster than", "Not a fair comparison", "not a fair comparison", "The rate limits differ"}},
+		}, []string{"as fast", "faster than", "Not a fair comparison", "not a fair comparison", "The rate limits differ", "## At ", "simulated kubelets), inplace-rollout's cost"}},
+		{"a pass at 5000 pods", func(r *Report) {
+			r.ScaleNodes, r.ScaleDate = 50, time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+			secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+			for rep := 1; rep <= 2; rep++ {
+				for _, n := range []int{1000, 5000} {
+					// inplace-rollout's wall time per pod 10% more at 5000 pods than at 1000, its
+					// CPU per pod the same; the floor 25 ms a pod at both.
+					perPod := map[int]float64{1000: 0.030, 5000: 0.033}[n]
+					r.Results = append(r.Results,
+						Result{Approach: InPlace, Pods: n, Limits: ScaleLimits, Rep: rep, Wall: secs(perPod * float64(n)), DriverCPU: 0.005 * float64(n),
+							PodWrites: n, Writes: 5 * n, Requests: 6 * n, Driver: "inplace-rollout"},
+						Result{Approach: FloorLoop, Pods: n, Limits: ScaleLimits, Rep: rep, Wall: secs(0.025 * float64(n)), DriverCPU: 0.002 * float64(n),
+							PodWrites: n, Writes: 5 * n, Requests: 6 * n, Driver: "floor-loop"})
+				}
+			}
+		}, []string{"\n## At 5000 pods\n\ninplace-rollout and the floor at 1000 and 5000 pods, on a control plane of their own with 50 simulated kubelets\n",
+			"started 2026-12-03 09:00 UTC", "2 repetitions of each at each size, interleaved",
+			"| inplace-rollout | 5000 | 165.0 | 1.32 | 1.00 | 5.00 |",
+			"## Growth from 1000 to 5000 pods", "| inplace-rollout | 30.0 | 33.0 | 1.10 | 5.00 | 5.00 | 1.00 |",
+			"- At 5000 pods (a control plane of its own, 50 simulated kubelets), inplace-rollout's cost per pod over that at 1000 (medians): wall time 1.10×, CPU seconds 1.00× (goal: within 20%, met).",
+			// The main table and its summary stay at its own sizes.
+			"Cost per pod at 1000 pods over that at 100 (medians)", "## Growth from 100 to 1000 pods"},
+			[]string{"| inplace-rollout-gated | 5000 |", "Wall time at 5000 pods"}},
 		{"unequal rate limits in the main table", func(r *Report) {
 			r.RateLimits[EqualLimits][StatefulSetRolling] = RateLimit{QPS: 20, Burst: 30}
 		}, []string{"**Not a fair comparison.**", "statefulset-rollingupdate 100.0 (90.0–120.0) s (at 20, 30)",

@@ -41,6 +41,9 @@ const (
 	// DefaultLimits is each component at its own default rate limit: what a user who changes
 	// none gets.
 	DefaultLimits Limits = "default"
+	// ScaleLimits is the main table's rate limit again, on a control plane of its own with
+	// more simulated kubelets: inplace-rollout and the floor at sizes past the main table's.
+	ScaleLimits Limits = "scale"
 )
 
 // The processes whose CPU time a Result has (Result.CPU), in the order the report gives them.
@@ -63,7 +66,7 @@ var cpuProcesses = []string{CPUCommand, CPUAPIServer, CPUEtcd, CPUControllerMana
 type Result struct {
 	Approach Approach
 	Pods     int
-	// Limits are the rate limits the rollout ran at.
+	// Limits are the rate limits the rollout ran at, and so the table it is in.
 	Limits Limits
 	// Rep is the repetition it was measured in, from 1.
 	Rep int
@@ -138,6 +141,10 @@ type Report struct {
 	// `go tool pprof -top` prints it; ProfileFile is that profile's file name.
 	Profile     string
 	ProfileFile string
+	// ScaleNodes and ScaleDate are the simulated kubelets and the start of the pass at
+	// ScaleLimits, when one ran.
+	ScaleNodes int
+	ScaleDate  time.Time
 }
 
 // RateLimit is a client's token bucket: QPS requests per second, Burst above it. Flags are
