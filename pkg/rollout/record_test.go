@@ -12,7 +12,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -512,5 +514,51 @@ func TestRolloutReadsPodsFromTheWatch(t *testing.T) {
 		if started[p.Name] != 1 {
 			t.Errorf("pod %s had its image patched %d times, want once", p.Name, started[p.Name])
 		}
+	}
+}
+
+// TestRolloutLeavesTheWatchsPodsAlone: the pods a watch lists are its cache's own, shared with
+// every reader (workload.PodWatch): a rollout that fails and rolls back, reading them at every
+// step, changes none of them.
+func TestRolloutLeavesTheWatchsPodsAlone(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	spec := fc.spec(imageCrash, intstr.FromInt32(2), intstr.FromString("100%"))
+	w, err := WatchPods(ctx, fc.client, spec.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
+		t.Fatal("the watch did not sync")
+	}
+	e := fc.engine()
+	e.Pods = w
+	// Each pod object the watch lists, as it was when first listed.
+	seen := map[*corev1.Pod]*corev1.Pod{}
+	sel := labels.SelectorFromSet(labels.Set{"app": testName})
+	check := func(Status) {
+		pods, err := w.ListPods(ctx, testNS, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods {
+			was, ok := seen[p]
+			if !ok {
+				seen[p] = p.DeepCopy()
+				continue
+			}
+			if !equality.Semantic.DeepEqual(was, p) {
+				t.Errorf("pod %s changed in the watch's cache by a step: was %s, now %s", p.Name, mustJSON(was), mustJSON(p))
+			}
+		}
+	}
+	check(Status{})
+	st, err := fc.drive(e, spec, Status{}, nil, check)
+	if err != nil || st.Phase != PhaseRolledBack {
+		t.Fatalf("rollout ended %s: %v (%s); want it rolled back", st.Phase, err, st.Message)
+	}
+	if len(seen) < 8 {
+		t.Errorf("the watch listed %d pod objects over the rollout, want the 4 pods in at least two versions each", len(seen))
 	}
 }

@@ -501,7 +501,8 @@ func rollbackRequested(lock *Record, spec RollbackSpec) string {
 // the first pods touched; pods another controller owns are left to it. byName are the
 // namespace's pods, for lostPods.
 func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []string) (pods []*corev1.Pod, byName map[string]*corev1.Pod, err error) {
-	pods = w.Pods()
+	// A clone: the pods found below are appended, never into the workload's own slice.
+	pods = slices.Clone(w.Pods())
 	seen := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
 		seen[p.UID] = true

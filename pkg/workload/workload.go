@@ -79,7 +79,8 @@ type Observed interface {
 	Template() *corev1.PodTemplateSpec
 	// Replicas is how many pods the workload should have.
 	Replicas() int
-	// Pods returns the workload's live pods in update order.
+	// Pods returns the workload's live pods in update order, read-only: they may be a watch's
+	// cache's own (PodLister).
 	Pods() []*corev1.Pod
 	// PodSelector selects the workload's pods (and, maybe, others: Pods filters by owner).
 	PodSelector() labels.Selector
