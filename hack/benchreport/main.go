@@ -193,6 +193,8 @@ func report(ctx context.Context, args []string) error {
 			b.ProfileFile = profile
 		case benchreport.ScaleLimits:
 			b.Approaches = []benchreport.Approach{benchreport.InPlace, benchreport.FloorLoop}
+			// Kept beside the main table's for `go tool pprof`; the report shows the main one.
+			b.ProfileFile = filepath.Join(*work, "inplace-rollout-cpu-scale.pprof")
 			r.ScaleNodes, r.ScaleDate = p.nodes, time.Now()
 		}
 		if *only != "" {
@@ -215,7 +217,12 @@ func report(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	return write(ctx, r, cliPath, *out, *only != "", log)
+	if !*mainTable {
+		// The report is written around the main table: -from merges this run's results with
+		// those of a run that measured it.
+		log.Info("no main table measured: write the report with -from", "results", filepath.Join(*work, savedResults))
+	}
+	return write(ctx, r, cliPath, *out, *only != "" || !*mainTable, log)
 }
 
 // parseSizes parses flag's value, pod counts of at least 10, comma-separated.
