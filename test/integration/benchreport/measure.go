@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 )
@@ -117,6 +118,24 @@ func readProc(pid int) (procUsage, error) {
 		}
 	}
 	return u, nil
+}
+
+// samplePeakRSS returns the greatest peak resident set (VmHWM) that process pid showed, read
+// every 20ms until stop is closed. The growth of its last 20ms before it exits may be missed.
+func samplePeakRSS(pid int, stop <-chan struct{}) int {
+	peak := 0
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if u, err := readProc(pid); err == nil {
+			peak = max(peak, u.peakRSSKiB)
+		}
+		select {
+		case <-stop:
+			return peak
+		case <-tick.C:
+		}
+	}
 }
 
 // resetPeakRSS makes the process's peak resident set its current one, so that a later read

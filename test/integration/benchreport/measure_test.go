@@ -3,6 +3,8 @@ package benchreport
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -100,4 +102,26 @@ func TestShuffledOrders(t *testing.T) {
 	if other := shuffledOrders(2, reps, sizes); slices.EqualFunc(got, other, slices.Equal) {
 		t.Errorf("seeds 1 and 2 drew the same orders %v", got)
 	}
+}
+
+// TestRunMeasuredSamplesTheChildsOwnPeak: a command's peak resident set is its own, not the
+// benchmark process's that the rusage of a child started by fork and exec keeps.
+func TestRunMeasuredSamplesTheChildsOwnPeak(t *testing.T) {
+	// The test process holds 200 MiB more than a shell ever needs.
+	ballast := make([]byte, 200<<20)
+	for i := range ballast {
+		ballast[i] = 1
+	}
+	own, err := readProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := (&Bench{}).runMeasured(exec.Command("/bin/sh", "-c", "sleep 0.3"), "sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.peakRSSKiB <= 0 || u.peakRSSKiB >= own.peakRSSKiB/4 {
+		t.Errorf("the shell's peak RSS = %d KiB, want above 0 and far below this process's %d KiB", u.peakRSSKiB, own.peakRSSKiB)
+	}
+	runtime.KeepAlive(ballast)
 }

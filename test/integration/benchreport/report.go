@@ -151,6 +151,7 @@ func writeMethod(b *strings.Builder, r *Report) {
 func writeResults(b *strings.Builder, r *Report, limits Limits) {
 	b.WriteString("| approach | pods | wall s | × floor | pod writes / pod | all writes / pod | API requests/s | driver | rate limit | driver CPU s | driver peak RSS MiB | kube-apiserver CPU s | pods recreated |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
+	unmeasured := false
 	for _, n := range r.sizes(limits) {
 		for _, ap := range approaches {
 			samples := r.samples(limits, ap.a, n)
@@ -164,6 +165,10 @@ func writeResults(b *strings.Builder, r *Report, limits Limits) {
 			perPodOf := func(count func(Result) int) func(Result) float64 {
 				return func(res Result) float64 { return perPod(count(res), n) }
 			}
+			rss := r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.DriverPeakRSSKiB) / 1024 }).format(0)
+			if slices.ContainsFunc(samples, rssUnmeasured) {
+				rss, unmeasured = "–", true
+			}
 			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ap.a, n,
 				r.spread(limits, ap.a, n, wall).format(1),
 				r.ratio(limits, ap.a, FloorLoop, n, wall).format(2),
@@ -172,11 +177,22 @@ func writeResults(b *strings.Builder, r *Report, limits Limits) {
 				r.spread(limits, ap.a, n, Result.RequestsPerSecond).format(0),
 				samples[0].Driver, limit,
 				r.spread(limits, ap.a, n, func(res Result) float64 { return res.DriverCPU }).format(2),
-				r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.DriverPeakRSSKiB) / 1024 }).format(0),
+				rss,
 				r.spread(limits, ap.a, n, func(res Result) float64 { return res.APIServerCPU }).format(1),
 				r.spread(limits, ap.a, n, func(res Result) float64 { return float64(res.Recreated) }).format(0))
 		}
 	}
+	if unmeasured {
+		b.WriteString("\nA command's peak RSS is – where its runs did not sample it from /proc: what they recorded, the rusage of the\n")
+		b.WriteString("finished child, is the benchmark process's own peak, which a child started by fork and exec inherits.\n")
+	}
+}
+
+// rssUnmeasured reports whether res is a command's rollout whose peak resident set was not
+// sampled (DriverPeakRSSMeasured): a controller's was always read from /proc.
+func rssUnmeasured(res Result) bool {
+	_, command := res.CPU[CPUCommand]
+	return command && !res.DriverPeakRSSMeasured
 }
 
 // repetitions is how many repetitions the rows measured at limits had: the most of any row.

@@ -59,7 +59,7 @@ func sampleReport() *Report {
 					}
 					res := Result{Approach: a, Pods: n, Limits: limits, Rep: rep, Wall: time.Duration(wall * j * float64(time.Second)),
 						PodWrites: podWrites, Writes: 3 * podWrites, Requests: 5 * podWrites, Driver: string(a) + " driver",
-						DriverCPU: cpu, DriverPeakRSSKiB: 64 * 1024, APIServerCPU: 2 * cpu, Recreated: recreated,
+						DriverCPU: cpu, DriverPeakRSSKiB: 64 * 1024, DriverPeakRSSMeasured: true, APIServerCPU: 2 * cpu, Recreated: recreated,
 						CPU:   map[string]float64{CPUAPIServer: 2 * cpu, CPUEtcd: cpu / 2, CPUControllerManager: 0.1 * f, CPUBench: f},
 						Calls: map[Call]int{{"kubelet-simulator", "pods/status", "patch"}: 2 * n, {"benchreport", nonResource, "get"}: 2}}
 					// Per pod, out for a second per recreated pod, a tenth of one in place;
@@ -193,6 +193,15 @@ func TestRenderSummary(t *testing.T) {
 			// The main table and its summary stay at its own sizes.
 			"Cost per pod at 1000 pods over that at 100 (medians)", "## Growth from 100 to 1000 pods"},
 			[]string{"| inplace-rollout-gated | 5000 |", "Wall time at 5000 pods"}},
+		{"a command's peak RSS not sampled", func(r *Report) {
+			for i := range r.Results {
+				if res := &r.Results[i]; res.Approach == InPlace && res.Rep == 2 {
+					res.DriverPeakRSSMeasured = false
+				}
+			}
+		}, []string{"| inplace-rollout | 1000 | 20.5 (18.4–24.6) | 1.58 (1.42–1.72) | 2.00 | 6.00 | 488 (407–542) | inplace-rollout driver | 100, 200 | 5.00 | – |",
+			"A command's peak RSS is – where its runs did not sample it from /proc"},
+			[]string{"| inplace-rollout | 1000 | 20.5 (18.4–24.6) | 1.58 (1.42–1.72) | 2.00 | 6.00 | 488 (407–542) | inplace-rollout driver | 100, 200 | 5.00 | 64 |"}},
 		{"unequal rate limits in the main table", func(r *Report) {
 			r.RateLimits[EqualLimits][StatefulSetRolling] = RateLimit{QPS: 20, Burst: 30}
 		}, []string{"**Not a fair comparison.**", "statefulset-rollingupdate 100.0 (90.0–120.0) s (at 20, 30)",

@@ -85,6 +85,9 @@ type Result struct {
 	Driver           string
 	DriverCPU        float64
 	DriverPeakRSSKiB int
+	// DriverPeakRSSMeasured is false in results saved before the command's peak was sampled
+	// from /proc (runMeasured): a command's DriverPeakRSSKiB there is the benchmark's own.
+	DriverPeakRSSMeasured bool
 	// APIServerCPU is kube-apiserver's CPU time over the rollout.
 	APIServerCPU float64
 	// CPU is the CPU time over the rollout of every process of the run, by name (the CPU...

@@ -1,6 +1,7 @@
 package benchreport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -446,7 +447,7 @@ func (s *sizeRun) measured(ctx context.Context, a Approach, app, image string, r
 	}
 	end := time.Now()
 	r := Result{Approach: a, Pods: s.n, Limits: s.Limits, Rep: s.rep, Wall: wall, Driver: driver,
-		DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB}
+		DriverCPU: usage.cpuSeconds, DriverPeakRSSKiB: usage.peakRSSKiB, DriverPeakRSSMeasured: true}
 	if ld != nil {
 		r.Sent, r.Failed = ld.stop()
 	}
@@ -527,9 +528,22 @@ func (b *Bench) runFloor(ctx context.Context, spec FloorSpec) (string, procUsage
 	return "floor loop", u, err
 }
 
-// runMeasured runs cmd and returns its CPU time and peak resident set.
+// runMeasured runs cmd and returns its CPU time and peak resident set. The peak is sampled from
+// /proc while it runs: the rusage's maxrss of a child started by fork and exec keeps the
+// parent's own peak, inherited at exec (the benchmark's, hundreds of MiB).
 func (b *Bench) runMeasured(cmd *exec.Cmd, name string) (procUsage, error) {
-	out, err := cmd.CombinedOutput()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Start()
+	peak := 0
+	if err == nil {
+		stop, sampled := make(chan struct{}), make(chan int, 1)
+		go func() { sampled <- samplePeakRSS(cmd.Process.Pid, stop) }()
+		err = cmd.Wait()
+		close(stop)
+		peak = <-sampled
+	}
+	out := buf.Bytes()
 	if b.LogDir != "" {
 		if werr := os.WriteFile(filepath.Join(b.LogDir, string(b.Limits)+"-"+name+".log"), out, 0o644); werr != nil {
 			return procUsage{}, fmt.Errorf("keeping the output of %s: %w", name, werr)
@@ -543,7 +557,7 @@ func (b *Bench) runMeasured(cmd *exec.Cmd, name string) (procUsage, error) {
 		return procUsage{}, errors.New("no resource usage for " + cmd.Path)
 	}
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return procUsage{cpuSeconds: cpu.Seconds(), peakRSSKiB: int(ru.Maxrss), command: true}, nil
+	return procUsage{cpuSeconds: cpu.Seconds(), peakRSSKiB: peak, command: true}, nil
 }
 
 // byController starts a controller's rollout with one write and waits until every pod runs
