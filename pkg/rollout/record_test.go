@@ -478,18 +478,8 @@ func TestRecordDecode(t *testing.T) {
 // API server does, every pod updated once.
 func TestRolloutReadsPodsFromTheWatch(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 6})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	spec := fc.spec(imageV2, intstr.FromInt32(2), intstr.FromString("100%"))
-	w, err := WatchPods(ctx, fc.client, spec.Target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
-		t.Fatal("the watch did not sync")
-	}
-	e := fc.engine()
-	e.Pods = w
+	e, _, _ := watchedEngine(t, fc, spec)
 	fc.client.ClearActions()
 	if st := fc.mustDrive(e, spec, Status{}, nil); st.Phase != PhaseSucceeded || st.Updated != 6 {
 		t.Fatalf("rollout ended %s with %d/6 pods updated: %s", st.Phase, st.Updated, st.Message)
@@ -523,18 +513,8 @@ func TestRolloutReadsPodsFromTheWatch(t *testing.T) {
 // step, changes none of them.
 func TestRolloutLeavesTheWatchsPodsAlone(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 4})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	spec := fc.spec(imageCrash, intstr.FromInt32(2), intstr.FromString("100%"))
-	w, err := WatchPods(ctx, fc.client, spec.Target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
-		t.Fatal("the watch did not sync")
-	}
-	e := fc.engine()
-	e.Pods = w
+	e, w, ctx := watchedEngine(t, fc, spec)
 	// Each pod object the watch lists, as it was when first listed.
 	seen := map[*corev1.Pod]*corev1.Pod{}
 	sel := labels.SelectorFromSet(labels.Set{"app": testName})
@@ -589,4 +569,22 @@ func caughtUp(listed []*corev1.Pod, api []corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+// watchedEngine is an engine on fc that reads the pods of spec's target from a watch, synced,
+// which ends with the test; ctx is the watch's.
+func watchedEngine(t *testing.T, fc *fakeCluster, spec Spec) (*Engine, *PodWatch, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := WatchPods(ctx, fc.client, spec.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
+		t.Fatal("the watch did not sync")
+	}
+	e := fc.engine()
+	e.Pods = w
+	return e, w, ctx
 }
