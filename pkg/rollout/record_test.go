@@ -6,7 +6,6 @@ import (
 	"errors"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -556,15 +555,21 @@ func TestRolloutLeavesTheWatchsPodsAlone(t *testing.T) {
 	}
 }
 
-// caughtUp reports whether listed holds each pod of api at its resourceVersion or a newer one.
+// caughtUp reports whether listed holds each pod of api as the API server has it (the fake API
+// server sets no resourceVersions to compare).
 func caughtUp(listed []*corev1.Pod, api []corev1.Pod) bool {
-	rv := map[string]int{}
+	byName := map[string]*corev1.Pod{}
 	for _, p := range listed {
-		rv[p.Name], _ = strconv.Atoi(p.ResourceVersion)
+		byName[p.Name] = p
 	}
-	for _, p := range api {
-		want, _ := strconv.Atoi(p.ResourceVersion)
-		if got, ok := rv[p.Name]; !ok || got < want {
+	for i := range api {
+		p, ok := byName[api[i].Name]
+		if !ok {
+			return false
+		}
+		want := api[i].DeepCopy()
+		want.ManagedFields = nil
+		if !equality.Semantic.DeepEqual(p, want) {
 			return false
 		}
 	}
