@@ -1,6 +1,7 @@
 // Command benchreport measures a rollout done each way a user could do it, side by side on a
 // local control plane (every driver at one rate limit; then, on a second one, each component
-// at its own default; on a third, inplace-rollout and the floor at 5,000 pods), and writes docs/benchmarks.md with its plots (`make bench` runs it).
+// at its own default; on a third, inplace-rollout and the floor at 5,000 pods), and writes
+// docs/benchmarks.md with its plots (`make bench` runs it).
 // `benchreport floor ...` is the floor loop, run by the report as a process of its own.
 package main
 
@@ -96,7 +97,7 @@ func report(ctx context.Context, args []string) error {
 	seed := fs.Uint64("seed", 1, "seed of the order the approaches are measured in, shuffled for each repetition and size")
 	mainTable := fs.Bool("main", true, "measure the main table: every driver at -qps and -burst")
 	defaults := fs.Bool("defaults", true, "measure each component at its own default rate limit, on a control plane of its own")
-	from := fs.String("from", "", "write the report from the results runs saved (each run's -work directory's "+savedResults+", comma-separated: the tables of -main=false and -defaults=false runs merge), measuring nothing")
+	from := fs.String("from", "", "write the report from the results runs saved (each run's -work directory's "+savedResults+", comma-separated: the tables of runs with -main, -defaults or -scale false merge), measuring nothing")
 	nodes := fs.Int("nodes", defaultNodes, "simulated kubelets the pods are spread over (a kubelet takes 110 pods by default: 5,000 pods want 50)")
 	scale := fs.Bool("scale", true, "measure inplace-rollout and the floor at -scale-sizes on a control plane of their own with -scale-nodes simulated kubelets, at -qps and -burst")
 	scaleSizes := fs.String("scale-sizes", "1000,5000", "pod counts of the -scale pass, comma-separated: the report gives the growth of the cost per pod from the first to the last")
