@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +94,7 @@ func WatchPods(ctx context.Context, client kubernetes.Interface, namespace strin
 	if err := w.informer.SetTransform(func(obj any) (any, error) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			p.ManagedFields = nil
+			internAnnotations(p)
 		}
 		return obj, nil
 	}); err != nil {
@@ -151,8 +153,26 @@ func (w *PodWatch) ListPods(ctx context.Context, namespace string, sel labels.Se
 func (w *PodWatch) Wrote(pod *corev1.Pod) {
 	p := pod.DeepCopy()
 	p.ManagedFields = nil
+	internAnnotations(p)
 	w.written.Mutation(p)
 }
+
+// internAnnotations makes each long annotation value of the pod the one canonical copy of its
+// text, shared by every version of every pod that carries it. A rollout's steps look its state
+// annotation up, by text, in a cache of decoded states at every step; two equal texts in one
+// backing array compare at once, where two copies were compared byte by byte, a tenth of the
+// command's CPU at 5,000 pods. Only the watch's own objects, as they arrive, are changed.
+func internAnnotations(p *corev1.Pod) {
+	for k, v := range p.Annotations {
+		if len(v) >= internMin {
+			p.Annotations[k] = unique.Make(v).Value()
+		}
+	}
+}
+
+// internMin is the shortest annotation value internAnnotations interns: shorter ones compare
+// about as fast as their pointers.
+const internMin = 64
 
 // narrows reports whether every pod sel selects is one of those of watched selects: sel has
 // every requirement of watched.

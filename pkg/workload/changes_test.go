@@ -2,8 +2,10 @@ package workload
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,5 +148,43 @@ func TestPodWatchAnswersWithWrittenPods(t *testing.T) {
 			t.Fatalf("listed %s once the watch brought a newer version; want reg/app:v3", img)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPodWatchInternsLongAnnotations: equal long annotation values of the pods the watch holds,
+// and of a pod it was told of (Wrote), share one backing array, so that comparing them, as the
+// cache of decoded states does at every step, ends at the pointer.
+func TestPodWatchInternsLongAnnotations(t *testing.T) {
+	long := func() string { return strings.Repeat(`{"stage":"Updated"}`, 8) } // a new array at each call
+	a, b := runningPod("web-a", "reg/app:v1", nil, nil), runningPod("web-b", "reg/app:v1", nil, nil)
+	a.Annotations = map[string]string{"state": long()}
+	b.Annotations = map[string]string{"state": long()}
+	if unsafe.StringData(a.Annotations["state"]) == unsafe.StringData(b.Annotations["state"]) {
+		t.Fatal("the two pods' annotations share an array before the watch")
+	}
+	client := fake.NewClientset(a, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sel := labels.SelectorFromSet(labels.Set{"app": "web"})
+	w, err := WatchPods(ctx, client, "ns", sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
+		t.Fatal("the watch did not sync")
+	}
+	written := b.DeepCopy()
+	written.ResourceVersion, written.Annotations["state"] = "2", long()
+	w.Wrote(written)
+	pods, err := w.ListPods(ctx, "ns", sel)
+	if err != nil || len(pods) != 2 {
+		t.Fatalf("ListPods = %d pods, %v; want web-a and web-b", len(pods), err)
+	}
+	arrays := map[*byte][]string{}
+	for _, p := range pods {
+		arrays[unsafe.StringData(p.Annotations["state"])] = append(arrays[unsafe.StringData(p.Annotations["state"])], p.Name+"@"+p.ResourceVersion)
+	}
+	if len(arrays) != 1 {
+		t.Errorf("the equal annotations of %d pods are in %d arrays, want one: %v", len(pods), len(arrays), arrays)
 	}
 }
