@@ -100,12 +100,18 @@ func TestEventRecorderWritesEachEvent(t *testing.T) {
 
 // TestEventRecorderFoldsRepeats: the same Event on the same pod version, recorded again, is
 // not written again: the first becomes a series, and Flush knows which writes are still due.
+//
+// The library also writes each series it holds once as it starts and every 30 minutes after
+// (refreshExistingEventSeries); its start-up run is a goroutine that may run after the series
+// began, on a loaded machine, and write it once more. So the Event is recorded ten times: each
+// repeat written would be nine patches, folded they are one, and two at most with that refresh.
 func TestEventRecorderFoldsRepeats(t *testing.T) {
+	const records = 10
 	client := fake.NewClientset()
 	b := newEventBroadcaster(t, client, nil)
 	r := b.Recorder("test")
 	ev := Event{Type: corev1.EventTypeWarning, Reason: "TagContentDiffers", Message: "pods of StatefulSet ns/web run one target tag as different content"}
-	for i := range 3 {
+	for i := range records {
 		if err := r.Record(context.Background(), PodRef(eventPod("5")), ev); err != nil {
 			t.Fatal(err)
 		}
@@ -117,8 +123,8 @@ func TestEventRecorderFoldsRepeats(t *testing.T) {
 	if len(stored) != 1 {
 		t.Fatalf("%d Events stored, want the first, as a series: %+v", len(stored), stored)
 	}
-	if s := stored[0].Series; s == nil || s.Count != 2 || stored[0].Note != ev.Message {
-		t.Errorf("stored Event %q, series %+v; want %q with a series of 2 (the third is counted at the series' next write)", stored[0].Note, s, ev.Message)
+	if s := stored[0].Series; s == nil || s.Count < 2 || s.Count > records || stored[0].Note != ev.Message {
+		t.Errorf("stored Event %q, series %+v; want %q with a series counting 2 to %d (the rest are counted at the series' next write)", stored[0].Note, s, ev.Message, records)
 	}
 	var creates, patches int
 	for _, a := range client.Actions() {
@@ -129,8 +135,8 @@ func TestEventRecorderFoldsRepeats(t *testing.T) {
 			patches++
 		}
 	}
-	if creates != 1 || patches != 1 {
-		t.Errorf("%d creates and %d patches of Events, want 1 of each", creates, patches)
+	if creates != 1 || patches < 1 || patches > 2 {
+		t.Errorf("%d creates and %d patches of Events for %d records, want 1 create and 1 patch (2 if the library's start-up refresh of series came after the series began)", creates, patches, records)
 	}
 }
 
