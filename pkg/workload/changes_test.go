@@ -47,15 +47,7 @@ func TestNarrows(t *testing.T) {
 func TestPodWatchLists(t *testing.T) {
 	client := fake.NewClientset(runningPod("web-a", "reg/app:v1", nil, nil), runningPod("web-b", "reg/app:v1", nil, nil),
 		runningPod("db-a", "reg/db:v1", map[string]string{"app": "db"}, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := WatchPods(ctx, client, "ns", labels.SelectorFromSet(labels.Set{"app": "web"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
-		t.Fatal("the watch did not sync")
-	}
+	ctx, w := syncedWatch(t, client, labels.SelectorFromSet(labels.Set{"app": "web"}))
 	client.ClearActions()
 	pods, err := w.ListPods(ctx, "ns", labels.SelectorFromSet(labels.Set{"app": "web"}))
 	if err != nil || len(pods) != 2 {
@@ -105,16 +97,8 @@ func TestPodWatchAnswersWithWrittenPods(t *testing.T) {
 	pod := runningPod("web-a", "reg/app:v1", nil, nil)
 	pod.ResourceVersion = "10"
 	client := fake.NewClientset(pod)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	sel := labels.SelectorFromSet(labels.Set{"app": "web"})
-	w, err := WatchPods(ctx, client, "ns", sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
-		t.Fatal("the watch did not sync")
-	}
+	ctx, w := syncedWatch(t, client, sel)
 	listed := func() (image, rv string) {
 		t.Helper()
 		pods, err := w.ListPods(ctx, "ns", sel)
@@ -163,16 +147,8 @@ func TestPodWatchInternsLongAnnotations(t *testing.T) {
 		t.Fatal("the two pods' annotations share an array before the watch")
 	}
 	client := fake.NewClientset(a, b)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	sel := labels.SelectorFromSet(labels.Set{"app": "web"})
-	w, err := WatchPods(ctx, client, "ns", sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
-		t.Fatal("the watch did not sync")
-	}
+	ctx, w := syncedWatch(t, client, sel)
 	written := b.DeepCopy()
 	written.ResourceVersion, written.Annotations["state"] = "2", long()
 	w.Wrote(written)
@@ -182,9 +158,26 @@ func TestPodWatchInternsLongAnnotations(t *testing.T) {
 	}
 	arrays := map[*byte][]string{}
 	for _, p := range pods {
-		arrays[unsafe.StringData(p.Annotations["state"])] = append(arrays[unsafe.StringData(p.Annotations["state"])], p.Name+"@"+p.ResourceVersion)
+		data := unsafe.StringData(p.Annotations["state"])
+		arrays[data] = append(arrays[data], p.Name+"@"+p.ResourceVersion)
 	}
 	if len(arrays) != 1 {
 		t.Errorf("the equal annotations of %d pods are in %d arrays, want one: %v", len(pods), len(arrays), arrays)
 	}
+}
+
+// syncedWatch watches the pods sel selects in namespace ns of client until the test ends, and
+// returns once its cache holds them, with the watch's context.
+func syncedWatch(t *testing.T, client *fake.Clientset, sel labels.Selector) (context.Context, *PodWatch) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := WatchPods(ctx, client, "ns", sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
+		t.Fatal("the watch did not sync")
+	}
+	return ctx, w
 }
