@@ -268,7 +268,7 @@ func TestObservedFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &census{}
+			c := &census{read: inplace.ReadState}
 			for _, p := range tt.pods {
 				// A state of the rollout is sorted without asking the workload anything.
 				if err := c.observePod(nil, lock, p, 0, t0); err != nil {
@@ -359,7 +359,7 @@ func TestObserveASupersededUpdate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &census{target: inplace.Target{Images: lock.Images, RolloutID: lock.RolloutID},
-				refused: map[string]*inplace.IneligibleError{}, waiting: map[string]bool{}}
+				refused: map[string]*inplace.IneligibleError{}, waiting: map[string]bool{}, read: inplace.ReadState}
 			if err := c.observePod(w, lock, tt.pod, 0, t0); err != nil {
 				t.Fatal(err)
 			}

@@ -177,9 +177,9 @@ type census struct {
 	// batch's soak and after it.
 	ours    []*inplace.State
 	soaking []podState
-	// stateOf is the rollout whose state each pod carries, by pod UID; pods being deleted are
-	// not read.
-	stateOf map[types.UID]string
+	// stateOf is the rollout whose state each pod carries, for each pod with a state; pods
+	// being deleted are not read.
+	stateOf []podRollout
 	// batchDone is when the last pod counted as updated became so; podProgress when the last of
 	// the rollout's pods entered a stage, or ended its update and then the soak.
 	batchDone, podProgress time.Time
@@ -196,6 +196,14 @@ type census struct {
 	// its next measurement is due; nil until it measured.
 	measured    *analysis.Run
 	nextMeasure time.Duration
+	// read reads a pod's state (Engine.stateReader); the census only reads the states.
+	read func(*corev1.Pod) (*inplace.State, error)
+}
+
+// podRollout is the rollout whose state a pod, by UID, carries.
+type podRollout struct {
+	uid       types.UID
+	rolloutID string
 }
 
 // podFailure is a pod whose update failed: how (code) and why (reason, in words).
@@ -228,6 +236,7 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 	}
 	c.target = inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
 	c.refused, c.waiting = map[string]*inplace.IneligibleError{}, map[string]bool{}
+	c.read = e.stateReader()
 	pods := w.Pods()
 	c.missing = max(w.Replicas()-len(pods), 0)
 	for _, p := range pods {
@@ -243,6 +252,16 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 	return c, nil
 }
 
+// stateReader is how a census reads the pods' states: from the pod lister's decoded states when
+// it keeps them (a PodWatch), as a step looks at every pod and most have not changed since the
+// last; else each decoded afresh.
+func (e *Engine) stateReader() func(*corev1.Pod) (*inplace.State, error) {
+	if r, ok := e.Pods.(workload.StateReader); ok {
+		return r.ReadState
+	}
+	return inplace.ReadState
+}
+
 // observePod sorts one pod by where it stands in the rollout of lock at now, its state Judged
 // from the pod. soak is the batches' soak.
 func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod, soak time.Duration, now time.Time) error {
@@ -251,15 +270,12 @@ func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod, so
 		c.down = append(c.down, p.Name)
 		return nil
 	}
-	s, err := inplace.ReadState(p)
+	s, err := c.read(p)
 	if err != nil {
 		return err
 	}
 	if s != nil {
-		if c.stateOf == nil {
-			c.stateOf = map[types.UID]string{}
-		}
-		c.stateOf[p.UID] = s.RolloutID
+		c.stateOf = append(c.stateOf, podRollout{p.UID, s.RolloutID})
 	}
 	ours := s != nil && s.RolloutID == lock.RolloutID
 	stage := inplace.Stage("")
@@ -542,10 +558,10 @@ const maxTouched = 100
 // pods, and whether that changed it. Past maxTouched, it records instead how many pods it set
 // out to update without naming them: those of work, and those of the workload that carry a
 // state of the rollout (or of one it superseded), by the rollout each pod's state names
-// (stateOf, by pod UID). It is the most it ever counted, as those pods may lose their state
+// (stateOf). It is the most it ever counted, as those pods may lose their state
 // later, and it counts a pod before its first write, so the write that follows changes nothing
 // the next step would record again.
-func recordTouched(stateOf map[types.UID]string, lock *Record, work []*corev1.Pod) (*Record, bool) {
+func recordTouched(stateOf []podRollout, lock *Record, work []*corev1.Pod) (*Record, bool) {
 	next := *lock
 	next.Touched = slices.Clone(lock.Touched)
 	named := func(p *corev1.Pod) bool {
@@ -564,9 +580,9 @@ func recordTouched(stateOf map[types.UID]string, lock *Record, work []*corev1.Po
 				unnamed[p.UID] = true
 			}
 		}
-		for uid, id := range stateOf {
-			if slices.Contains(ours, id) && !slices.ContainsFunc(next.Touched, func(t TouchedPod) bool { return t.UID == uid }) {
-				unnamed[uid] = true
+		for _, s := range stateOf {
+			if slices.Contains(ours, s.rolloutID) && !slices.ContainsFunc(next.Touched, func(t TouchedPod) bool { return t.UID == s.uid }) {
+				unnamed[s.uid] = true
 			}
 		}
 		next.TouchedMore = max(next.TouchedMore, len(unnamed))

@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -508,8 +509,8 @@ func TestRolloutReadsPodsFromTheWatch(t *testing.T) {
 }
 
 // TestRolloutLeavesTheWatchsPodsAlone: the pods a watch lists are its cache's own, shared with
-// every reader (workload.PodWatch): a rollout that fails and rolls back, reading them at every
-// step, changes none of them.
+// every reader (workload.PodWatch), and so are the states it decoded from them: a rollout that
+// fails and rolls back, reading them at every step, changes none of them.
 func TestRolloutLeavesTheWatchsPodsAlone(t *testing.T) {
 	fc := newFakeCluster(t, clusterOpts{pods: 4})
 	spec := fc.spec(imageCrash, intstr.FromInt32(2), intstr.FromString("100%"))
@@ -541,6 +542,16 @@ func TestRolloutLeavesTheWatchsPodsAlone(t *testing.T) {
 			}
 			if !equality.Semantic.DeepEqual(was, p) {
 				t.Errorf("pod %s changed in the watch's cache by a step: was %s, now %s", p.Name, mustJSON(was), mustJSON(p))
+			}
+		}
+		// The states the watch decoded once and shares with every step are as their pods say.
+		for _, p := range pods {
+			shared, err := w.ReadState(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _ := inplace.ReadState(p); !reflect.DeepEqual(shared, want) {
+				t.Errorf("the state of pod %s the watch shares was changed by a step: %s, its pod says %s", p.Name, mustJSON(shared), mustJSON(want))
 			}
 		}
 	}

@@ -144,10 +144,14 @@ func TestRecordTouchedIsBounded(t *testing.T) {
 					p.Annotations[inplace.StateAnnotation] = fmt.Sprintf(`{"rolloutID":%q,"stage":"Updated"}`, id)
 				}
 			}
-			stateOf := map[types.UID]string{}
+			var stateOf []podRollout
 			for _, p := range pods {
-				if s, err := inplace.ReadState(p); err != nil || s != nil {
-					stateOf[p.UID] = s.RolloutID
+				s, err := inplace.ReadState(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s != nil {
+					stateOf = append(stateOf, podRollout{p.UID, s.RolloutID})
 				}
 			}
 			next, changed := recordTouched(stateOf, lock, pods[:tt.work])

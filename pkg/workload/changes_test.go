@@ -2,6 +2,9 @@ package workload
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
 
 func TestNarrows(t *testing.T) {
@@ -163,6 +168,109 @@ func TestPodWatchInternsLongAnnotations(t *testing.T) {
 	}
 	if len(arrays) != 1 {
 		t.Errorf("the equal annotations of %d pods are in %d arrays, want one: %v", len(pods), len(arrays), arrays)
+	}
+}
+
+func TestPodWatchReadsEachPodObjectsStateOnce(t *testing.T) {
+	state := func(rollout string) string {
+		return `{"rolloutID":"` + rollout + `","startedAt":"2026-01-01T00:00:00Z","stageAt":"2026-01-01T00:00:00Z","stage":"Updating",` +
+			`"containers":[{"name":"app","beforeImage":"reg/app:v1","afterImage":"reg/app:v2"}]}`
+	}
+	a := runningPod("web-a", "reg/app:v2", nil, nil)
+	a.Annotations = map[string]string{inplace.StateAnnotation: state("r1")}
+	bad := runningPod("web-b", "reg/app:v2", nil, nil)
+	bad.Annotations = map[string]string{inplace.StateAnnotation: `{"stage":"Somewhere"}`}
+	client := fake.NewClientset(a, bad)
+	sel := labels.SelectorFromSet(labels.Set{"app": "web"})
+	ctx, w := syncedWatch(t, client, sel)
+	list := func() map[string]*corev1.Pod {
+		t.Helper()
+		pods, err := w.ListPods(ctx, "ns", sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]*corev1.Pod{}
+		for _, p := range pods {
+			byName[p.Name] = p
+		}
+		return byName
+	}
+	read := func(p *corev1.Pod) *inplace.State {
+		t.Helper()
+		s, err := w.ReadState(p)
+		if err != nil {
+			t.Fatalf("ReadState(%s): %v", p.Name, err)
+		}
+		return s
+	}
+
+	pods := list()
+	first := read(pods["web-a"])
+	if first.RolloutID != "r1" {
+		t.Fatalf("ReadState(web-a) = rollout %q, want r1", first.RolloutID)
+	}
+	if again := read(list()["web-a"]); again != first {
+		t.Error("the same pod object's state was decoded again")
+	}
+	var se *inplace.StateError
+	for range 2 {
+		if _, err := w.ReadState(pods["web-b"]); !errors.As(err, &se) {
+			t.Errorf("ReadState(web-b) = %v, want its StateError at every read", err)
+		}
+	}
+
+	// A new version of the pod is a new object, read anew.
+	next := pods["web-a"].DeepCopy()
+	next.Annotations[inplace.StateAnnotation] = state("r2")
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var now *corev1.Pod
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if now = list()["web-a"]; now.Annotations[inplace.StateAnnotation] == state("r2") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch did not bring web-a's update within 10s")
+		}
+	}
+	if got := read(now); got.RolloutID != "r2" {
+		t.Errorf("ReadState(web-a, updated) = rollout %q, want r2", got.RolloutID)
+	}
+
+	// A pod object changed in place, against the lister's rule, is not answered from the cache
+	// with its old state.
+	changed := now.DeepCopy()
+	if got := read(changed); got.RolloutID != "r2" {
+		t.Fatalf("ReadState(copy) = rollout %q, want r2", got.RolloutID)
+	}
+	changed.Annotations[inplace.StateAnnotation] = state("r3")
+	if got := read(changed); got.RolloutID != "r3" {
+		t.Errorf("ReadState(changed in place) = rollout %q, want r3", got.RolloutID)
+	}
+}
+
+func TestPodWatchForgetsPodObjectsNoLongerHeld(t *testing.T) {
+	client := fake.NewClientset()
+	_, w := syncedWatch(t, client, labels.SelectorFromSet(labels.Set{"app": "web"}))
+	for i := range 100 {
+		p := runningPod(fmt.Sprintf("web-%d", i), "reg/app:v1", nil, nil)
+		if _, err := w.ReadState(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		runtime.GC()
+		w.statesMu.Lock()
+		left := len(w.states)
+		w.statesMu.Unlock()
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d decoded states of pods no longer held are still cached after 30s", left)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

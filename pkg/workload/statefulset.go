@@ -46,13 +46,7 @@ func loadStatefulSet(ctx context.Context, client kubernetes.Interface, lister Po
 	if sts.Spec.Replicas != nil {
 		replicas = int(*sts.Spec.Replicas)
 	}
-	var pods []*corev1.Pod
-	for _, p := range owned {
-		if o := ordinal(p); o >= first && o < first+replicas {
-			pods = append(pods, p)
-		}
-	}
-	sortByOrdinalDesc(pods)
+	pods := byOrdinalDesc(owned, first, first+replicas)
 	return &statefulSet{
 		onDelete: &onDelete{
 			ref:  Ref{Kind: StatefulSet, Namespace: sts.Namespace, Name: sts.Name},
