@@ -149,7 +149,7 @@ func ownedPods(ctx context.Context, lister PodLister, ns string, selector *metav
 	}
 	var pods []*corev1.Pod
 	for _, p := range list {
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.UID == ownerUID && active(p) {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.UID == ownerUID && active(p) {
 			pods = append(pods, p)
 		}
 	}
