@@ -57,7 +57,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // fakeCluster is a fake API server with the objects of one rollout, a clock, and the players of
 // the controllers a real cluster would run.
 type fakeCluster struct {
-	t      *testing.T
+	t      testing.TB
 	client *fake.Clientset
 	now    time.Time
 	// kind is the target's kind: StatefulSet, or Pods selected by app=web.
@@ -90,7 +90,7 @@ type clusterOpts struct {
 
 // newFakeCluster builds a cluster with n Running, Ready pods on imageV1, all at the
 // StatefulSet's current revision.
-func newFakeCluster(t *testing.T, o clusterOpts) *fakeCluster {
+func newFakeCluster(t testing.TB, o clusterOpts) *fakeCluster {
 	t.Helper()
 	if o.kind == "" {
 		o.kind = workload.StatefulSet
@@ -633,13 +633,13 @@ func (fc *fakeCluster) crashLoop(name string) {
 
 // testAnalysis is an analysis of one measurement per batch with one check, "up", that passes
 // when the result is above 0 (the golden signals are off); a single Error decides.
-func testAnalysis(t *testing.T) *analysis.Config {
+func testAnalysis(t testing.TB) *analysis.Config {
 	t.Helper()
 	return testAnalysisOf(t, 1)
 }
 
 // testAnalysisOf is testAnalysis with count measurements per batch.
-func testAnalysisOf(t *testing.T, count int) *analysis.Config {
+func testAnalysisOf(t testing.TB, count int) *analysis.Config {
 	t.Helper()
 	cfg, err := analysis.Decode([]byte("prometheus: {address: 'http://prom.example:9090'}\ncount: " + fmt.Sprint(count) + "\ninterval: 1s\ninitialDelay: 0s\nconsecutiveErrorLimit: 0\n" +
 		"checks: {errorRate: {disabled: true}, latency: {disabled: true}, traffic: {disabled: true}, saturation: {disabled: true},\n" +

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
@@ -264,4 +265,49 @@ func BenchmarkDecideProgress(b *testing.B) {
 			b.Fatalf("%v, %d pods to step: %v", d.action, len(d.work), err)
 		}
 	}
+}
+
+// BenchmarkObserveThroughWatch observes a 5,000-pod StatefulSet half way through its rollout in
+// 10 batches, its pods read from a synced watch as the CLI reads them: what every step of the
+// command spends reading the workload and sorting its pods, apart from deciding and writing.
+func BenchmarkObserveThroughWatch(b *testing.B) {
+	const total = 5000
+	fc := newFakeCluster(b, clusterOpts{pods: total})
+	spec := fc.spec(imageV2, tenPercentBatches()...)
+	spec.MaxUnavailable = intstr.FromString("10%")
+	e, w, ctx := watchedEngine(b, fc, spec)
+	st := fc.mustDrive(e, spec, Status{}, func(st Status) bool { return st.Updated >= total/2 })
+	sel := labels.SelectorFromSet(labels.Set{"app": testName})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		pods, err := w.ListPods(ctx, testNS, sel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if caughtUp(pods, fc.pods()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the watch did not catch up with the API server's pods within a minute")
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		wl, lock, err := e.load(ctx, spec.Target)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := e.observe(ctx, spec, wl, lock, fc.now)
+		if err != nil || len(c.updated) < st.Updated {
+			b.Fatalf("observed %d pods updated, want at least %d: %v", len(c.updated), st.Updated, err)
+		}
+	}
+}
+
+// tenPercentBatches are the batches 10%, 20%, ... 100%.
+func tenPercentBatches() []intstr.IntOrString {
+	var batches []intstr.IntOrString
+	for i := 1; i <= 10; i++ {
+		batches = append(batches, intstr.FromString(fmt.Sprintf("%d%%", 10*i)))
+	}
+	return batches
 }

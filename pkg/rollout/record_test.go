@@ -589,7 +589,7 @@ func caughtUp(listed []*corev1.Pod, api []corev1.Pod) bool {
 
 // watchedEngine is an engine on fc that reads the pods of spec's target from a watch, synced,
 // which ends with the test; ctx is the watch's.
-func watchedEngine(t *testing.T, fc *fakeCluster, spec Spec) (*Engine, *PodWatch, context.Context) {
+func watchedEngine(t testing.TB, fc *fakeCluster, spec Spec) (*Engine, *PodWatch, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
