@@ -5,12 +5,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/procstat"
 )
 
 // apiCounts are the kube-apiserver's request counters (apiserver_request_total) summed the
@@ -79,10 +80,6 @@ func label(line, name string) string {
 	return value
 }
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on every Linux
-// architecture Go supports.
-const clockTicks = 100
-
 // procUsage is a process's CPU time so far and its peak resident set, from /proc.
 type procUsage struct {
 	cpuSeconds float64
@@ -91,33 +88,13 @@ type procUsage struct {
 	command bool
 }
 
+// readProc reads process pid's usage (procstat.Read) in the report's units.
 func readProc(pid int) (procUsage, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	u, err := procstat.Read(pid)
 	if err != nil {
-		return procUsage{}, fmt.Errorf("reading CPU time of process %d: %w", pid, err)
+		return procUsage{}, err
 	}
-	// The command name, in parentheses, may hold spaces: fields count from after it.
-	i := bytes.LastIndexByte(stat, ')')
-	fields := strings.Fields(string(stat[i+1:]))
-	if len(fields) < 13 {
-		return procUsage{}, fmt.Errorf("reading CPU time of process %d: /proc/%d/stat has %d fields", pid, pid, len(fields))
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64) // field 14 of stat
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return procUsage{}, fmt.Errorf("reading CPU time of process %d: utime %q, stime %q", pid, fields[11], fields[12])
-	}
-	u := procUsage{cpuSeconds: float64(utime+stime) / clockTicks}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return procUsage{}, fmt.Errorf("reading memory of process %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			u.peakRSSKiB, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		}
-	}
-	return u, nil
+	return procUsage{cpuSeconds: u.CPU.Seconds(), peakRSSKiB: int(u.PeakRSS / 1024)}, nil
 }
 
 // samplePeakRSS returns the greatest peak resident set (VmHWM) that process pid showed, read
@@ -136,13 +113,4 @@ func samplePeakRSS(pid int, stop <-chan struct{}) int {
 		case <-tick.C:
 		}
 	}
-}
-
-// resetPeakRSS makes the process's peak resident set its current one, so that a later read
-// gives the peak of what came after.
-func resetPeakRSS(pid int) error {
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
-		return fmt.Errorf("resetting the peak RSS of process %d: %w", pid, err)
-	}
-	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/procstat"
 )
 
 func TestParseAPICounts(t *testing.T) {
@@ -48,7 +50,7 @@ func TestBatchCounts(t *testing.T) {
 // that allocates.
 func TestReadProcOwnProcess(t *testing.T) {
 	pid := os.Getpid()
-	if err := resetPeakRSS(pid); err != nil {
+	if err := procstat.ResetPeak(pid); err != nil {
 		t.Fatal(err)
 	}
 	before, err := readProc(pid)

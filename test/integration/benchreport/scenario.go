@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/inplace-rollout/inplace-rollout/test/integration/procstat"
 )
 
 // imageV1 is what every workload starts on; each rollout then moves a workload to its next
@@ -563,7 +565,7 @@ func (b *Bench) runMeasured(cmd *exec.Cmd, name string) (procUsage, error) {
 // byController starts a controller's rollout with one write and waits until every pod runs
 // the image, counting the controller's CPU time and peak resident set meanwhile.
 func (s *sizeRun) byController(ctx context.Context, pid int, name, app string, n int, image string, write func() error) (string, procUsage, error) {
-	if err := resetPeakRSS(pid); err != nil {
+	if err := procstat.ResetPeak(pid); err != nil {
 		return name, procUsage{}, err
 	}
 	u0, err := readProc(pid)
