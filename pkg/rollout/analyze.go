@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -70,6 +72,8 @@ func (e *Engine) passBatch(ctx context.Context, w workload.Workload, lock *Recor
 	e.logFor(w.Ref(), lock.RolloutID).Info("analysis passed", "batch", d.batch+1, "verdict", d.run.Verdict, "reason", d.run.Reason,
 		"queries", d.run.Queries, "took", e.now().Sub(d.run.StartedAt).Round(time.Millisecond).String())
 	st.Message = verdictReason(d)
+	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventBatchPassed, lock.RolloutID,
+		"passed batch %d/%d: %s; %d/%d pods updated", d.batch+1, len(d.counts), verdictReason(d), st.Updated, st.Total))
 	return st, busyRequeue, nil
 }
 
@@ -82,6 +86,8 @@ func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *Reco
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
 	e.logFor(w.Ref(), lock.RolloutID).Warn("paused", "batch", d.batch+1, "reason", d.run.Reason)
+	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutPaused, lock.RolloutID,
+		"paused at batch %d/%d: %s; it goes on when its driver accepts the batch, or rolls back when asked", d.batch+1, len(d.counts), verdictReason(d)))
 	return e.pausedStatus(w, next, st, d.run)
 }
 

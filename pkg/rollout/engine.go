@@ -418,6 +418,7 @@ func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock
 	}
 	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, c.pin.unresolved)
 	e.logFor(w.Ref(), next.RolloutID).Info("rollout started", "images", mustJSON(next.Images), "pods", len(c.pods))
+	e.recordOn(ctx, w, next.RolloutID, startedEvent(next, spec.Batches, w.Replicas(), ""))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
 	return st, 0, nil
 }
@@ -442,6 +443,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	}
 	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)
 	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images))
+	e.recordOn(ctx, w, d.next.RolloutID, startedEvent(d.next, spec.Batches, w.Replicas(), lock.RolloutID))
 	st := Status{RolloutID: d.next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
 	return st, 0, nil
 }

@@ -384,15 +384,21 @@ func TestAnalysisVerdicts(t *testing.T) {
 			if strings.Contains(tt.name, "three") {
 				spec.Analysis, perBatch = testAnalysisOf(t, 3), 3
 			}
-			var analysing bool
+			var analysing, passedShown bool
 			st, err := fc.drive(e, spec, Status{}, nil, func(st Status) {
 				analysing = analysing || st.Phase == PhaseAnalyzing
+				// In the next batch, the status still names the last one's verdict, for the
+				// drivers' views.
+				passedShown = passedShown || (st.Phase == PhaseProgressing && st.Analysis != nil && st.Analysis.Verdict == tt.verdict && st.Batch > st.Analysis.Batch)
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !analysing {
 				t.Error("no status was Analyzing")
+			}
+			if !tt.wantPause && !passedShown {
+				t.Errorf("no Progressing status named the last batch analysis' verdict %s", tt.verdict)
 			}
 			if tt.wantPause {
 				if st.Phase != PhasePaused || st.Reason != ReasonAnalysisInconclusive || st.Analysis == nil || st.Analysis.Batch != 1 {

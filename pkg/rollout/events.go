@@ -8,19 +8,29 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
-// The Events the engine records on the workload: one when a batch starts and one when the
-// rollout ends, where its pods' progress would otherwise be two Events per pod. A pod still has
-// its own Events when its update fails and when a rollback puts it back. Label-selected pods
-// have no object to carry them: their rollout records only the pods' own.
+// The Events the engine records on the workload, so that `kubectl describe` of it tells the
+// rollout's story: one at each milestone (started, a batch starting, a batch's analysis passed,
+// paused, holding, halted, rolling back, and how it ended), where its pods' progress would
+// otherwise be two Events per pod. Each is recorded by the step whose write reached the
+// milestone, so a driver started again does not repeat it. A pod still has its own Events when
+// its update fails and when a rollback puts it back. Label-selected pods have no object to carry
+// them: their rollout records only the pods' own.
 const (
-	EventBatchUpdating     = "InPlaceBatchUpdating"
-	EventRolloutSucceeded  = "InPlaceRolloutSucceeded"
-	EventRolloutRolledBack = "InPlaceRolloutRolledBack"
+	EventRolloutStarted     = "InPlaceRolloutStarted"
+	EventBatchUpdating      = "InPlaceBatchUpdating"
+	EventBatchPassed        = "InPlaceBatchPassed"
+	EventRolloutPaused      = "InPlaceRolloutPaused"
+	EventRolloutHolding     = "InPlaceRolloutHolding"
+	EventRolloutHalted      = "InPlaceRolloutHalted"
+	EventRolloutRollingBack = "InPlaceRolloutRollingBack"
+	EventRolloutSucceeded   = "InPlaceRolloutSucceeded"
+	EventRolloutRolledBack  = "InPlaceRolloutRolledBack"
 )
 
 // podEvents is the recorder of the pods' Events: those of an update going as planned are left
@@ -55,6 +65,26 @@ func (e *Engine) recordOn(ctx context.Context, w workload.Observed, id string, e
 	}
 }
 
+// startedEvent is the Event of a rollout that starts with the lock next, superseding the
+// rollout superseded when that is not empty.
+func startedEvent(next *Record, batches []intstr.IntOrString, total int, superseded string) inplace.Event {
+	started := "started"
+	if superseded != "" {
+		started = "started, superseding " + superseded + ","
+	}
+	return inplace.Event{Type: corev1.EventTypeNormal, Reason: EventRolloutStarted, Message: fmt.Sprintf(
+		"rollout %s %s to update %d pods in place (%s) in batches %s", next.RolloutID, started, total, imageChanges(next.Images), strings.ReplaceAll(formatBatches(batches), ",", ", "))}
+}
+
+// imageChanges says which container goes to which image.
+func imageChanges(images map[string]string) string {
+	var changes []string
+	for _, c := range slices.Sorted(maps.Keys(images)) {
+		changes = append(changes, c+" -> "+images[c])
+	}
+	return strings.Join(changes, ", ")
+}
+
 // batchEvent is the Event of the batch d starts: which pods, to which images. Its related object
 // is the batch's first pod, so that two batches' Events are two Events, not one series.
 func batchEvent(d decision, st Status, target inplace.Target) inplace.Event {
@@ -62,13 +92,15 @@ func batchEvent(d decision, st Status, target inplace.Target) inplace.Event {
 	for i, p := range d.work {
 		names[i] = p.Name
 	}
-	var changes []string
-	for _, c := range slices.Sorted(maps.Keys(target.Images)) {
-		changes = append(changes, c+" -> "+target.Images[c])
-	}
 	first := inplace.PodRef(d.work[0])
 	first.ResourceVersion = ""
 	return inplace.Event{Type: corev1.EventTypeNormal, Reason: EventBatchUpdating, Related: &first, Message: fmt.Sprintf(
 		"batch %d/%d: updating %d pods in place (%s): %s; %d/%d pods updated before it",
-		d.batch+1, len(d.counts), len(d.work), strings.Join(firstN(names, 5), ", "), strings.Join(changes, ", "), st.Updated, st.Total)}
+		d.batch+1, len(d.counts), len(d.work), strings.Join(firstN(names, 5), ", "), imageChanges(target.Images), st.Updated, st.Total)}
+}
+
+// milestone is the Event of a milestone of rollout id other than a start or a batch: what
+// happened, in words that begin with the rollout.
+func milestone(eventType, reason, id, format string, args ...any) inplace.Event {
+	return inplace.Event{Type: eventType, Reason: reason, Message: "rollout " + id + " " + fmt.Sprintf(format, args...)}
 }

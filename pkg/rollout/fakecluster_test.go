@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +77,8 @@ type fakeCluster struct {
 	// except on the nodes of slowPulls, where they keep pulling.
 	pullers   bool
 	slowPulls map[string]bool
+	// stsVersion is the StatefulSet's last resourceVersion (versionStatefulSet).
+	stsVersion int
 }
 
 // clusterOpts shape a fake cluster.
@@ -129,8 +132,33 @@ func newFakeCluster(t testing.TB, o clusterOpts) *fakeCluster {
 		}
 		fc.createPod(p)
 	}
+	fc.versionStatefulSet()
 	fc.reactToWrites()
 	return fc
+}
+
+// versionStatefulSet gives the StatefulSet a new resourceVersion on every write, as the API
+// server does and the fake's tracker does not: the workload's Events name the version they
+// regard, which keeps two milestones of a rollout two Events, not one series.
+func (fc *fakeCluster) versionStatefulSet() {
+	tracker := fc.client.Tracker()
+	write := k8stesting.ObjectReaction(tracker)
+	fc.client.PrependReactor("*", "statefulsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() != "update" && a.GetVerb() != "patch" {
+			return false, nil, nil
+		}
+		handled, obj, err := write(a)
+		if err != nil || !handled {
+			return handled, obj, err
+		}
+		sts := obj.(*appsv1.StatefulSet).DeepCopy()
+		fc.stsVersion++
+		sts.ResourceVersion = strconv.Itoa(fc.stsVersion)
+		if err := tracker.Update(a.GetResource(), sts, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, sts, nil
+	})
 }
 
 // failWrites makes the API server answer every create, update, patch and delete with the

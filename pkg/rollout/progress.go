@@ -23,6 +23,9 @@ import (
 // with the rest.
 func (e *Engine) progress(ctx context.Context, spec Spec, w workload.Workload, lock *Record) (Status, time.Duration, error) {
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseProgressing, Total: w.Replicas()}
+	// The last batch analysis the lock records, until this step measures: the verdict the
+	// drivers show. One the lock cannot give is the analysis step's to report.
+	st.Analysis, _ = decodeRun(lock)
 	now := e.now()
 	c, err := e.observe(ctx, spec, w, lock, now)
 	if err != nil {
@@ -356,6 +359,8 @@ func (e *Engine) hold(ctx context.Context, w workload.Workload, lock *Record, c 
 			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Info("holding", "updated", st.Updated, "upTo", upTo)
+		e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutHolding, lock.RolloutID,
+			"holds at %d/%d pods updated, its hold point; %s stays held until the rollout is asked to go further or is rolled back", st.Updated, st.Total, w.Ref()))
 	}
 	st.Phase = PhaseHolding
 	st.Message = fmt.Sprintf("holding at %d/%d pods updated; %s stays held until the rollout is asked to go further or is rolled back", st.Updated, st.Total, w.Ref())
@@ -400,8 +405,7 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
 	}
-	e.recordOn(ctx, w, lock.RolloutID, inplace.Event{Type: corev1.EventTypeNormal, Reason: EventRolloutSucceeded,
-		Message: fmt.Sprintf("rollout %s: %s", lock.RolloutID, st.Message)})
+	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutSucceeded, lock.RolloutID, "succeeded: %s", st.Message))
 	e.logFor(w.Ref(), lock.RolloutID).Info("rollout succeeded", "updated", st.Updated, "unhealthy", st.Unhealthy)
 	return st, 0, nil
 }
@@ -420,6 +424,8 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, fo
 			return st, 0, err
 		}
 		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
+		e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutHalted, lock.RolloutID,
+			"halted: %s; nothing was rolled back, and %s stays frozen until the template has the rollout's images again or the rollout is rolled back", reason, w.Ref()))
 	}
 	st.Updated = countStages(w, lock.RolloutID, e.now())[inplace.StageUpdated]
 	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages

@@ -87,6 +87,7 @@ func (e *Engine) beginRollback(ctx context.Context, w workload.Workload, lock *R
 		return st, 0, err
 	}
 	e.logFor(w.Ref(), lock.RolloutID).Warn("rolling back", "reason", code, "message", reason)
+	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutRollingBack, lock.RolloutID, "rolling back (%s): %s", code, reason))
 	st.Phase, st.Reason, st.Message = PhaseRollingBack, code, "rolling back: "+reason
 	return st, 0, nil
 }
@@ -116,6 +117,8 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	}
 	e.collectPodLocks(ctx, w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolling back a finished rollout")
+	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutRollingBack, lock.RolloutID,
+		"rolling back (%s): asked after the rollout succeeded", ReasonRollbackRequested))
 	st := Status{RolloutID: lock.RolloutID, Phase: PhaseRollingBack, Total: w.Replicas(), Message: "rolling back"}
 	return st, 0, nil
 }
@@ -465,8 +468,7 @@ func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workl
 	}
 	e.collectPodLocks(ctx, w.Ref())
 	st.Phase, st.Message = PhaseRolledBack, d.message
-	e.recordOn(ctx, w, lock.RolloutID, inplace.Event{Type: corev1.EventTypeWarning, Reason: EventRolloutRolledBack,
-		Message: fmt.Sprintf("rollout %s: %s", lock.RolloutID, d.message)})
+	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutRolledBack, lock.RolloutID, "ended: %s", d.message))
 	e.rolledBack(w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
 	return st, 0, nil

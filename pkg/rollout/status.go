@@ -1,6 +1,11 @@
 package rollout
 
-import "github.com/inplace-rollout/inplace-rollout/analysis"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/inplace-rollout/inplace-rollout/analysis"
+)
 
 // Phase is where a rollout is.
 type Phase string
@@ -101,4 +106,35 @@ type Status struct {
 	PreviousImages map[string]string `json:"previousImages,omitempty"`
 	// Analysis is the current or last batch analysis, with its last few measurements.
 	Analysis *analysis.Run `json:"analysis,omitempty"`
+}
+
+// Summary is st in one line, as the drivers show a rollout where people look (an Argo step's
+// message, a CustomRun's condition): the phase, the batch, the pods updated of the total, the
+// last batch analysis' verdict, and the message. For example "Progressing: batch 2/4, 30/100
+// pods updated, analysis of batch 1: Pass; 5 updating".
+func Summary(st Status) string {
+	if st.Phase == "" {
+		return "starting"
+	}
+	var b strings.Builder
+	b.WriteString(string(st.Phase) + ": ")
+	switch {
+	case st.Phase == PhaseRollingBack:
+		fmt.Fprintf(&b, "%d pods back on their previous images", st.RolledBack)
+	case st.Batches > 0:
+		fmt.Fprintf(&b, "batch %d/%d, %d/%d pods updated", st.Batch, st.Batches, st.Updated, st.Total)
+	default:
+		fmt.Fprintf(&b, "%d/%d pods updated", st.Updated, st.Total)
+	}
+	switch a := st.Analysis; {
+	case a == nil:
+	case a.Verdict == "":
+		fmt.Fprintf(&b, ", analysing batch %d", a.Batch)
+	default:
+		fmt.Fprintf(&b, ", analysis of batch %d: %s", a.Batch, a.Verdict)
+	}
+	if st.Message != "" {
+		b.WriteString("; " + st.Message)
+	}
+	return b.String()
 }

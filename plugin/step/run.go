@@ -76,12 +76,12 @@ func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.R
 	if d.Job.kind != driveRollout {
 		st := d.Status()
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
-			Message: fmt.Sprintf("waiting for the %s of %s to end first: %s", d.Job.kind, req.key.Target, runningMessage(st))}, types.RpcError{}
+			Message: fmt.Sprintf("waiting for the %s of %s to end first: %s", d.Job.kind, req.key.Target, rollout.Summary(st))}, types.RpcError{}
 	}
 	if !d.Finished() {
 		st := d.Status()
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter, Status: stepStatus(st),
-			Message: runningMessage(st)}, types.RpcError{}
+			Message: rollout.Summary(st)}, types.RpcError{}
 	}
 	if rec := p.earlierRollout(cl.Driver, req, ro, d); rec != nil {
 		return types.RpcStepResult{Phase: types.PhaseRunning, RequeueAfter: RequeueAfter,

@@ -55,13 +55,6 @@ func stepStatus(st rollout.Status) json.RawMessage {
 	return b
 }
 
-func runningMessage(st rollout.Status) string {
-	if st.Phase == "" {
-		return "starting"
-	}
-	return fmt.Sprintf("%s: batch %d of %d, %d of %d pods updated", st.Phase, st.Batch, st.Batches, st.Updated, st.Total)
-}
-
 func outcomeMessage(st rollout.Status) string {
 	msg := fmt.Sprintf("%s: %d of %d pods updated", st.Phase, st.Updated, st.Total)
 	if st.Reason != "" {

@@ -67,7 +67,7 @@ func TestSettle(t *testing.T) {
 		msg     string
 		requeue time.Duration
 	}{
-		{"progressing", rollout.Status{Phase: rollout.PhaseProgressing, Batch: 1, Batches: 2, Total: 3}, corev1.ConditionUnknown, "Running", "Progressing: batch 1 of 2", time.Second},
+		{"progressing", rollout.Status{Phase: rollout.PhaseProgressing, Batch: 1, Batches: 2, Total: 3}, corev1.ConditionUnknown, "Running", "Progressing: batch 1/2", time.Second},
 		{"rolling back", rollout.Status{Phase: rollout.PhaseRollingBack, Total: 3}, corev1.ConditionUnknown, "Running", "RollingBack", time.Second},
 		{"succeeded", rollout.Status{Phase: rollout.PhaseSucceeded, Updated: 3, Total: 3}, corev1.ConditionTrue, "Succeeded", "Succeeded: 3 of 3 pods updated", 0},
 		{"rolled back", rollout.Status{Phase: rollout.PhaseRolledBack, Reason: rollout.ReasonPodFailed, Total: 3}, corev1.ConditionFalse, "PodFailed", "RolledBack", 0},

@@ -223,7 +223,7 @@ func (r *Reconciler) stepRollout(ctx context.Context, run *v1beta1.CustomRun, sp
 		default:
 			r.runLog(run, spec.Target, p.RolloutID).Info("batch accepted", "batch", p.Batch)
 			setProgress(s, prev.next(st, spec.Target.String()))
-			s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "batch %d accepted by annotation %s; %s", p.Batch, AcceptAnnotation, runningMessage(st))
+			s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "batch %d accepted by annotation %s; %s", p.Batch, AcceptAnnotation, rollout.Summary(st))
 			return minRequeue, nil
 		}
 	}
@@ -267,10 +267,10 @@ func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollou
 		if st.Analysis != nil {
 			batch = st.Analysis.Batch
 		}
-		s.MarkCustomRunRunning(string(rollout.PhasePaused), "%s; to go on, annotate the CustomRun %s=%d; to roll back, cancel it", runningMessage(st), AcceptAnnotation, batch)
+		s.MarkCustomRunRunning(string(rollout.PhasePaused), "%s; to go on, annotate the CustomRun %s=%d; to roll back, cancel it", rollout.Summary(st), AcceptAnnotation, batch)
 		return pausedRequeue
 	}
-	s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "%s", runningMessage(st))
+	s.MarkCustomRunRunning(v1beta1.CustomRunReasonRunning.String(), "%s", rollout.Summary(st))
 	return max(after, minRequeue)
 }
 
@@ -339,7 +339,7 @@ func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, s
 		s.MarkCustomRunFailed(why.reason, "%s", msg)
 		return 0, nil
 	}
-	s.MarkCustomRunRunning(string(rollout.PhaseRollingBack), "%s; %s", why.why, runningMessage(st))
+	s.MarkCustomRunRunning(string(rollout.PhaseRollingBack), "%s; %s", why.why, rollout.Summary(st))
 	return max(requeue, minRequeue), nil
 }
 

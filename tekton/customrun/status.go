@@ -134,21 +134,6 @@ func setResults(s *v1beta1.CustomRunStatus, st rollout.Status, message string) {
 	}
 }
 
-// runningMessage says where a rollout in flight is.
-func runningMessage(st rollout.Status) string {
-	if st.Phase == "" {
-		return "starting"
-	}
-	msg := fmt.Sprintf("%s: batch %d of %d, %d of %d pods updated", st.Phase, st.Batch, st.Batches, st.Updated, st.Total)
-	if st.Phase == rollout.PhaseRollingBack {
-		msg = fmt.Sprintf("%s: %d pods back on their previous images", st.Phase, st.RolledBack)
-	}
-	if st.Message != "" {
-		msg += "; " + st.Message
-	}
-	return msg
-}
-
 // outcomeMessage says how a rollout ended.
 func outcomeMessage(st rollout.Status) string {
 	msg := fmt.Sprintf("%s: %d of %d pods updated", st.Phase, st.Updated, st.Total)
