@@ -202,7 +202,7 @@ func TestClusterFlagsRefuseBeforeAnyRequest(t *testing.T) {
 		{"no name", []string{"--kubeconfig", kubeconfig, "--target", "statefulset"}, "give KIND/NAME"},
 		{"pods without a selector", []string{"--kubeconfig", kubeconfig, "--target", "pods"}, "--target pods needs --selector"},
 		{"a selector of a workload", []string{"--kubeconfig", kubeconfig, "--target", "statefulset/web", "-l", "app=web"}, "--selector goes with --target pods only"},
-		{"an unknown output", []string{"--kubeconfig", kubeconfig, "--target", "statefulset/web", "-o", "yaml"}, `--output "yaml"`},
+		{"an unknown output", []string{"--kubeconfig", kubeconfig, "--target", "statefulset/web", "-o", "wide"}, `--output "wide"`},
 		{"no rate", []string{"--kubeconfig", kubeconfig, "--target", "statefulset/web", "--kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive"},
 	}
 	for _, tt := range tests {

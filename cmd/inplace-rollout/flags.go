@@ -39,7 +39,7 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of the workload (default: the kubeconfig context's)")
 	cmd.Flags().StringVar(&f.target, "target", "", "workload as KIND/NAME: statefulset/web, daemonset/agent, deployment/api; or pods with --selector")
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector of the pods, with --target pods")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
 	// A batch steps each of its pods every fraction of a second, two or three requests a pod;
 	// client-go's default of 5 requests per second would make the client the bottleneck.
 	cmd.Flags().Float32Var(&f.qps, "kube-api-qps", 100, "requests per second to the Kubernetes API, sustained: one budget for every request the command sends, its Events included")
@@ -93,8 +93,8 @@ func (f *clusterFlags) client() (kubernetes.Interface, string, error) {
 }
 
 func (f *clusterFlags) ref(ns string) (rollout.Ref, error) {
-	if f.output != "text" && f.output != "json" {
-		return rollout.Ref{}, badInput("--output %q: use text or json", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return rollout.Ref{}, err
 	}
 	if f.target == "" {
 		return rollout.Ref{}, badInput("--target is required, e.g. --target statefulset/web")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -52,10 +51,8 @@ func newPlanCommand() *cobra.Command {
 			for i, b := range plan.Batches {
 				report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})
 			}
-			if cf.output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(report)
+			if done, err := printDocument(cmd.OutOrStdout(), cf.output, report); done {
+				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s: %s -> %s\n", report.Target, formatImages(report.Current), formatImages(report.Images))

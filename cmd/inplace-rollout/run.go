@@ -415,8 +415,8 @@ func (f *rolloutFlags) resolve(cmd *cobra.Command, cf *clusterFlags) (rollout.Sp
 		spec, err := f.spec(ref)
 		return spec, client, err
 	}
-	if cf.output != "text" && cf.output != "json" {
-		return rollout.Spec{}, nil, badInput("--output %q: use text or json", cf.output)
+	if err := checkOutput(cf.output); err != nil {
+		return rollout.Spec{}, nil, err
 	}
 	client, ns, err := cf.client()
 	if err != nil {

@@ -92,7 +92,7 @@ func TestFileSpecRefusals(t *testing.T) {
 		}, "--prometheus: "},
 		{"invalid spec", func(t *testing.T) []string { return []string{"-f", specFile(t, "", base), "--timeout", "-1s"} }, "cannot be negative"},
 		{"bad target flag", func(t *testing.T) []string { return []string{"-f", specFile(t, "", base), "--target", "job/web"} }, "--target"},
-		{"bad output", func(t *testing.T) []string { return []string{"-f", specFile(t, "", base), "-o", "yaml"} }, `--output "yaml"`},
+		{"bad output", func(t *testing.T) []string { return []string{"-f", specFile(t, "", base), "-o", "wide"} }, `--output "wide"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -93,3 +93,69 @@ func TestStatusRows(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchPrintsWhatChanged: `status --watch` prints the whole report first, then nothing while
+// it stays the same, then in text the rollout's lines when they changed and the rows of the pods
+// that changed; in json and yaml the whole report again, yaml's documents separated by "---".
+func TestWatchPrintsWhatChanged(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	lock := func(phase rollout.Phase) *rollout.Record {
+		return &rollout.Record{RolloutID: "r-1", Holder: "cli", Images: map[string]string{"app": "reg/app:v2"}, Phase: phase}
+	}
+	updating := &inplace.State{RolloutID: "r-1", Stage: inplace.StageUpdating, StageAt: at,
+		Containers: []inplace.ContainerState{{Name: "app", BeforeImage: "reg/app:v1", AfterImage: "reg/app:v2"}}}
+	report := func(l *rollout.Record, pods ...*corev1.Pod) rollout.Report {
+		r := rollout.Report{Target: "StatefulSet shop/web", Lock: l}
+		for _, p := range pods {
+			r.Pods = append(r.Pods, rollout.PodRow(p, l, at))
+		}
+		return r
+	}
+	reports := []rollout.Report{
+		report(lock(rollout.PhaseProgressing), statusPod("web-1", "reg/app:v1", nil), statusPod("web-0", "reg/app:v1", nil)),
+		report(lock(rollout.PhaseProgressing), statusPod("web-1", "reg/app:v1", nil), statusPod("web-0", "reg/app:v1", nil)),
+		report(lock(rollout.PhaseProgressing), statusPod("web-1", "reg/app:v2", updating), statusPod("web-0", "reg/app:v1", nil)),
+		report(lock(rollout.PhaseSucceeded), statusPod("web-1", "reg/app:v2", updating), statusPod("web-0", "reg/app:v1", nil)),
+	}
+	tests := []struct {
+		format string
+		// want is what each report adds to the output, fields separated by single spaces.
+		want []string
+	}{
+		{outputText, []string{
+			"StatefulSet shop/web\nrollout r-1 by cli: Progressing\nimages app=reg/app:v2, previously\nPOD READY STAGE CONTAINER BEFORE NOW REASON\nweb-1 true - app - reg/app:v1\nweb-0 true - app - reg/app:v1",
+			"",
+			"web-1 true Updating app reg/app:v1 reg/app:v2",
+			"StatefulSet shop/web\nrollout r-1 by cli: Succeeded\nimages app=reg/app:v2, previously",
+		}},
+		// A document's first line: yaml's keys come sorted.
+		{outputYAML, []string{"pods:", "", "---", "---"}},
+		{outputJSON, []string{"{", "", "{", "{"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			var last *reportText
+			for i, r := range reports {
+				var out bytes.Buffer
+				if err := printChange(&out, tt.format, r, &last, i == 0); err != nil {
+					t.Fatal(err)
+				}
+				var lines []string
+				for l := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+					lines = append(lines, strings.Join(strings.Fields(l), " "))
+				}
+				got := strings.Join(lines, "\n")
+				if tt.format != outputText && tt.want[i] != "" {
+					// A document: its start is enough, and that it is a whole report.
+					got = strings.Join(lines[:min(len(lines), strings.Count(tt.want[i], "\n")+1)], "\n")
+					if !strings.Contains(out.String(), "web-0") {
+						t.Errorf("report %d: not the whole report:\n%s", i, out.String())
+					}
+				}
+				if got != tt.want[i] {
+					t.Errorf("report %d printed:\n%s\nwant:\n%s", i, got, tt.want[i])
+				}
+			}
+		})
+	}
+}
