@@ -251,3 +251,16 @@ func TestPrintStatus(t *testing.T) {
 		}
 	})
 }
+
+// TestNotifyURLRefusedBeforeAnyRequest: run and rollback refuse a --notify-url that is no http or
+// https URL before a request is sent, without quoting it (it may carry a secret).
+func TestNotifyURLRefusedBeforeAnyRequest(t *testing.T) {
+	kubeconfig := offlineKubeconfig(t)
+	for _, command := range [][]string{{"run", "--image", "app=reg/app:v2"}, {"rollback"}} {
+		args := append(command, "--kubeconfig", kubeconfig, "--target", "statefulset/web", "--notify-url", "ftp://hooks.example/s3cr3t")
+		_, _, err := runRoot(t, args...)
+		if exitCode(err) != exitBadInput || !strings.Contains(err.Error(), "--notify-url") || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%v: %v (exit %d), want bad input naming --notify-url, without the URL", args, err, exitCode(err))
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/notify"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
 
@@ -129,6 +130,7 @@ type rolloutFlags struct {
 	includeInit    bool
 	supersede      bool
 	takeOver       bool
+	notifyURL      string
 	resultsDir     string
 	analysisFile   string
 	// analysisConfig is --analysis-config: the analysis config itself, for callers that cannot
@@ -158,6 +160,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.allowOwned, "allow-owned", false, "with --target pods, update pods a controller owns too (it may recreate them from its own template, on the old images)")
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
 	f.registerTakeOver(cmd)
+	f.registerNotify(cmd)
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")
 	cmd.Flags().StringVar(&f.analysisFile, "analysis", "", "analysis config (YAML or JSON): gate every batch on Prometheus golden signals")
 	cmd.Flags().StringVar(&f.analysisConfig, "analysis-config", "", "the analysis config itself (YAML or JSON) instead of --analysis FILE; empty: none")
@@ -166,6 +169,26 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
 	cmd.Flags().BoolVar(&f.prePull, "pre-pull", false, "before a batch's pods restart, pull its new images onto their nodes with one short-lived pod per node, so a pod is down only for its container start")
 	cmd.Flags().StringVar(&f.pullerImage, "puller-image", ownImage(), "with --pre-pull, the image holding the puller binary (this project's image)")
+}
+
+// notifyTokenEnv names the environment variable of the bearer token the webhook of --notify-url
+// is sent, if any: kept out of the command line, which other users of the machine can read.
+const notifyTokenEnv = "INPLACE_ROLLOUT_NOTIFY_TOKEN"
+
+// registerNotify registers --notify-url, for run and rollback.
+func (f *rolloutFlags) registerNotify(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.notifyURL, "notify-url", "", "post a CloudEvents JSON document to this webhook when the rollout succeeds, pauses, rolls back or needs a person (with $"+notifyTokenEnv+" as a bearer token, if set); the URL is never printed")
+}
+
+// checkNotify refuses a --notify-url that is no http or https URL, before anything changes.
+func (f *rolloutFlags) checkNotify() error {
+	if f.notifyURL == "" {
+		return nil
+	}
+	if err := notify.CheckURL(f.notifyURL); err != nil {
+		return badInput("--notify-url: %v", err)
+	}
+	return nil
 }
 
 // registerTakeOver registers --take-over, for run and rollback.

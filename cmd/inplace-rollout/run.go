@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/notify"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/tekton/results"
@@ -93,6 +94,9 @@ back. When that holder no longer exists (deleted mid-rollout), --take-over makes
 its holder first; the drivers' own scans also roll such rollouts back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := rf.checkNotify(); err != nil {
+				return err
+			}
 			client, ref, err := cf.resolve()
 			if err != nil {
 				return err
@@ -105,6 +109,7 @@ its holder first; the drivers' own scans also roll such rollouts back.`,
 	cf.register(cmd)
 	cmd.Flags().StringVar(&rf.maxUnavailable, "max-unavailable", "1", "pods reverted at once, count or percentage above 0")
 	rf.registerTakeOver(cmd)
+	rf.registerNotify(cmd)
 	cmd.Flags().BoolVar(&rf.restoreTemplate, "restore-template", false, "put the previous images back in the template even if someone else changed it during the rollout")
 	cmd.Flags().DurationVar(&rf.grace, "grace", 0, "wait between draining a pod and restarting it")
 	cmd.Flags().DurationVar(&rf.timeout, "timeout", 10*time.Minute, "fail a pod that makes no progress for this long (above 0)")
@@ -161,9 +166,11 @@ func driveRollback(cmd *cobra.Command, client, events kubernetes.Interface, r ro
 
 // driver is what a command that drives the engine prints as it goes.
 type driver struct {
-	cmd     *cobra.Command
-	engine  *rollout.Driver
-	events  *rollout.EventBroadcaster // nil without a client
+	cmd    *cobra.Command
+	engine *rollout.Driver
+	events *rollout.EventBroadcaster // nil without a client
+	// webhook sends the rollout's outcomes to --notify-url; nil without it.
+	webhook *notify.Webhook
 	log     *slog.Logger
 	bar     *progressBar
 	target  string
@@ -211,6 +218,15 @@ func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref roll
 	if recorder != nil {
 		d.engine.Events = recorder.Recorder(cliComponent)
 	}
+	// --notify-url was checked with the other flags, before anything changed.
+	if url, _ := cmd.Flags().GetString("notify-url"); url != "" {
+		w, err := notify.NewWebhook(url, os.Getenv(notifyTokenEnv), log)
+		if err != nil {
+			log.Warn("notifications not sent", "target", ref.String(), "err", err)
+		} else {
+			d.webhook, d.engine.Notifier = w, w
+		}
+	}
 	return d
 }
 
@@ -218,13 +234,18 @@ func newDriver(cmd *cobra.Command, client, events kubernetes.Interface, ref roll
 // last ones.
 const eventDrain = 30 * time.Second
 
-// closeEvents records the Events still queued before the command exits.
+// closeEvents records the Events, and sends the notifications, still queued before the command
+// exits.
 func (d *driver) closeEvents() {
-	if d.events == nil {
-		return
+	if d.events != nil {
+		if err := d.events.Close(eventDrain); err != nil {
+			d.log.Warn("events lost", "target", d.target, "err", err)
+		}
 	}
-	if err := d.events.Close(eventDrain); err != nil {
-		d.log.Warn("events lost", "target", d.target, "err", err)
+	if d.webhook != nil {
+		if err := d.webhook.Close(eventDrain); err != nil {
+			d.log.Warn("notifications lost", "target", d.target, "err", err)
+		}
 	}
 }
 
@@ -407,6 +428,9 @@ func (b *progressBar) clear() {
 // resolve builds the client and the spec: from the flags, or from the -f file with the flags
 // given over it.
 func (f *rolloutFlags) resolve(cmd *cobra.Command, cf *clusterFlags) (rollout.Spec, kubernetes.Interface, error) {
+	if err := f.checkNotify(); err != nil {
+		return rollout.Spec{}, nil, err
+	}
 	if f.file == "" {
 		client, ref, err := cf.resolve()
 		if err != nil {

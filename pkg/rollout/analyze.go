@@ -88,7 +88,9 @@ func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *Reco
 	e.logFor(w.Ref(), lock.RolloutID).Warn("paused", "batch", d.batch+1, "reason", d.run.Reason)
 	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutPaused, lock.RolloutID,
 		"paused at batch %d/%d: %s; it goes on when its driver accepts the batch, or rolls back when asked", d.batch+1, len(d.counts), verdictReason(d)))
-	return e.pausedStatus(w, next, st, d.run)
+	st, requeue, err := e.pausedStatus(w, next, st, d.run)
+	e.notify(w.Ref(), lock.RolloutID, NotifyPaused, st)
+	return st, requeue, err
 }
 
 // withRun is a copy of lock with run recorded as its analysis; lock itself without a run.

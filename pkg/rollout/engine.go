@@ -31,8 +31,10 @@ type Engine struct {
 	// cache instead of a LIST of every pod on every step; nil lists them from the API server.
 	// The workload object, which carries the lock, is read from the API server either way.
 	Pods PodLister
-	// Events records pod Events; nil records none.
+	// Events records the Events of the pods and of the workload; nil records none.
 	Events inplace.EventRecorder
+	// Notifier sends a rollout's outcomes out of the cluster (a webhook); nil sends none.
+	Notifier Notifier
 	// Registry resolves target tags to digests, and tells a revert whether a tag still resolves
 	// to the digest a pod ran; nil resolves nothing: targets keep their tags and reverts go to
 	// the recorded digests.

@@ -35,22 +35,30 @@ func TestMilestoneEvents(t *testing.T) {
 		// have, sorted and without repeats.
 		workload []string
 		pods     []string
+		// notified are the kinds of the notifications sent, in order.
+		notified []NotificationKind
 	}{
 		{name: "every batch goes as planned", image: imageV2,
-			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventBatchUpdating + " batch 2/2", EventRolloutSucceeded}},
+			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventBatchUpdating + " batch 2/2", EventRolloutSucceeded},
+			notified: []NotificationKind{NotifySucceeded}},
 		{name: "the first batch fails", image: imageCrash,
 			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventRolloutRollingBack, EventRolloutRolledBack},
-			pods:     []string{inplace.EventRolledBack, inplace.EventRollingBack, inplace.EventUpdateFailed}},
+			pods:     []string{inplace.EventRolledBack, inplace.EventRollingBack, inplace.EventUpdateFailed},
+			notified: []NotificationKind{NotifyRolledBack}},
 		{name: "each batch passes its analysis", image: imageV2, spec: withAnalysis, verdict: analysis.Pass,
 			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventBatchPassed + " batch 1/2",
-				EventBatchUpdating + " batch 2/2", EventBatchPassed + " batch 2/2", EventRolloutSucceeded}},
+				EventBatchUpdating + " batch 2/2", EventBatchPassed + " batch 2/2", EventRolloutSucceeded},
+			notified: []NotificationKind{NotifySucceeded}},
 		{name: "an inconclusive analysis pauses", image: imageV2, spec: withAnalysis, verdict: analysis.Inconclusive,
-			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventRolloutPaused}},
+			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventRolloutPaused},
+			notified: []NotificationKind{NotifyPaused}},
 		{name: "held, then rolled back", image: imageV2, spec: holdAt(intstr.FromInt32(2)), then: []string{"rollback"},
 			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventRolloutHolding, EventRolloutRollingBack, EventRolloutRolledBack},
-			pods:     []string{inplace.EventRolledBack, inplace.EventRollingBack}},
+			pods:     []string{inplace.EventRolledBack, inplace.EventRollingBack},
+			notified: []NotificationKind{NotifyRolledBack}},
 		{name: "halted by a template change", image: imageV2, spec: holdAt(intstr.FromInt32(2)), then: []string{"halt"},
-			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventRolloutHolding, EventRolloutHalted}},
+			workload: []string{EventRolloutStarted, EventBatchUpdating + " batch 1/2", EventRolloutHolding, EventRolloutHalted},
+			notified: []NotificationKind{NotifyNeedsPerson}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +71,8 @@ func TestMilestoneEvents(t *testing.T) {
 			}
 			e := fc.engine()
 			e.Events = b.Recorder("test")
+			notes := &notifications{}
+			e.Notifier = notes
 			spec := fc.spec(tt.image, intstr.FromInt32(2), intstr.FromString("100%"))
 			spec.MaxUnavailable = intstr.FromInt32(2)
 			if tt.spec != nil {
@@ -73,7 +83,7 @@ func TestMilestoneEvents(t *testing.T) {
 				st = driveRollback(fc, e, spec, st)
 			}
 			// Driven again where it settled, the rollout reaches no milestone again.
-			if again := fc.mustDrive(fc.engine(), spec, st, nil); again.Phase != st.Phase {
+			if again := fc.mustDrive(e, spec, st, nil); again.Phase != st.Phase {
 				t.Fatalf("driven again, the rollout went from %s to %s", st.Phase, again.Phase)
 			}
 			for _, then := range tt.then {
@@ -83,6 +93,7 @@ func TestMilestoneEvents(t *testing.T) {
 					if st, _, err = e.Reconcile(context.Background(), spec, st); err != nil || st.Reason != ReasonTemplateChanged {
 						t.Fatalf("after the template changed: %+v, %v; want TemplateChanged", st, err)
 					}
+					// Stepped again, it is still halted, and says so no more.
 					if _, _, err = e.Reconcile(context.Background(), spec, st); err != nil {
 						t.Fatal(err)
 					}
@@ -96,6 +107,16 @@ func TestMilestoneEvents(t *testing.T) {
 			onWorkload, onPods := eventReasons(t, fc)
 			if !slices.Equal(onWorkload, tt.workload) || !slices.Equal(onPods, tt.pods) {
 				t.Errorf("rollout ended %s; Events on the StatefulSet %q, want %q; on pods %q, want %q", st.Phase, onWorkload, tt.workload, onPods, tt.pods)
+			}
+			var kinds []NotificationKind
+			for _, n := range notes.sent {
+				kinds = append(kinds, n.Kind)
+				if n.RolloutID != st.RolloutID || n.Target != spec.Target || n.Message == "" {
+					t.Errorf("notification %+v: want rollout %s of %s, with a message", n, st.RolloutID, spec.Target)
+				}
+			}
+			if !slices.Equal(kinds, tt.notified) {
+				t.Errorf("notified %q, want %q", kinds, tt.notified)
 			}
 		})
 	}
@@ -138,3 +159,8 @@ func eventReasons(t *testing.T, fc *fakeCluster) (onWorkload, onPods []string) {
 	slices.Sort(onPods)
 	return onWorkload, onPods
 }
+
+// notifications is a Notifier that keeps what it is sent.
+type notifications struct{ sent []Notification }
+
+func (n *notifications) Notify(x Notification) { n.sent = append(n.sent, x) }

@@ -2,23 +2,42 @@ package rollout_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/notify"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
 // TestDescribeTellsTheRolloutsStory: `kubectl describe statefulset` lists an Event for each
 // milestone of its rollouts, each once (none merged into another's series): a rollout held at
-// its first batch, then finished; then one to a crashing image, rolled back.
+// its first batch, then finished; then one to a crashing image, rolled back. A webhook given
+// with --notify-url gets one CloudEvent for each outcome: succeeded, then rolled back.
 func TestDescribeTellsTheRolloutsStory(t *testing.T) {
 	ns := env.Namespace(t)
 	createStatefulSet(t, ns, "web", 3)
-	run := []string{"run", "-n", ns, "--target", "statefulset/web", "--batches", "1,100%"}
+	var mu sync.Mutex
+	var notified []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct{ Type string }
+		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil {
+			t.Errorf("the webhook got no CloudEvents JSON document: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		notified = append(notified, strings.TrimPrefix(ev.Type, notify.EventTypePrefix))
+	}))
+	t.Cleanup(hook.Close)
+	run := []string{"run", "-n", ns, "--target", "statefulset/web", "--batches", "1,100%", "--notify-url", hook.URL}
 	if r := runCLI(t, append(run, "--image", "app="+appV2, "--up-to", "1")...); r.Code != 0 || !contains(r.Stdout, "Holding") {
 		t.Fatalf("run --up-to 1: %s; want exit 0, Holding", r)
 	}
@@ -28,6 +47,13 @@ func TestDescribeTellsTheRolloutsStory(t *testing.T) {
 	if r := runCLI(t, append(run, "--image", "app=registry.example/app:crash-1")...); r.Code != 1 {
 		t.Fatalf("run to a crashing image: %s; want exit 1, rolled back", r)
 	}
+
+	// The command sends its notifications before it exits.
+	mu.Lock()
+	if want := []string{"succeeded", "rolledBack"}; !slices.Equal(notified, want) {
+		t.Errorf("the webhook was notified of %q, want %q", notified, want)
+	}
+	mu.Unlock()
 
 	bins, err := cluster.DefaultBinDir()
 	if err != nil {
