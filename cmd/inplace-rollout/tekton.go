@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	tektonclient "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
+	"github.com/inplace-rollout/inplace-rollout/pkg/notify"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/tekton/customrun"
@@ -35,6 +37,7 @@ type tektonFlags struct {
 	pullerImage                       string
 	qps                               float32
 	burst                             int
+	notifySecret                      string
 }
 
 func newTektonControllerCommand() *cobra.Command {
@@ -77,6 +80,7 @@ Exit codes: 0 stopped by SIGTERM or Ctrl-C, 1 lost its Lease or could not list C
 	fl.StringVar(&f.pullerImage, "puller-image", ownImage(), "the image holding the puller binary that a rollout with prePull runs on each node (this project's image)")
 	fl.Float32Var(&f.qps, "kube-api-qps", 50, "requests per second to the Kubernetes API, sustained")
 	fl.IntVar(&f.burst, "kube-api-burst", 100, "requests to the Kubernetes API allowed in a burst above --kube-api-qps")
+	fl.StringVar(&f.notifySecret, "notify-secret", "", "a Secret in the Lease's namespace whose key url names a webhook (and key token, if any, its bearer token): each rollout's outcome (succeeded, paused, rolled back, needs a person) is posted there as a CloudEvents JSON document; read at start")
 	return cmd
 }
 
@@ -118,6 +122,18 @@ func runTektonController(cmd *cobra.Command, f tektonFlags) error {
 		return &exitError{code: 1, err: fmt.Errorf("tekton controller: %w", err)}
 	}
 	engine := &rollout.Engine{Client: kube, Events: eventRecorder, Registry: &registry.Resolver{Client: kube}, PullerImage: f.pullerImage, Log: log, Metrics: recorder}
+	if f.notifySecret != "" {
+		hook, err := webhookFromSecret(cmd.Context(), kube, f.leaseNamespace, f.notifySecret, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := hook.Close(eventDrain); err != nil {
+				log.Warn("notifications lost", "err", err)
+			}
+		}()
+		engine.Notifier = hook
+	}
 	ctrl := customrun.New(c.tekton, engine, customrun.DynamicSpecs{Client: c.dyn}, customrun.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -215,4 +231,23 @@ func lead(ctx context.Context, kube kubernetes.Interface, f tektonFlags, log *sl
 		return &exitError{code: 1, err: fmt.Errorf("lost Lease %s/%s: another replica reconciles now", f.leaseNamespace, f.leaseName)}
 	}
 	return nil
+}
+
+// webhookFromSecret is the webhook the Secret ns/name names (key url, and key token if any). The
+// operator who runs the controller names the Secret, never a CustomRun's author. What is wrong
+// with it is said without its values: they are secrets.
+func webhookFromSecret(ctx context.Context, kube kubernetes.Interface, ns, name string, log *slog.Logger) (*notify.Webhook, error) {
+	s, err := kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, badInput("--notify-secret: reading Secret %s/%s: %v", ns, name, err)
+	}
+	url := string(s.Data["url"])
+	if url == "" {
+		return nil, badInput("--notify-secret: Secret %s/%s has no key url", ns, name)
+	}
+	hook, err := notify.NewWebhook(url, string(s.Data["token"]), log)
+	if err != nil {
+		return nil, badInput("--notify-secret: Secret %s/%s, key url: %v", ns, name, err)
+	}
+	return hook, nil
 }
