@@ -1,0 +1,148 @@
+// Package argocd holds what Argo CD is given to judge InPlaceRollout objects: the Lua health
+// check, tested here with gopher-lua (the interpreter Argo CD embeds), and, beside it, Flux's
+// kstatus reading the same objects' conditions.
+package argocd
+
+import (
+	"os"
+	"testing"
+
+	lua "github.com/yuin/gopher-lua"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+)
+
+// sample is an InPlaceRollout of metadata.generation 2 whose status the controller wrote at
+// observed with phase and reason, and with the conditions, by type, that are True (every other
+// condition False): the status each phase has.
+func sample(observed int64, phase, reason string, trueConditions ...string) *unstructured.Unstructured {
+	conds := []any{}
+	for _, c := range []string{"Progressing", "Succeeded", "RolledBack", "Paused", "Ready", "Reconciling", "Stalled"} {
+		st := "False"
+		for _, t := range trueConditions {
+			if t == c {
+				st = "True"
+			}
+		}
+		conds = append(conds, map[string]any{"type": c, "status": st, "reason": reasonOr(reason, phase), "message": "m", "observedGeneration": observed,
+			"lastTransitionTime": "2026-12-06T12:00:00Z"})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "inplace-rollout.io/v1alpha1", "kind": "InPlaceRollout",
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "generation": int64(2)},
+		"spec":     map[string]any{"target": map[string]any{"kind": "StatefulSet", "name": "web"}},
+		"status": map[string]any{"observedGeneration": observed, "phase": phase, "reason": reason, "message": "batch 2/4, 30/100 pods updated",
+			"rolloutID": "r-1", "batch": int64(2), "batches": int64(4), "updated": int64(30), "total": int64(100), "conditions": conds},
+	}}
+}
+
+func reasonOr(reason, phase string) string {
+	if reason != "" {
+		return reason
+	}
+	return phase
+}
+
+// TestHealth: Argo CD's Lua health check and Flux's kstatus judge an InPlaceRollout in each phase.
+func TestHealth(t *testing.T) {
+	script, err := os.ReadFile("health.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		obj     *unstructured.Unstructured
+		argo    string
+		kstatus status.Status
+	}{
+		{"a new spec not yet observed", sample(1, "Succeeded", "", "Succeeded", "Ready"), "Progressing", status.InProgressStatus},
+		{"progressing", sample(2, "Progressing", "", "Progressing", "Reconciling"), "Progressing", status.InProgressStatus},
+		{"analysing a batch", sample(2, "Analyzing", "", "Progressing", "Reconciling"), "Progressing", status.InProgressStatus},
+		{"paused on an inconclusive analysis", sample(2, "Paused", "AnalysisInconclusive", "Paused", "Reconciling"), "Suspended", status.InProgressStatus},
+		{"holding at its hold point", sample(2, "Holding", "", "Ready"), "Suspended", status.CurrentStatus},
+		{"succeeded", sample(2, "Succeeded", "", "Succeeded", "Ready"), "Healthy", status.CurrentStatus},
+		{"rolling back", sample(2, "RollingBack", "PodFailed", "Progressing", "Reconciling"), "Progressing", status.InProgressStatus},
+		{"rolled back", sample(2, "RolledBack", "AnalysisFailed", "RolledBack", "Stalled"), "Degraded", status.FailedStatus},
+		{"needs a person", sample(2, "Failed", "TemplateChanged", "Stalled"), "Degraded", status.FailedStatus},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			health, message := luaHealth(t, string(script), tt.obj.Object)
+			if health != tt.argo || message == "" {
+				t.Errorf("Argo CD health %q (%q), want %q with a message", health, message, tt.argo)
+			}
+			res, err := status.Compute(tt.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tt.kstatus {
+				t.Errorf("kstatus %s (%s), want %s", res.Status, res.Message, tt.kstatus)
+			}
+		})
+	}
+}
+
+// TestHealthWithoutStatus: an object the controller has not written a status on is Progressing.
+func TestHealthWithoutStatus(t *testing.T) {
+	script, err := os.ReadFile("health.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := sample(1, "", "")
+	delete(obj.Object, "status")
+	if health, _ := luaHealth(t, string(script), obj.Object); health != "Progressing" {
+		t.Errorf("Argo CD health %q, want Progressing", health)
+	}
+}
+
+// luaHealth runs the health check as Argo CD does: the object as the global obj, the script's
+// returned table's status and message.
+func luaHealth(t *testing.T, script string, obj map[string]any) (health, message string) {
+	t.Helper()
+	L := lua.NewState(lua.Options{SkipOpenLibs: true})
+	defer L.Close()
+	for _, lib := range []struct {
+		name string
+		open lua.LGFunction
+	}{{lua.LoadLibName, lua.OpenPackage}, {lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}} {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	L.SetGlobal("obj", toLua(L, obj))
+	if err := L.DoString(script); err != nil {
+		t.Fatalf("running health.lua: %v", err)
+	}
+	ret, ok := L.Get(-1).(*lua.LTable)
+	if !ok {
+		t.Fatalf("health.lua returned %s, want a table", L.Get(-1).Type())
+	}
+	return lua.LVAsString(ret.RawGetString("status")), lua.LVAsString(ret.RawGetString("message"))
+}
+
+// toLua is a JSON-shaped value as a Lua value: objects and arrays as tables (arrays from 1).
+func toLua(L *lua.LState, v any) lua.LValue {
+	switch v := v.(type) {
+	case map[string]any:
+		tb := L.NewTable()
+		for k, x := range v {
+			tb.RawSetString(k, toLua(L, x))
+		}
+		return tb
+	case []any:
+		tb := L.NewTable()
+		for i, x := range v {
+			tb.RawSetInt(i+1, toLua(L, x))
+		}
+		return tb
+	case string:
+		return lua.LString(v)
+	case bool:
+		return lua.LBool(v)
+	case int64:
+		return lua.LNumber(v)
+	case float64:
+		return lua.LNumber(v)
+	}
+	return lua.LNil
+}
