@@ -69,7 +69,7 @@ func watchStatus(ctx context.Context, out io.Writer, client kubernetes.Interface
 	recheck := time.NewTicker(statusRecheck)
 	defer recheck.Stop()
 	var last *reportText
-	for first := true; ; first = false {
+	for {
 		r, err := engine.Report(ctx, ref)
 		switch {
 		case ctx.Err() != nil:
@@ -77,7 +77,7 @@ func watchStatus(ctx context.Context, out io.Writer, client kubernetes.Interface
 		case err != nil:
 			return &exitError{code: exitBadInput, err: err}
 		}
-		if err := printChange(out, format, r, &last, first); err != nil {
+		if err := printChange(out, format, r, &last); err != nil {
 			return err
 		}
 		select {
@@ -91,13 +91,13 @@ func watchStatus(ctx context.Context, out io.Writer, client kubernetes.Interface
 
 // printChange prints report r in format, after last (nil the first time): json and yaml the
 // whole report when it changed, text the lines that changed.
-func printChange(out io.Writer, format string, r rollout.Report, last **reportText, first bool) error {
+func printChange(out io.Writer, format string, r rollout.Report, last **reportText) error {
 	t := textOf(r)
 	if *last != nil && t.equal(*last) {
 		return nil
 	}
 	defer func() { *last = t }()
-	if format == outputYAML && !first {
+	if format == outputYAML && *last != nil {
 		if _, err := io.WriteString(out, "---\n"); err != nil {
 			return err
 		}

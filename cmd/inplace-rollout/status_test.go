@@ -137,7 +137,7 @@ func TestWatchPrintsWhatChanged(t *testing.T) {
 			var last *reportText
 			for i, r := range reports {
 				var out bytes.Buffer
-				if err := printChange(&out, tt.format, r, &last, i == 0); err != nil {
+				if err := printChange(&out, tt.format, r, &last); err != nil {
 					t.Fatal(err)
 				}
 				var lines []string

@@ -80,15 +80,16 @@ func NewWebhook(target, token string, log *slog.Logger) (*Webhook, error) {
 	if token != "" {
 		opts = append(opts, cehttp.WithHeader("Authorization", "Bearer "+token))
 	}
+	secrets := secretsOf(target, u, token)
 	p, err := cloudevents.NewHTTP(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("setting up the webhook: %w", redact(err, secretsOf(target, u, token)...))
+		return nil, fmt.Errorf("setting up the webhook: %w", redact(err, secrets...))
 	}
 	c, err := cloudevents.NewClient(p)
 	if err != nil {
-		return nil, fmt.Errorf("setting up the webhook: %w", redact(err, secretsOf(target, u, token)...))
+		return nil, fmt.Errorf("setting up the webhook: %w", redact(err, secrets...))
 	}
-	w := &Webhook{client: c, log: log, secrets: secretsOf(target, u, token), queue: make(chan rollout.Notification, queueSize),
+	w := &Webhook{client: c, log: log, secrets: secrets, queue: make(chan rollout.Notification, queueSize),
 		done: make(chan struct{}), backoff: firstBackoff}
 	go w.send()
 	return w, nil

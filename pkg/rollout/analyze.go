@@ -86,10 +86,10 @@ func (e *Engine) pauseBatch(ctx context.Context, w workload.Workload, lock *Reco
 	}
 	e.verdict(w.Ref(), string(d.run.Verdict))
 	e.logFor(w.Ref(), lock.RolloutID).Warn("paused", "batch", d.batch+1, "reason", d.run.Reason)
-	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutPaused, lock.RolloutID,
-		"paused at batch %d/%d: %s; it goes on when its driver accepts the batch, or rolls back when asked", d.batch+1, len(d.counts), verdictReason(d)))
 	st, requeue, err := e.pausedStatus(w, next, st, d.run)
-	e.notify(w.Ref(), lock.RolloutID, NotifyPaused, st)
+	e.outcome(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutPaused, lock.RolloutID,
+		"paused at batch %d/%d: %s; it goes on when its driver accepts the batch, or rolls back when asked", d.batch+1, len(d.counts), verdictReason(d)),
+		NotifyPaused, st)
 	return st, requeue, err
 }
 

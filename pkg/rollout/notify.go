@@ -1,8 +1,10 @@
 package rollout
 
 import (
+	"context"
 	"time"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -37,11 +39,12 @@ type Notifier interface {
 	Notify(Notification)
 }
 
-// notify hands the outcome kind of the rollout id on w, as st reports it, to the engine's
-// Notifier, if any.
-func (e *Engine) notify(ref workload.Ref, id string, kind NotificationKind, st Status) {
-	if e.Notifier == nil {
-		return
+// outcome reports that rollout id on w reached the outcome kind, as st says: ev, its Event, on
+// the workload, and the notification to the engine's Notifier, if any. Both go out from the one
+// step whose write reached the outcome.
+func (e *Engine) outcome(ctx context.Context, w workload.Observed, id string, ev inplace.Event, kind NotificationKind, st Status) {
+	e.recordOn(ctx, w, id, ev)
+	if e.Notifier != nil {
+		e.Notifier.Notify(Notification{Kind: kind, Target: w.Ref(), RolloutID: id, Phase: st.Phase, Reason: st.Reason, Message: st.Message, At: e.now().UTC()})
 	}
-	e.Notifier.Notify(Notification{Kind: kind, Target: ref, RolloutID: id, Phase: st.Phase, Reason: st.Reason, Message: st.Message, At: e.now().UTC()})
 }

@@ -405,8 +405,7 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
 	}
-	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutSucceeded, lock.RolloutID, "succeeded: %s", st.Message))
-	e.notify(w.Ref(), lock.RolloutID, NotifySucceeded, st)
+	e.outcome(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutSucceeded, lock.RolloutID, "succeeded: %s", st.Message), NotifySucceeded, st)
 	e.logFor(w.Ref(), lock.RolloutID).Info("rollout succeeded", "updated", st.Updated, "unhealthy", st.Unhealthy)
 	return st, 0, nil
 }
@@ -418,20 +417,23 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, foreign map[string]string, st Status) (Status, time.Duration, error) {
 	reason := fmt.Sprintf("someone else changed the template of %s during rollout %s: it has %s now, the rollout wants %s",
 		w.Ref(), lock.RolloutID, mustJSON(foreign), mustJSON(lock.Images))
+	halting := lock.Phase != PhaseHalted
+	if halting {
+		next := *lock
+		next.Phase, next.Message, next.Reason = PhaseHalted, reason, ReasonTemplateChanged
+		if err := w.SetLock(ctx, next.encode()); err != nil {
+			return st, 0, err
+		}
+		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
+	}
 	st.Updated = countStages(w, lock.RolloutID, e.now())[inplace.StageUpdated]
 	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages
 	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide",
 		reason, st.Updated, st.Total, w.Ref())
-	if lock.Phase != PhaseHalted {
-		next := *lock
-		next.Phase, next.Message, next.Reason = PhaseHalted, reason, ReasonTemplateChanged
-		if err := w.SetLock(ctx, next.encode()); err != nil {
-			return Status{RolloutID: lock.RolloutID, Total: st.Total}, 0, err
-		}
-		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
-		e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutHalted, lock.RolloutID,
-			"halted: %s; nothing was rolled back, and %s stays frozen until the template has the rollout's images again or the rollout is rolled back", reason, w.Ref()))
-		e.notify(w.Ref(), lock.RolloutID, NotifyNeedsPerson, st)
+	if halting {
+		e.outcome(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutHalted, lock.RolloutID,
+			"halted: %s; nothing was rolled back, and %s stays frozen until the template has the rollout's images again or the rollout is rolled back", reason, w.Ref()),
+			NotifyNeedsPerson, st)
 	}
 	return st, 0, nil
 }

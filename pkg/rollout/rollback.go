@@ -468,8 +468,7 @@ func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workl
 	}
 	e.collectPodLocks(ctx, w.Ref())
 	st.Phase, st.Message = PhaseRolledBack, d.message
-	e.recordOn(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutRolledBack, lock.RolloutID, "ended: %s", d.message))
-	e.notify(w.Ref(), lock.RolloutID, NotifyRolledBack, st)
+	e.outcome(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutRolledBack, lock.RolloutID, "ended: %s", d.message), NotifyRolledBack, st)
 	e.rolledBack(w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
 	return st, 0, nil
