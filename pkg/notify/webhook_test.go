@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/syncbuf"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -164,7 +165,7 @@ func TestWebhookKeepsItsSecrets(t *testing.T) {
 func TestNotifyNeverBlocks(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	w, err := NewWebhook(srv.URL, "", slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -183,22 +184,4 @@ func TestNotifyNeverBlocks(t *testing.T) {
 	if !strings.Contains(logs.String(), "notification dropped") {
 		t.Errorf("a full queue did not drop and log:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the sender's goroutine and the test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

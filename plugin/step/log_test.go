@@ -1,37 +1,18 @@
 package step
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/syncbuf"
 	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
-
-// lockedBuffer is a log sink the drivers' goroutines may write at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A rollout driven by the plugin logs every line with the namespace, the workload and the
 // Argo Rollout, and with the rollout id once there is one; its pods are counted in the
@@ -39,7 +20,7 @@ func (b *lockedBuffer) String() string {
 func TestDriverLogsAndMetrics(t *testing.T) {
 	client := newClient(t, 3)
 	playKubelet(t, client)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)

@@ -1,7 +1,6 @@
 package customrun
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/apis"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/syncbuf"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -28,28 +28,10 @@ import (
 // waitFor bounds every wait of these tests for the controller to act.
 const waitFor = 20 * time.Second
 
-// syncBuffer is a log the controller's goroutines write while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // running is a controller watching tekton, with the kube client kube, reconciling until stop.
 type running struct {
 	c    *Controller
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	// stop cancels the controller's context and waits for Reconcile to return.
 	stop func()
 }
@@ -58,7 +40,7 @@ type running struct {
 // in the background until the test ends.
 func startController(t *testing.T, tekton *tektonfake.Clientset, kube *kubefake.Clientset) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	e := &rollout.Engine{Client: kube}
 	c := New(tekton, e, specs{}, Options{Log: slog.New(slog.NewTextHandler(logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())

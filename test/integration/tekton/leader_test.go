@@ -1,40 +1,21 @@
 package tekton_test
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/syncbuf"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
-
-// syncBuffer is a log written by a process and read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestSecondReplicaTakesOver: a second controller, as the same ServiceAccount, stands by while
 // the first holds the Lease; the first killed mid-rollout, the second takes the Lease and
@@ -46,7 +27,7 @@ func TestSecondReplicaTakesOver(t *testing.T) {
 	}
 	health := l.Addr().String()
 	l.Close()
-	var log syncBuffer
+	var log syncbuf.Buffer
 	second := exec.Command(cli, "tekton-controller", "--kubeconfig", controller.Kubeconfig, "--health-addr", health,
 		"--leader-election-namespace", cluster.InplaceTektonNamespace)
 	second.Env = append(os.Environ(), "POD_NAMESPACE="+cluster.InplaceTektonNamespace)
