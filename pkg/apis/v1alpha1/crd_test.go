@@ -30,10 +30,10 @@ const module = "github.com/inplace-rollout/inplace-rollout/"
 // repoRoot is the repository root, seen from this package's directory.
 var repoRoot = filepath.Join("..", "..", "..")
 
-// readCRD reads config/tekton/crd.yaml.
+// readCRD reads config/crd/inplacerollouts.yaml.
 func readCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	path := filepath.Join(repoRoot, "config", "tekton", "crd.yaml")
+	path := filepath.Join(repoRoot, "config", "crd", "inplacerollouts.yaml")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +45,8 @@ func readCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	return &crd
 }
 
-// TestCRDNames: the CRD is the custom task's kind, namespaced, one served and stored version,
-// with the short name and printer columns a person lists them by.
+// TestCRDNames: the CRD is the rollout's kind, namespaced, one served and stored version with
+// a status subresource, with the short name and printer columns a person lists them by.
 func TestCRDNames(t *testing.T) {
 	crd := readCRD(t)
 	checks := []struct {
@@ -79,7 +79,12 @@ func TestCRDNames(t *testing.T) {
 	for _, c := range v.AdditionalPrinterColumns {
 		columns[c.Name] = c.JSONPath
 	}
-	for name, path := range map[string]string{"Kind": ".spec.target.kind", "Target": ".spec.target.name", "Images": ".spec.images"} {
+	if v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("version %s has no status subresource: the controller's status writes would change the spec", v.Name)
+	}
+	for name, path := range map[string]string{"Kind": ".spec.target.kind", "Target": ".spec.target.name", "Images": ".spec.images",
+		"Phase": ".status.phase", "Batch": ".status.batch", "Batches": ".status.batches", "Updated": ".status.updated",
+		"Total": ".status.total", "Verdict": ".status.analysis.verdict", "Reason": ".status.reason"} {
 		if columns[name] != path {
 			t.Errorf("printer column %s has jsonPath %q, want %q (columns: %v)", name, columns[name], path, columns)
 		}
@@ -107,8 +112,8 @@ func TestCRDSchemaStructural(t *testing.T) {
 	}
 }
 
-// TestCRDSchemaMatchesTypes walks InPlaceRolloutSpec (and analysis.Config within it) by its
-// json tags and compares it with the CRD's spec schema: every field is there with the type it
+// TestCRDSchemaMatchesTypes walks InPlaceRolloutSpec (and analysis.Config within it) and
+// InPlaceRolloutStatus by their json tags and compares them with the CRD's spec and status schemas: every field is there with the type it
 // decodes from, no property is there that the types lack, and each property's description is
 // the field's doc comment, so that the schema and the Go types cannot drift apart.
 func TestCRDSchemaMatchesTypes(t *testing.T) {
@@ -121,10 +126,15 @@ func TestCRDSchemaMatchesTypes(t *testing.T) {
 	if !slices.Contains(root.Required, "spec") {
 		t.Errorf("the schema does not require spec (required: %v)", root.Required)
 	}
+	status, ok := root.Properties["status"]
+	if !ok {
+		t.Fatal("the schema has no status property")
+	}
 	docs := fieldDocs(t)
 	w := &walker{t: t, docs: docs}
 	w.compare("spec", reflect.TypeFor[v1alpha1.InPlaceRolloutSpec](), &spec)
-	if w.compared < 40 {
+	w.compare("status", reflect.TypeFor[v1alpha1.InPlaceRolloutStatus](), &status)
+	if w.compared < 60 {
 		t.Errorf("compared %d fields; the walk stopped early", w.compared)
 	}
 }
@@ -140,6 +150,7 @@ var (
 	intOrString   = reflect.TypeFor[intstr.IntOrString]()
 	metaDuration  = reflect.TypeFor[metav1.Duration]()
 	analysisDurat = reflect.TypeFor[analysis.Duration]()
+	metaTime      = reflect.TypeFor[metav1.Time]()
 )
 
 func (w *walker) compare(path string, typ reflect.Type, s *apiextensionsv1.JSONSchemaProps) {
@@ -151,6 +162,11 @@ func (w *walker) compare(path string, typ reflect.Type, s *apiextensionsv1.JSONS
 	case typ == intOrString:
 		if !s.XIntOrString || s.Type != "" {
 			w.t.Errorf("%s: want x-kubernetes-int-or-string: true and no type (a pod count or a percentage), have type %q int-or-string %v", path, s.Type, s.XIntOrString)
+		}
+		return
+	case typ == metaTime:
+		if s.Type != "string" || s.Format != "date-time" {
+			w.t.Errorf("%s: a time is a string of format date-time, the schema has type %q format %q", path, s.Type, s.Format)
 		}
 		return
 	case typ == metaDuration || typ == analysisDurat:

@@ -20,6 +20,48 @@ type InPlaceRollout struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Spec              InPlaceRolloutSpec `json:"spec"`
+	// Status is where the rollout is, written by inplace-rollout controller; the other drivers
+	// read only the spec.
+	Status InPlaceRolloutStatus `json:"status,omitempty"`
+}
+
+// InPlaceRolloutStatus is where an InPlaceRollout object's rollout is, the same size whatever the
+// number of pods.
+type InPlaceRolloutStatus struct {
+	// ObservedGeneration is the metadata.generation of the spec this status is about.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is where the rollout is: Progressing, Analyzing, Paused, Holding, Succeeded, RollingBack, RolledBack or Failed.
+	Phase string `json:"phase,omitempty"`
+	// Reason says why, as a code, when the rollout is paused, rolling back or ended other than by succeeding.
+	Reason string `json:"reason,omitempty"`
+	// Message says where the rollout is, and what to do when it waits for a person.
+	Message string `json:"message,omitempty"`
+	// RolloutID names the rollout on the workload's lock and in its Events.
+	RolloutID string `json:"rolloutID,omitempty"`
+	// Batch is the 1-based batch in progress.
+	Batch int32 `json:"batch,omitempty"`
+	// Batches is how many batches the rollout has.
+	Batches int32 `json:"batches,omitempty"`
+	// Updated is how many pods run the new images.
+	Updated int32 `json:"updated,omitempty"`
+	// Total is the workload's desired pod count.
+	Total int32 `json:"total,omitempty"`
+	// RolledBack is how many pods are back on their previous images.
+	RolledBack int32 `json:"rolledBack,omitempty"`
+	// Analysis is the last batch analysis' verdict.
+	Analysis *AnalysisVerdict `json:"analysis,omitempty"`
+	// Conditions are Progressing, Succeeded, RolledBack and Paused, and for kstatus Reconciling, Stalled and Ready.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AnalysisVerdict is a batch analysis' outcome.
+type AnalysisVerdict struct {
+	// Batch is the 1-based batch the analysis judged.
+	Batch int32 `json:"batch"`
+	// Pods is the updated pod count the batch ends at.
+	Pods int32 `json:"pods"`
+	// Verdict is Pass, Fail or Inconclusive, or Running while it measures.
+	Verdict string `json:"verdict"`
 }
 
 // InPlaceRolloutSpec is what the rollout does. The namespace is the caller's: the CLI's

@@ -67,7 +67,7 @@ func (c *Cluster) InstallInplaceTekton(ctx context.Context) error {
 		return err
 	}
 	config := filepath.Join(root, "config", "tekton")
-	if err := c.applyCRDs(ctx, "InPlaceRollout", filepath.Join(config, "crd.yaml")); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.applyCRDs(ctx, "InPlaceRollout", filepath.Join(root, "config", "crd", "inplacerollouts.yaml")); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	for _, f := range inplaceTektonFiles {

@@ -45,7 +45,7 @@ func TestInplaceTektonManifestsAreWhatTheHarnessCreates(t *testing.T) {
 	if err := readYAML(filepath.Join(config, "kustomization.yaml"), &kustomization); err != nil {
 		t.Fatal(err)
 	}
-	want := append([]string{"crd.yaml", "deployment.yaml"}, inplaceTektonFiles...)
+	want := append([]string{"../crd", "deployment.yaml"}, inplaceTektonFiles...)
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(kustomization.Resources))
 	if !slices.Equal(got, want) {
