@@ -1,13 +1,9 @@
-// Package argocd holds what Argo CD is given to judge InPlaceRollout objects: the Lua health
-// check, tested here with gopher-lua (the interpreter Argo CD embeds), and, beside it, Flux's
-// kstatus reading the same objects' conditions.
 package argocd
 
 import (
 	"os"
 	"testing"
 
-	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
@@ -95,54 +91,12 @@ func TestHealthWithoutStatus(t *testing.T) {
 	}
 }
 
-// luaHealth runs the health check as Argo CD does: the object as the global obj, the script's
-// returned table's status and message.
+// luaHealth runs script on obj as Argo CD does.
 func luaHealth(t *testing.T, script string, obj map[string]any) (health, message string) {
 	t.Helper()
-	L := lua.NewState(lua.Options{SkipOpenLibs: true})
-	defer L.Close()
-	for _, lib := range []struct {
-		name string
-		open lua.LGFunction
-	}{{lua.LoadLibName, lua.OpenPackage}, {lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString}} {
-		L.Push(L.NewFunction(lib.open))
-		L.Push(lua.LString(lib.name))
-		L.Call(1, 0)
+	health, message, err := run(script, obj)
+	if err != nil {
+		t.Fatal(err)
 	}
-	L.SetGlobal("obj", toLua(L, obj))
-	if err := L.DoString(script); err != nil {
-		t.Fatalf("running health.lua: %v", err)
-	}
-	ret, ok := L.Get(-1).(*lua.LTable)
-	if !ok {
-		t.Fatalf("health.lua returned %s, want a table", L.Get(-1).Type())
-	}
-	return lua.LVAsString(ret.RawGetString("status")), lua.LVAsString(ret.RawGetString("message"))
-}
-
-// toLua is a JSON-shaped value as a Lua value: objects and arrays as tables (arrays from 1).
-func toLua(L *lua.LState, v any) lua.LValue {
-	switch v := v.(type) {
-	case map[string]any:
-		tb := L.NewTable()
-		for k, x := range v {
-			tb.RawSetString(k, toLua(L, x))
-		}
-		return tb
-	case []any:
-		tb := L.NewTable()
-		for i, x := range v {
-			tb.RawSetInt(i+1, toLua(L, x))
-		}
-		return tb
-	case string:
-		return lua.LString(v)
-	case bool:
-		return lua.LBool(v)
-	case int64:
-		return lua.LNumber(v)
-	case float64:
-		return lua.LNumber(v)
-	}
-	return lua.LNil
+	return health, message
 }

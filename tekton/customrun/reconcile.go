@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
 
@@ -26,7 +27,7 @@ const Finalizer = "inplace-rollout.io/rollback"
 // AcceptAnnotation on a CustomRun accepts the batch it names (1-based, as extraFields.verdict
 // says) when the run's rollout is paused on that batch's inconclusive analysis: the rollout goes
 // on, as after a person's `inplace-rollout resume`.
-const AcceptAnnotation = "inplace-rollout.io/accept-batch"
+const AcceptAnnotation = v1alpha1.AcceptBatchAnnotation
 
 // Pacing of a run while nothing on the cluster says when to look again.
 const (
