@@ -59,6 +59,6 @@ failing (run again to resume), 130 stopped by Ctrl-C (run again to resume).`,
 		SilenceErrors: true,
 	}
 	addProfileFlags(root)
-	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newGateControllerCommand(), newTektonControllerCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newGateControllerCommand(), newTektonControllerCommand(), newControllerCommand(), newVersionCommand())
 	return root
 }
