@@ -33,7 +33,7 @@ func (c *Cluster) auditUsers() []string {
 	if len(c.opts.AuditUsers) > 0 {
 		return c.opts.AuditUsers
 	}
-	return []string{ArgoUser, InplaceTektonUser}
+	return []string{ArgoUser, InplaceTektonUser, InplaceControllerUser}
 }
 
 func (c *Cluster) auditLogPath() string { return filepath.Join(c.Dir, "audit.log") }

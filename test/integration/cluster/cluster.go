@@ -48,8 +48,8 @@ type Options struct {
 	// AuditLog makes the apiserver log, at Metadata level, every request of AuditUsers (and no
 	// one else's) to Dir/audit.log; AuditedCalls reads it.
 	AuditLog bool
-	// AuditUsers are the users whose requests AuditLog logs; empty means ArgoUser and
-	// InplaceTektonUser, the drivers the harness starts.
+	// AuditUsers are the users whose requests AuditLog logs; empty means ArgoUser,
+	// InplaceTektonUser and InplaceControllerUser, the drivers the harness starts.
 	AuditUsers []string
 	// AuditEveryone makes AuditLog log every user's requests, AuditUsers ignored, to a file
 	// that a reader may truncate (see AuditLogFile).
@@ -104,6 +104,8 @@ type Cluster struct {
 	Tekton *Tekton
 	// InplaceTekton is our CustomRun controller, once StartInplaceTekton started it.
 	InplaceTekton *InplaceTekton
+	// InplaceController is our InPlaceRollout controller, once StartInplaceController started it.
+	InplaceController *OwnController
 	// Kruise is OpenKruise's kruise-manager, once StartKruise started it.
 	Kruise *Kruise
 	// RealNode is the real node, when Options.RealNode.

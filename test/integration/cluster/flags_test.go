@@ -89,7 +89,7 @@ func TestAuditArgs(t *testing.T) {
 		notPolicy  []string
 		maxSize    bool
 	}{
-		{"drivers", Options{AuditLog: true}, []string{`users: ["` + ArgoUser + `","` + InplaceTektonUser + `"]`, "level: None"}, nil, false},
+		{"drivers", Options{AuditLog: true}, []string{`users: ["` + ArgoUser + `","` + InplaceTektonUser + `","` + InplaceControllerUser + `"]`, "level: None"}, nil, false},
 		{"everyone", Options{AuditLog: true, AuditEveryone: true}, []string{"level: Metadata"}, []string{"users:", "level: None"}, true},
 	}
 	for _, tt := range tests {

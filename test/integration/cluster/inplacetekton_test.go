@@ -29,30 +29,36 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestInplaceTektonManifestsAreWhatTheHarnessCreates: config/tekton's kustomization lists the
-// CRD, the files StartInplaceTekton creates and the Deployment, and nothing else, so that a
-// manifest added there is either created by the harness or is the Deployment; every binding
-// binds the controller's ServiceAccount, in the namespace the harness uses.
-func TestInplaceTektonManifestsAreWhatTheHarnessCreates(t *testing.T) {
+// TestOwnControllerManifestsAreWhatTheHarnessCreates: config/tekton's and config/controller's
+// kustomizations list the CRD, the files the harness creates and the Deployment, and nothing
+// else, so that a manifest added there is either created by the harness or is the Deployment;
+// every binding binds the controller's ServiceAccount, in the namespace the harness uses.
+func TestOwnControllerManifestsAreWhatTheHarnessCreates(t *testing.T) {
+	for _, k := range []ownControllerKind{inplaceTektonKind, inplaceControllerKind} {
+		t.Run(k.config, func(t *testing.T) { checkOwnControllerManifests(t, k) })
+	}
+}
+
+func checkOwnControllerManifests(t *testing.T, k ownControllerKind) {
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(root, "config", "tekton")
+	config := filepath.Join(root, "config", k.config)
 	var kustomization struct {
 		Resources []string `json:"resources"`
 	}
 	if err := readYAML(filepath.Join(config, "kustomization.yaml"), &kustomization); err != nil {
 		t.Fatal(err)
 	}
-	want := append([]string{"../crd", "deployment.yaml"}, inplaceTektonFiles...)
+	want := append([]string{"../crd", "deployment.yaml"}, ownControllerFiles...)
 	slices.Sort(want)
 	got := slices.Sorted(slices.Values(kustomization.Resources))
 	if !slices.Equal(got, want) {
-		t.Errorf("config/tekton/kustomization.yaml resources %v, want %v", got, want)
+		t.Errorf("config/%s/kustomization.yaml resources %v, want %v", k.config, got, want)
 	}
-	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: InplaceTektonServiceAccount, Namespace: InplaceTektonNamespace}
-	for _, f := range inplaceTektonFiles {
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: k.serviceAccount, Namespace: InplaceTektonNamespace}
+	for _, f := range ownControllerFiles {
 		data, err := os.ReadFile(filepath.Join(config, f))
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +81,7 @@ func TestInplaceTektonManifestsAreWhatTheHarnessCreates(t *testing.T) {
 					t.Errorf("%s: namespace %q, want %s", f, obj.Name, InplaceTektonNamespace)
 				}
 			case "ServiceAccount", "Role":
-				if obj.Namespace != InplaceTektonNamespace || obj.Kind == "ServiceAccount" && obj.Name != InplaceTektonServiceAccount {
+				if obj.Namespace != InplaceTektonNamespace || obj.Kind == "ServiceAccount" && obj.Name != k.serviceAccount {
 					t.Errorf("%s: %s %s/%s, want it in %s", f, obj.Kind, obj.Namespace, obj.Name, InplaceTektonNamespace)
 				}
 			case "ClusterRoleBinding", "RoleBinding":
@@ -227,12 +233,12 @@ func TestStartInplaceTekton(t *testing.T) {
 	if code := healthz(); code != http.StatusOK {
 		t.Errorf("/healthz answered %d after two restarts, want 200", code)
 	}
-	pidFile, err := os.ReadFile(filepath.Join(c.Dir, inplaceTektonProcess+".pid"))
+	pidFile, err := os.ReadFile(filepath.Join(c.Dir, inplaceTektonKind.process+".pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []byte(strconv.Itoa(p.PID()) + "\n"); string(pidFile) != string(want) {
-		t.Errorf("%s.pid holds %q, want %q", inplaceTektonProcess, pidFile, want)
+		t.Errorf("%s.pid holds %q, want %q", inplaceTektonKind.process, pidFile, want)
 	}
 }
 
