@@ -31,9 +31,11 @@ start_gate_controller() {
   return 1
 }
 
+# .dev/bin/inplace-rollout controller, the InPlaceRollout controller, always runs, as its
+# ServiceAccount bound to config/controller's roles.
 # ARGO=1 adds the Argo Rollouts controller, with .dev/bin/inplace-rollout as its plugins.
 # TEKTON=1 adds the Tekton Pipelines controller and .dev/bin/inplace-rollout tekton-controller.
-args=(--dir "$dev")
+args=(--dir "$dev" --controller "$(pwd)/$dev/bin/inplace-rollout")
 if [ "${ARGO:-}" = 1 ]; then
   args+=(--argo-plugin "$(pwd)/$dev/bin/inplace-rollout")
 fi
@@ -75,6 +77,7 @@ for _ in $(seq 1 240); do
       exit 1
     fi
     echo "local control plane up (pid $pid); . $dev/env to use it, make cluster-down to stop it"
+    echo "inplace-rollout controller up (kubectl apply an InPlaceRollout); log in $dev/inplace-rollout-controller.log"
     if [ "${ARGO:-}" = 1 ]; then
       echo "Argo Rollouts controller up; log in $dev/rollouts-controller.log, kubectl-argo-rollouts on the PATH of $dev/env"
     fi

@@ -24,6 +24,7 @@ func main() {
 	reg := flag.Bool("registry", true, "serve an OCI registry on a loopback port; the simulator pulls images on its host from it")
 	argoPlugin := flag.String("argo-plugin", "", "start Argo Rollouts with this inplace-rollout binary registered as its plugins (config/argo); empty: no Argo")
 	tekton := flag.String("tekton", "", "start Tekton Pipelines, and this inplace-rollout binary's tekton-controller with config/tekton; empty: no Tekton")
+	controller := flag.String("controller", "", "start this inplace-rollout binary's controller (InPlaceRollout objects) with config/controller; empty: none")
 	realNode := flag.Bool("real-node", false, "add the real node "+cluster.RealNodeName+" (kubelet and containerd; needs root and Debian's containerd, runc and CNI plugins) and push the real images")
 	undo := flag.Bool("undo-real-node", false, "only put the machine back from a real node whose run was killed (processes, mounts, bridge, cgroups, sysctls), then exit")
 	flag.Parse()
@@ -34,13 +35,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(*dir, *nodes, *prom, *reg, *realNode, *argoPlugin, *tekton); err != nil {
+	if err := run(*dir, *nodes, *prom, *reg, *realNode, *argoPlugin, *tekton, *controller); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton string) error {
+func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton, controller string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -101,6 +102,14 @@ func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton str
 			return fmt.Errorf("starting inplace-rollout tekton-controller: %w", err)
 		}
 		log.Info("inplace-rollout tekton-controller ready", "log", p.LogPath, "health", p.HealthURL)
+	}
+	if controller != "" {
+		p, err := c.StartInplaceController(startCtx, controller)
+		if err != nil {
+			cancel()
+			return fmt.Errorf("starting inplace-rollout controller: %w", err)
+		}
+		log.Info("inplace-rollout controller ready", "log", p.LogPath, "health", p.HealthURL)
 	}
 	cancel()
 
