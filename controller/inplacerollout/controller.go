@@ -144,7 +144,7 @@ func (c *Controller) next(ctx context.Context) bool {
 	requeue, err := c.reconciler.Reconcile(ctx, u)
 	if err != nil {
 		log := c.log.With("inplacerollout", key)
-		var re *RolloutError
+		var re *rollout.StepError
 		if errors.As(err, &re) {
 			log = log.With(re.LogAttrs()...)
 		}

@@ -89,7 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, u *unstructured.Unstructured
 		requeue, stepErr = r.stepRollback(ctx, next, spec, d.why)
 	}
 	if stepErr != nil {
-		stepErr = &RolloutError{Target: spec.Target, RolloutID: next.Status.RolloutID, Err: stepErr}
+		stepErr = &rollout.StepError{Target: spec.Target, RolloutID: next.Status.RolloutID, Err: stepErr}
 	}
 	if equality.Semantic.DeepEqual(next.Status, obj.Status) {
 		return requeue, stepErr
@@ -130,10 +130,10 @@ func (r *Reconciler) settle(obj *v1alpha1.InPlaceRollout, spec rollout.Spec, st 
 	reason := string(st.Reason)
 	switch rollout.OutcomeOf(st, nil).Kind {
 	case rollout.Succeeded, rollout.RolledBack:
-		setStatus(obj, st, reason, outcomeMessage(st), r.now())
+		setStatus(obj, st, reason, rollout.OutcomeMessage(st), r.now())
 		return 0
 	case rollout.NeedsPerson:
-		msg := outcomeMessage(st)
+		msg := rollout.OutcomeMessage(st)
 		if st.Reason == rollout.ReasonTemplateChanged {
 			msg += fmt.Sprintf("; %s stays held: to roll it back, annotate %s %s/%s %s=true; to go on, put the rollout's images back in its template",
 				spec.Target, v1alpha1.Kind, obj.Namespace, obj.Name, v1alpha1.AbortAnnotation)
@@ -180,10 +180,10 @@ func (r *Reconciler) stepRollback(ctx context.Context, obj *v1alpha1.InPlaceRoll
 		setFailed(obj, ReasonRollbackIncomplete, fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %v", asked, spec.Target, err), r.now())
 		return 0, nil
 	case rollout.RolledBack:
-		setStatus(obj, st, reason, fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", asked, spec.Target, outcomeMessage(st)), r.now())
+		setStatus(obj, st, reason, fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", asked, spec.Target, rollout.OutcomeMessage(st)), r.now())
 		return 0, nil
 	case rollout.NeedsPerson:
-		setStatus(obj, st, ReasonRollbackIncomplete, fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", asked, spec.Target, outcomeMessage(st)), r.now())
+		setStatus(obj, st, ReasonRollbackIncomplete, fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", asked, spec.Target, rollout.OutcomeMessage(st)), r.now())
 		return 0, nil
 	}
 	setStatus(obj, st, reason, fmt.Sprintf("%s; %s", asked, rollout.Summary(st)), r.now())
@@ -253,24 +253,6 @@ func fromUnstructured(u *unstructured.Unstructured) (*v1alpha1.InPlaceRollout, e
 	return &obj, nil
 }
 
-// outcomeMessage says how a rollout ended.
-func outcomeMessage(st rollout.Status) string {
-	msg := fmt.Sprintf("%s: %d of %d pods updated", st.Phase, st.Updated, st.Total)
-	if st.RolledBack > 0 {
-		msg += fmt.Sprintf(", %d rolled back", st.RolledBack)
-	}
-	if st.Unhealthy > 0 {
-		msg += fmt.Sprintf(", %d already failing before their update", st.Unhealthy)
-	}
-	if st.Reason != "" {
-		msg += " (" + string(st.Reason) + ")"
-	}
-	if st.Message != "" {
-		msg += ": " + st.Message
-	}
-	return msg
-}
-
 func reasonOr(r rollout.Reason, fallback string) string {
 	if r != "" {
 		return string(r)
@@ -312,24 +294,4 @@ func (r *Reconciler) logOutcome(before, after *v1alpha1.InPlaceRollout, target r
 		return
 	}
 	r.objLog(after, target).Info("inplacerollout", "phase", a.Phase, "reason", a.Reason, "generation", after.Generation, "message", a.Message)
-}
-
-// RolloutError is an error of a step of the rollout of Target, for the log to name it.
-type RolloutError struct {
-	Target rollout.Ref
-	// RolloutID is the rollout's, when the object's status knows it.
-	RolloutID string
-	Err       error
-}
-
-func (e *RolloutError) Error() string { return e.Err.Error() }
-func (e *RolloutError) Unwrap() error { return e.Err }
-
-// LogAttrs name the rollout in a log line: namespace, workload and, when known, rolloutID.
-func (e *RolloutError) LogAttrs() []any {
-	attrs := rollout.LogAttrs(e.Target)
-	if e.RolloutID != "" {
-		attrs = append(attrs, "rolloutID", e.RolloutID)
-	}
-	return attrs
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // Phase is where a rollout is.
@@ -137,4 +138,47 @@ func Summary(st Status) string {
 		b.WriteString("; " + st.Message)
 	}
 	return b.String()
+}
+
+// OutcomeMessage says in one line how a rollout ended, as the drivers whose objects keep a
+// rollout's end (a CustomRun's condition, an InPlaceRollout's status) show it: the phase, the
+// pods updated of the total, those rolled back and those already failing before their update,
+// the reason and the message. For example "RolledBack: 1 of 4 pods updated, 1 rolled back
+// (PodFailed): ...".
+func OutcomeMessage(st Status) string {
+	msg := fmt.Sprintf("%s: %d of %d pods updated", st.Phase, st.Updated, st.Total)
+	if st.RolledBack > 0 {
+		msg += fmt.Sprintf(", %d rolled back", st.RolledBack)
+	}
+	if st.Unhealthy > 0 {
+		msg += fmt.Sprintf(", %d already failing before their update", st.Unhealthy)
+	}
+	if st.Reason != "" {
+		msg += " (" + string(st.Reason) + ")"
+	}
+	if st.Message != "" {
+		msg += ": " + st.Message
+	}
+	return msg
+}
+
+// StepError is an error of a driver's step of the rollout of Target, for the log line to name
+// the rollout (LogAttrs).
+type StepError struct {
+	Target workload.Ref
+	// RolloutID is the rollout's, when the driver knows it.
+	RolloutID string
+	Err       error
+}
+
+func (e *StepError) Error() string { return e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// LogAttrs name the rollout in a log line: namespace, workload and, when known, rolloutID.
+func (e *StepError) LogAttrs() []any {
+	attrs := LogAttrs(e.Target)
+	if e.RolloutID != "" {
+		attrs = append(attrs, "rolloutID", e.RolloutID)
+	}
+	return attrs
 }

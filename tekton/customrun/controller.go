@@ -187,7 +187,7 @@ func (c *Controller) next(ctx context.Context) bool {
 	requeue, err := c.reconciler.Reconcile(ctx, run)
 	if err != nil {
 		log := c.log.With("customrun", key)
-		var re *RolloutError
+		var re *rollout.StepError
 		if errors.As(err, &re) {
 			log = log.With(re.LogAttrs()...)
 		}

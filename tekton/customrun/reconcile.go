@@ -74,7 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, run *v1beta1.CustomRun) (tim
 	var target rollout.Ref
 	requeue, stepErr := r.step(ctx, next, &target)
 	if stepErr != nil && target.Kind != "" {
-		stepErr = &RolloutError{Target: target, RolloutID: progressFrom(&next.Status).RolloutID, Err: stepErr}
+		stepErr = &rollout.StepError{Target: target, RolloutID: progressFrom(&next.Status).RolloutID, Err: stepErr}
 	}
 	if left, ok := timeLeft(next, r.now()); ok && !next.IsDone() && (requeue == 0 || left < requeue) {
 		// The timeout is looked at when it comes, not at the next change or poll.
@@ -241,12 +241,12 @@ func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollou
 	setProgress(s, progressFrom(s).next(st, spec.Target.String()))
 	switch rollout.OutcomeOf(st, nil).Kind {
 	case rollout.Succeeded:
-		msg := outcomeMessage(st)
+		msg := rollout.OutcomeMessage(st)
 		setResults(s, st, msg)
 		s.MarkCustomRunSucceeded(v1beta1.CustomRunReasonSuccessful.String(), "%s", msg)
 		return 0
 	case rollout.RolledBack:
-		msg := outcomeMessage(st)
+		msg := rollout.OutcomeMessage(st)
 		if run.GetRetryCount() < run.Spec.Retries {
 			r.retry(run, reasonOf(st, "RolledBack"), msg)
 			return 0
@@ -256,7 +256,7 @@ func (r *Reconciler) settle(run *v1beta1.CustomRun, spec rollout.Spec, st rollou
 		return 0
 	case rollout.NeedsPerson, rollout.Holding:
 		// A CustomRun's rollout ends with its run and has no hold point (spec.upTo is refused).
-		msg := outcomeMessage(st)
+		msg := rollout.OutcomeMessage(st)
 		if st.Reason == rollout.ReasonTemplateChanged {
 			msg += fmt.Sprintf("; %s stays held by %s: roll it back with `inplace-rollout rollback`, or put the rollout's images back in its template", spec.Target, spec.Holder)
 		}
@@ -330,12 +330,12 @@ func (r *Reconciler) stepRollback(ctx context.Context, run *v1beta1.CustomRun, s
 	setProgress(s, prev.next(st, spec.Target.String()))
 	switch o.Kind {
 	case rollout.RolledBack:
-		msg := why.done(fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", why.why, spec.Target, outcomeMessage(st)))
+		msg := why.done(fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", why.why, spec.Target, rollout.OutcomeMessage(st)))
 		setResults(s, st, msg)
 		s.MarkCustomRunFailed(why.reason, "%s", msg)
 		return 0, nil
 	case rollout.NeedsPerson:
-		msg := why.done(fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", why.why, spec.Target, outcomeMessage(st)))
+		msg := why.done(fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", why.why, spec.Target, rollout.OutcomeMessage(st)))
 		setResults(s, st, msg)
 		s.MarkCustomRunFailed(why.reason, "%s", msg)
 		return 0, nil
@@ -385,26 +385,6 @@ func (r *Reconciler) log() *slog.Logger {
 		return r.Log
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-// RolloutError is an error of a step of the rollout of Target, for the log to name it.
-type RolloutError struct {
-	Target rollout.Ref
-	// RolloutID is the rollout's, when the run knows it.
-	RolloutID string
-	Err       error
-}
-
-func (e *RolloutError) Error() string { return e.Err.Error() }
-func (e *RolloutError) Unwrap() error { return e.Err }
-
-// LogAttrs name the rollout in a log line: namespace, workload and, when known, rolloutID.
-func (e *RolloutError) LogAttrs() []any {
-	attrs := rollout.LogAttrs(e.Target)
-	if e.RolloutID != "" {
-		attrs = append(attrs, "rolloutID", e.RolloutID)
-	}
-	return attrs
 }
 
 // runLog is the log of run's rollout of target: each line names the run, the workload and, when

@@ -359,9 +359,9 @@ func TestStepErrorNamesTheRollout(t *testing.T) {
 	r := &Reconciler{Engine: &rollout.Engine{Client: kube, Now: func() time.Time { return now }}, Runs: tekton.TektonV1beta1(),
 		Specs: specs{docs: map[string]string{"web": refDoc}}, Now: func() time.Time { return now }}
 	_, err := r.Reconcile(context.Background(), run)
-	var re *RolloutError
+	var re *rollout.StepError
 	if !errors.As(err, &re) {
-		t.Fatalf("Reconcile: %v (%T), want a *RolloutError", err, err)
+		t.Fatalf("Reconcile: %v (%T), want a *rollout.StepError", err, err)
 	}
 	want := []any{"namespace", "ns", "workload", "StatefulSet/web", "rolloutID", "r-1"}
 	if got := re.LogAttrs(); !slices.Equal(got, want) {

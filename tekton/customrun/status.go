@@ -1,7 +1,6 @@
 package customrun
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
@@ -132,22 +131,4 @@ func setResults(s *v1beta1.CustomRunStatus, st rollout.Status, message string) {
 		{Name: ResultRolledBack, Value: strconv.Itoa(st.RolledBack)},
 		{Name: ResultMessage, Value: message},
 	}
-}
-
-// outcomeMessage says how a rollout ended.
-func outcomeMessage(st rollout.Status) string {
-	msg := fmt.Sprintf("%s: %d of %d pods updated", st.Phase, st.Updated, st.Total)
-	if st.RolledBack > 0 {
-		msg += fmt.Sprintf(", %d rolled back", st.RolledBack)
-	}
-	if st.Unhealthy > 0 {
-		msg += fmt.Sprintf(", %d already failing before their update", st.Unhealthy)
-	}
-	if st.Reason != "" {
-		msg += " (" + string(st.Reason) + ")"
-	}
-	if st.Message != "" {
-		msg += ": " + st.Message
-	}
-	return msg
 }

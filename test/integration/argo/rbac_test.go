@@ -61,9 +61,7 @@ func checkRBAC(c *cluster.Cluster) (beyondStock []string, err error) {
 // cluster.CallsByTest names them: by their namespaces) whose rollouts make the call the grant
 // allows, and so break without it.
 func needs() []cluster.Need {
-	need := func(verb, group, resource, subresource string, ops ...string) cluster.Need {
-		return cluster.Need{Call: cluster.APICall{APIGroup: group, Resource: resource, Subresource: subresource, Verb: verb, Namespaced: true}, Ops: ops}
-	}
+	need := cluster.NeedIn
 	const (
 		statefulSet = "teststeprollsastatefulsetinplace"
 		daemonSet   = "testexamples-daemonset"

@@ -254,9 +254,7 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 // forbidden: the command fails, or, for Events and the reads of digest pinning, goes on
 // without them.
 func needs() []cluster.Need {
-	need := func(verb, group, resource, subresource string, ops ...string) cluster.Need {
-		return cluster.Need{Call: cluster.APICall{APIGroup: group, Resource: resource, Subresource: subresource, Verb: verb, Namespaced: true}, Ops: ops}
-	}
+	need := cluster.NeedIn
 	// A pod is read again only when a write meets a conflict, which ChurnPods provokes in
 	// whichever command writes pods at the time.
 	podWriters := []string{"run web", "rollback web", "run agent", "run api --pre-pull", "run loose", "run loose,tier=web", "run analysed --analysis", "run paused --analysis"}

@@ -107,6 +107,18 @@ type Need struct {
 	Ops  []string
 }
 
+// NeedIn is the Need of the namespaced call verb on group's resource (and subresource, if any)
+// that ops make.
+func NeedIn(verb, group, resource, subresource string, ops ...string) Need {
+	return Need{Call: APICall{APIGroup: group, Resource: resource, Subresource: subresource, Verb: verb, Namespaced: true}, Ops: ops}
+}
+
+// NeedClusterWide is the Need of the cluster-wide call verb on group's resource that a
+// controller's informer makes, named as CallsByTest names it: "cluster-wide".
+func NeedClusterWide(verb, group, resource string) Need {
+	return Need{Call: APICall{APIGroup: group, Resource: resource, Verb: verb}, Ops: []string{"cluster-wide"}}
+}
+
 // CheckNeeds checks a table of needs against a role and the calls each operation made (opCalls,
 // by operation name, from the audit log): every grant of rules is named by an entry, every entry
 // is granted by a rule, names operations that ran, and one of them made its call. So a rule

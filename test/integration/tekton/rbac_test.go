@@ -58,12 +58,8 @@ func checkRBAC(c *cluster.Cluster) (calls []string, err error) {
 // them: by their namespaces) whose runs make the call the grant allows, and so break without
 // it; "cluster-wide" is the controller's informer, and inplace-rollout-system its Lease.
 func needs() []cluster.Need {
-	need := func(verb, group, resource, subresource string, ops ...string) cluster.Need {
-		return cluster.Need{Call: cluster.APICall{APIGroup: group, Resource: resource, Subresource: subresource, Verb: verb, Namespaced: true}, Ops: ops}
-	}
-	clusterWide := func(verb, group, resource string) cluster.Need {
-		return cluster.Need{Call: cluster.APICall{APIGroup: group, Resource: resource, Verb: verb}, Ops: []string{"cluster-wide"}}
-	}
+	need := cluster.NeedIn
+	clusterWide := cluster.NeedClusterWide
 	const (
 		statefulSet = "testpipelinerunrollsstatefulsetinplace"
 		daemonSet   = "testcustomrunrollseachkind-daemonset"
