@@ -22,7 +22,7 @@ type InPlaceRollout struct {
 	Spec              InPlaceRolloutSpec `json:"spec"`
 	// Status is where the rollout is, written by inplace-rollout controller; the other drivers
 	// read only the spec.
-	Status InPlaceRolloutStatus `json:"status,omitempty"`
+	Status InPlaceRolloutStatus `json:"status,omitzero"`
 }
 
 // InPlaceRolloutStatus is where an InPlaceRollout object's rollout is, the same size whatever the
