@@ -89,13 +89,20 @@ func decide(obj *v1alpha1.InPlaceRollout, specOK bool) decision {
 // settled reports whether obj's status is about its current spec and says its rollout ended:
 // there is nothing to do until the spec changes.
 func settled(obj *v1alpha1.InPlaceRollout) bool {
-	return obj.Status.ObservedGeneration == obj.Generation && rollout.Phase(obj.Status.Phase).Terminal()
+	return obj.Status.ObservedGeneration == obj.Generation && ended(obj)
+}
+
+// ended reports whether obj's status, of any generation, says its rollout ended. A rollout
+// stopped on someone else's change to the template (phase Failed, reason TemplateChanged) has
+// not: it still holds the workload, and goes on once the template has the rollout's images again,
+// or rolls back when aborted.
+func ended(obj *v1alpha1.InPlaceRollout) bool {
+	return rollout.Phase(obj.Status.Phase).Terminal() && obj.Status.Reason != string(rollout.ReasonTemplateChanged)
 }
 
 // inFlight reports whether obj's status, of any generation, says its rollout has not ended.
 func inFlight(obj *v1alpha1.InPlaceRollout) bool {
-	p := rollout.Phase(obj.Status.Phase)
-	return p != "" && !p.Terminal()
+	return obj.Status.Phase != "" && !ended(obj)
 }
 
 // aborted reports whether obj carries the abort annotation.

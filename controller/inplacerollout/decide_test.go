@@ -25,7 +25,8 @@ func deleting(o *v1alpha1.InPlaceRollout) {
 	now := metav1.Now()
 	o.DeletionTimestamp = &now
 }
-func abortAnnotated(o *v1alpha1.InPlaceRollout) { o.Annotations[v1alpha1.AbortAnnotation] = "true" }
+func templateChanged(o *v1alpha1.InPlaceRollout) { o.Status.Reason = "TemplateChanged" }
+func abortAnnotated(o *v1alpha1.InPlaceRollout)  { o.Annotations[v1alpha1.AbortAnnotation] = "true" }
 
 // TestDecide: what a reconcile does, from the object alone.
 func TestDecide(t *testing.T) {
@@ -60,6 +61,10 @@ func TestDecide(t *testing.T) {
 		{"aborted with nothing in flight starts nothing", object(1, "Succeeded", abortAnnotated), true, decision{action: actNotStarted}},
 		{"aborted before the first rollout starts nothing", object(0, "", abortAnnotated), true, decision{action: actNotStarted}},
 		{"aborted and rolled back: nothing to do", object(2, "RolledBack", abortAnnotated), true, decision{action: actNone}},
+		{"stopped on someone else's template change: held, looked at again", object(2, "Failed", held, templateChanged), true, decision{action: actRollout}},
+		{"stopped on someone else's template change, aborted: rolls back", object(2, "Failed", held, templateChanged, abortAnnotated), true, decision{action: actRollback, why: stopAborted}},
+		{"stopped on someone else's template change, deleted: rolls back", object(2, "Failed", held, templateChanged, deleting), true, decision{action: actRollback, why: stopDeleted}},
+		{"a rollback that could not finish lets go", object(2, "Failed", held), true, decision{action: actRemoveFinalizer}},
 		{"an abort annotation other than true is no abort", object(2, "Progressing", held, func(o *v1alpha1.InPlaceRollout) {
 			o.Annotations[v1alpha1.AbortAnnotation] = "yes"
 		}), true, decision{action: actRollout}},

@@ -142,6 +142,11 @@ func (r *Reconciler) settle(obj *v1alpha1.InPlaceRollout, spec rollout.Spec, st 
 			reason = ReasonRollbackIncomplete
 		}
 		setStatus(obj, st, reason, msg, r.now())
+		if st.Reason == rollout.ReasonTemplateChanged {
+			// Held, waiting for the template or an abort; either changes an object the
+			// controller watches only in part (the workload), so it looks again now and then.
+			return pausedRequeue
+		}
 		return 0
 	case rollout.Holding:
 		setStatus(obj, st, reason, rollout.Summary(st)+"; to go on, raise or remove spec.upTo", r.now())

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/inplace-rollout/inplace-rollout/config/argocd"
 	"github.com/inplace-rollout/inplace-rollout/controller/inplacerollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+	"github.com/inplace-rollout/inplace-rollout/pkg/metrics"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 )
@@ -62,6 +64,10 @@ func TestApplyRollsStatefulSetInPlace(t *testing.T) {
 	}
 	if got := hook.kinds(t, ns); !slices.Equal(got, []string{"succeeded"}) {
 		t.Errorf("the webhook heard %q, want one succeeded", got)
+	}
+	want := fmt.Sprintf(`%s{namespace=%q,workload="StatefulSet/web"} 3`, metrics.PodsUpdated, ns)
+	if m := scrape(t, controller.HealthURL+"/metrics"); !strings.Contains(m, want) {
+		t.Errorf("the controller's /metrics has no line %q", want)
 	}
 
 	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV3, `[1, "100%"]`))
@@ -230,4 +236,29 @@ func TestControllerKilledMidRolloutFinishes(t *testing.T) {
 	if got := hook.kinds(t, ns); !slices.Equal(got, []string{"succeeded"}) {
 		t.Errorf("the webhook heard %q, want one succeeded", got)
 	}
+}
+
+// TestTemplateChangedWaitsForAPerson: someone else changing the StatefulSet's template in the
+// middle of the rollout stops it (phase Failed, reason TemplateChanged, Argo CD Degraded), the
+// object still held; the abort annotation then rolls it back and lets the object go.
+func TestTemplateChangedWaitsForAPerson(t *testing.T) {
+	ns := env.Namespace(t)
+	clitest.CreateStatefulSet(t, env, ns, "web", 3)
+	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV2, `[1, "100%"]`, "soak: 10m"))
+	waitRollout(t, ns, "web", "the first batch updated, soaking", func(o *v1alpha1.InPlaceRollout) bool { return current(o) && o.Status.Updated == 1 })
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, clitest.AppV3)
+	mustKubectl(t, "", "patch", "statefulset/web", "-n", ns, "--type=strategic", "-p", patch)
+	u, obj := waitRollout(t, ns, "web", "stopped on the template change", func(o *v1alpha1.InPlaceRollout) bool {
+		return o.Status.Reason == string(rollout.ReasonTemplateChanged)
+	})
+	if obj.Status.Phase != "Failed" || !slices.Contains(obj.Finalizers, inplacerollout.Finalizer) || !strings.Contains(obj.Status.Message, v1alpha1.AbortAnnotation) {
+		t.Errorf("object finalizers %v, status %+v: want Failed, still held, the message naming the abort annotation", obj.Finalizers, obj.Status)
+	}
+	if health, msg, err := argocd.Health(u.Object); err != nil || health != "Degraded" {
+		t.Errorf("Argo CD health: %q (%q, %v), want Degraded", health, msg, err)
+	}
+	mustKubectl(t, "", "annotate", "inplacerollout/web", "-n", ns, v1alpha1.AbortAnnotation+"=true")
+	mustKubectl(t, "", "wait", "--for=condition=RolledBack", "inplacerollout/web", "-n", ns, "--timeout=3m")
+	waitRollout(t, ns, "web", "finalizer removed", func(o *v1alpha1.InPlaceRollout) bool { return !slices.Contains(o.Finalizers, inplacerollout.Finalizer) })
+	checkTemplate(t, ns, "web", clitest.AppV3)
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,4 +192,19 @@ func checkTemplate(t *testing.T, ns, name, image string) {
 	if got := sts.Spec.Template.Spec.Containers[0].Image; got != image {
 		t.Errorf("StatefulSet %s/%s's template names %s, want %s", ns, name, got, image)
 	}
+}
+
+// scrape is the body of a GET of url.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return string(body)
 }
