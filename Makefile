@@ -109,7 +109,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
-	$(GO) run ./hack/funclen -max 80 pkg plugin tekton cmd
+	$(GO) run ./hack/funclen -max 80 pkg plugin tekton controller cmd
 
 ## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods, 5 interleaved repetitions, every driver at one rate limit, then each at its own default, then inplace-rollout and the floor at 1,000 and 5,000 pods on 50 simulated kubelets; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, 50 concurrent rollouts of 20 pods through one Argo step plugin process and through the Tekton controller (INPLACE_ROLLOUT_BENCH_ROLLOUTS and INPLACE_ROLLOUT_BENCH_PODS change the shape), the Argo path beside the CLI's on those 1,000 pods in one StatefulSet (docs/benchmarks-drivers.md), and pre-pull's not-Ready window
 bench: tools build

@@ -46,9 +46,8 @@ type decision struct {
 type stopReason int
 
 const (
-	stopNone stopReason = iota
 	// stopDeleted: the object was deleted in flight.
-	stopDeleted
+	stopDeleted stopReason = iota + 1
 	// stopAborted: the object carries the abort annotation.
 	stopAborted
 )

@@ -88,7 +88,9 @@ func TestEditMidRolloutSupersedes(t *testing.T) {
 	clitest.CreateStatefulSet(t, env, ns, "web", 4)
 	before := recordPods(t, ns, "web")
 	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV2, `[1, 2, "100%"]`, "soak: 3s"))
-	waitRollout(t, ns, "web", "a pod updated", func(o *v1alpha1.InPlaceRollout) bool { return current(o) && o.Status.Updated >= 1 && o.Status.Phase != "Succeeded" })
+	waitRollout(t, ns, "web", "a pod updated", func(o *v1alpha1.InPlaceRollout) bool {
+		return current(o) && o.Status.Updated >= 1 && o.Status.Phase != "Succeeded"
+	})
 	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV3, `[1, 2, "100%"]`, "soak: 1s"))
 	_, obj := waitRollout(t, ns, "web", "the new spec succeeded", func(o *v1alpha1.InPlaceRollout) bool { return current(o) && o.Status.Phase == "Succeeded" })
 	if obj.Generation != 2 || obj.Status.Updated != 4 {
