@@ -137,7 +137,7 @@ chaos: tools
 demo: cluster-up build
 	hack/demo.sh
 
-## cluster-up: start the local control plane and the readiness gate controller in the background (.dev/env, .dev/kubeconfig); ARGO=1 adds Argo Rollouts with our plugins; TEKTON=1 adds Tekton Pipelines and our CustomRun controller; NODE=real adds the real node real-0 (kubelet and containerd, as root)
+## cluster-up: start the local control plane, the InPlaceRollout controller and the readiness gate controller in the background (.dev/env, .dev/kubeconfig); ARGO=1 adds Argo Rollouts with our plugins; TEKTON=1 adds Tekton Pipelines and our CustomRun controller; NODE=real adds the real node real-0 (kubelet and containerd, as root)
 cluster-up: tools build
 	$(GO) build -o $(BIN)/localcluster ./test/integration/cmd/localcluster
 	hack/cluster-up.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: in-place rollouts on the local control plane. A 6-replica StatefulSet and a
 # DaemonSet get a good image in batches (1, 50%, 100%), then a crashing image that rolls
-# itself back, then an image serving 5xx that fails its Prometheus analysis and rolls back.
+# itself back, then an image serving 5xx that fails its Prometheus analysis and rolls back, then
+# an InPlaceRollout object applied with kubectl, as a GitOps tool would, which the controller runs.
 # Pod UIDs and IPs are shown before and after: they never change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -112,6 +113,20 @@ expect 1 "grep -E 'analysis started|msg=measurement|rolling back|rolled back' | 
   --analysis .dev/demo-analysis.yaml
 echo "(exit 1: the error-rate check failed batch 1 and it rolled back)"
 
+say "Rollout 5: the same StatefulSet from Git: kubectl apply of an InPlaceRollout, which inplace-rollout controller runs"
+kubectl -n "$ns" apply -f - <<YAML
+apiVersion: inplace-rollout.io/v1alpha1
+kind: InPlaceRollout
+metadata:
+  name: web
+spec:
+  target: {kind: StatefulSet, name: web}
+  images: {app: registry.example/app:v3}
+  batches: [1, "50%", "100%"]
+YAML
+kubectl -n "$ns" wait --for=condition=Succeeded inplacerollout/web --timeout=180s
+kubectl -n "$ns" get inplacerollouts
+
 say "Per-pod status of web (stage, image before the last rollout, image now)"
 $cli status -n "$ns" --target statefulset/web
 
@@ -124,7 +139,7 @@ pods app=agent
 identity app=web >.dev/demo-after.txt
 identity app=agent >>.dev/demo-after.txt
 if diff -u .dev/demo-before.txt .dev/demo-after.txt; then
-  echo "every pod kept its UID and IP through four rollouts and two rollbacks"
+  echo "every pod kept its UID and IP through five rollouts and two rollbacks"
 else
   echo "pod identities changed" >&2
   exit 1
