@@ -185,6 +185,51 @@ func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]st
 	return images, nil
 }
 
+// TemplateChange is what changes, in place, from one pod template to another: container images,
+// and pod labels and annotations, which are mutable on a live pod (an env var fed from them by
+// the downward API sees the new values when its container restarts on the new image).
+type TemplateChange struct {
+	// Images maps container names to their new images.
+	Images map[string]string
+	// Labels and Annotations map keys to their new values; a removed key maps to nil.
+	Labels, Annotations map[string]*string
+}
+
+// DiffTemplates compares two workload templates, the one a pod runs and the desired one, and
+// returns what changes in place: images (as DiffSpecs), labels and annotations. Any other
+// difference (env, command, volumes, probes, ...) is an error naming the first differing field,
+// as a JSON path under the template.
+func DiffTemplates(current, desired corev1.PodTemplateSpec, includeInit bool) (TemplateChange, error) {
+	images, err := DiffSpecs(current.Spec, desired.Spec, includeInit)
+	if err != nil {
+		return TemplateChange{}, fmt.Errorf("template.%w", err)
+	}
+	cur, want := current.ObjectMeta, desired.ObjectMeta
+	cur.Labels, cur.Annotations, want.Labels, want.Annotations = nil, nil, nil, nil
+	if !equality.Semantic.DeepEqual(cur, want) {
+		return TemplateChange{}, errors.New("template.metadata differs beyond labels and annotations: only container images, labels and annotations can change in place")
+	}
+	return TemplateChange{Images: images, Labels: mapChanges(current.Labels, desired.Labels),
+		Annotations: mapChanges(current.Annotations, desired.Annotations)}, nil
+}
+
+// mapChanges maps each key whose value differs from current to desired to its desired value,
+// nil when desired lacks it.
+func mapChanges(current, desired map[string]string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range desired {
+		if cv, ok := current[k]; !ok || cv != v {
+			out[k] = &v
+		}
+	}
+	for k := range current {
+		if _, ok := desired[k]; !ok {
+			out[k] = nil
+		}
+	}
+	return out
+}
+
 // firstDifference names the first field, as a JSON path under spec, where a and b differ.
 func firstDifference(a, b corev1.PodSpec) string {
 	var ma, mb any

@@ -1,7 +1,9 @@
 package inplace
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -188,4 +190,65 @@ func TestNormalizeImageRemembersABoundedNumber(t *testing.T) {
 			t.Errorf("normalizeImage(docker-pullable://nginx) = %q", got)
 		}
 	}
+}
+
+// TestDiffTemplates: images, labels and annotations change in place, each label or annotation
+// with its new value (nil: removed); any other difference names its field.
+func TestDiffTemplates(t *testing.T) {
+	base := corev1.PodTemplateSpec{Spec: testPod().Spec}
+	base.Labels = map[string]string{"app": "web", "app.kubernetes.io/version": "1.0", "helm.sh/chart": "web-1.0"}
+	base.Annotations = map[string]string{"checksum/config": "aaa", "team": "shop"}
+	v := func(s string) *string { return &s }
+	tests := []struct {
+		name        string
+		mutate      func(*corev1.PodTemplateSpec)
+		images      map[string]string
+		labels      map[string]*string
+		annotations map[string]*string
+		err         string
+	}{
+		{name: "nothing", mutate: func(*corev1.PodTemplateSpec) {}, images: map[string]string{}, labels: map[string]*string{}, annotations: map[string]*string{}},
+		{name: "a chart's bump: image, version label, chart label, config checksum", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Image = "reg.example/app:v2"
+			p.Labels["app.kubernetes.io/version"], p.Labels["helm.sh/chart"] = "2.0", "web-2.0"
+			p.Annotations["checksum/config"] = "bbb"
+		}, images: map[string]string{"app": "reg.example/app:v2"},
+			labels:      map[string]*string{"app.kubernetes.io/version": v("2.0"), "helm.sh/chart": v("web-2.0")},
+			annotations: map[string]*string{"checksum/config": v("bbb")}},
+		{name: "a label added and an annotation removed", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Labels["tier"] = "front"
+			delete(p.Annotations, "team")
+		}, images: map[string]string{}, labels: map[string]*string{"tier": v("front")}, annotations: map[string]*string{"team": nil}},
+		{name: "env changes with the image", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Image = "reg.example/app:v2"
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
+		}, err: "template.spec.containers[0].env differs"},
+		{name: "metadata beyond labels and annotations", mutate: func(p *corev1.PodTemplateSpec) { p.Finalizers = []string{"x"} },
+			err: "template.metadata differs beyond labels and annotations"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			desired := *base.DeepCopy()
+			tt.mutate(&desired)
+			got, err := DiffTemplates(base, desired, false)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error = %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if !reflect.DeepEqual(got.Images, tt.images) || !reflect.DeepEqual(got.Labels, tt.labels) || !reflect.DeepEqual(got.Annotations, tt.annotations) {
+				t.Errorf("DiffTemplates = %s, want images %v, labels %s, annotations %s", spew(got), tt.images, spew(tt.labels), spew(tt.annotations))
+			}
+		})
+	}
+}
+
+// spew shows a value with its pointers followed, for a failure message.
+func spew(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
