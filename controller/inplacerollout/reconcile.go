@@ -79,7 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, u *unstructured.Unstructured
 			fmt.Sprintf("not started: annotation %s is set; remove it and change the spec to roll out again", v1alpha1.AbortAnnotation), r.now())
 	case actInvalid:
 		msg := fmt.Sprintf("%s %s/%s: %v; nothing was changed", v1alpha1.Kind, obj.Namespace, obj.Name, specErr)
-		if rollout.Phase(obj.Status.Phase) != "" && !rollout.Phase(obj.Status.Phase).Terminal() {
+		if inFlight(obj) {
 			msg += fmt.Sprintf("; the rollout of the previous spec (%s) stays where it is, its workload held: fix the spec, and the fixed spec's rollout replaces it", obj.Status.RolloutID)
 		}
 		setFailed(next, ReasonInvalidSpec, msg, r.now())

@@ -182,7 +182,8 @@ func TestAbortAnnotation(t *testing.T) {
 }
 
 // TestInvalidSpecChangesNothing: a spec the engine refuses is said in the status, naming the
-// field, with reason InvalidSpec; nothing is changed and the object is not held.
+// field, with reason InvalidSpec; nothing is changed and the object is not held. The API server
+// refuses an edit of spec.target (the CRD's validation rule).
 func TestInvalidSpecChangesNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", 3)
@@ -196,6 +197,12 @@ func TestInvalidSpecChangesNothing(t *testing.T) {
 	}
 	checkSamePods(t, ns, "web", before, true)
 	checkTemplate(t, ns, "web", clitest.AppV1)
+
+	doc := fmt.Sprintf("apiVersion: inplace-rollout.io/v1alpha1\nkind: InPlaceRollout\nmetadata:\n  name: web\n  namespace: %s\nspec:\n"+
+		"  target: {kind: StatefulSet, name: other}\n  images: {app: %q}", ns, clitest.AppV2)
+	if out, errOut, code := kubectl(t, doc, "apply", "-f", "-"); code == 0 || !strings.Contains(errOut, "spec.target cannot change") {
+		t.Errorf("kubectl apply of another target: exit %d\n%s%s\nwant it refused, naming spec.target", code, out, errOut)
+	}
 }
 
 // TestTemplateIsLeftAlone: an object annotated as a template for Tekton CustomRuns gets no
