@@ -2,6 +2,7 @@ package inplacerollout
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
@@ -25,13 +26,15 @@ const (
 	actInvalid
 	// actNotStarted: the object is aborted and no rollout of its is in flight: start none.
 	actNotStarted
+	// actClearAccept: remove an accept annotation that names no paused batch.
+	actClearAccept
 	// actRollout: the next step of the rollout (accepting a paused batch first when asked).
 	actRollout
 	// actRollback: the next step of the rollback of the rollout in flight.
 	actRollback
 )
 
-var actionNames = [...]string{"None", "AddFinalizer", "RemoveFinalizer", "Invalid", "NotStarted", "Rollout", "Rollback"}
+var actionNames = [...]string{"None", "AddFinalizer", "RemoveFinalizer", "Invalid", "NotStarted", "ClearAccept", "Rollout", "Rollback"}
 
 func (a action) String() string { return actionNames[a] }
 
@@ -53,55 +56,82 @@ const (
 )
 
 // decide is what to do with obj, from the object alone: specOK says whether its spec converts
-// to a rollout. The order matters: a deleted object rolls back before anything else; a held
-// object whose rollout ended lets go; nothing starts before the finalizer holds the object.
-func decide(obj *v1alpha1.InPlaceRollout, specOK bool) decision {
+// to a rollout, targetOK whether its target names a workload (the rollback of a deleted or
+// aborted object needs only that). The order matters: a deleted object rolls back before
+// anything else; the finalizer goes only once the status says the workload was let go, so a
+// rollout that stopped for a person (Failed) still rolls back when deleted or aborted; nothing
+// starts before the finalizer holds the object.
+func decide(obj *v1alpha1.InPlaceRollout, specOK, targetOK bool) decision {
 	hold := slices.Contains(obj.Finalizers, Finalizer)
-	settled := settled(obj)
+	current := obj.Status.ObservedGeneration == obj.Generation
+	deleting := obj.DeletionTimestamp != nil
 	switch {
-	case obj.DeletionTimestamp != nil && !hold:
+	case deleting && !hold:
 		return decision{action: actNone}
-	case obj.DeletionTimestamp != nil && (settled || !specOK):
-		// An invalid spec names no workload to roll back: its rollout, if any, was the
-		// previous spec's, which a person rolls back (the status said so).
+	case deleting && (current && released(obj) || !targetOK):
+		// Let go, or never started: a target that names no workload holds none.
 		return decision{action: actRemoveFinalizer}
-	case obj.DeletionTimestamp != nil:
+	case deleting:
 		return decision{action: actRollback, why: stopDeleted}
-	case settled && hold:
+	case current && released(obj) && hold:
 		return decision{action: actRemoveFinalizer}
-	case settled:
+	case current && released(obj):
 		return decision{action: actNone}
-	case !specOK:
-		return decision{action: actInvalid}
-	case aborted(obj) && !inFlight(obj):
+	case aborted(obj) && (obj.Status.Phase == "" || released(obj) || !targetOK):
 		// Abort stops a rollout in flight; it never undoes one that ended, of this spec or an
 		// earlier one.
 		return decision{action: actNotStarted}
+	case current && stopped(obj) && !aborted(obj):
+		return decision{action: actNone}
+	case !specOK && !aborted(obj):
+		// Said in the status; no finalizer is needed for that.
+		return decision{action: actInvalid}
 	case !hold:
 		return decision{action: actAddFinalizer}
 	case aborted(obj):
 		return decision{action: actRollback, why: stopAborted}
+	case staleAccept(obj):
+		return decision{action: actClearAccept}
 	}
 	return decision{action: actRollout}
 }
 
-// settled reports whether obj's status is about its current spec and says its rollout ended:
-// there is nothing to do until the spec changes.
-func settled(obj *v1alpha1.InPlaceRollout) bool {
-	return obj.Status.ObservedGeneration == obj.Generation && ended(obj)
+// released reports whether obj's status, of any generation, says its rollout let the workload
+// go: succeeded, rolled back, or released part way.
+func released(obj *v1alpha1.InPlaceRollout) bool {
+	switch rollout.Phase(obj.Status.Phase) {
+	case rollout.PhaseSucceeded, rollout.PhaseRolledBack, rollout.PhaseReleased:
+		return true
+	}
+	return false
 }
 
-// ended reports whether obj's status, of any generation, says its rollout ended. A rollout
-// stopped on someone else's change to the template (phase Failed, reason TemplateChanged) has
-// not: it still holds the workload, and goes on once the template has the rollout's images again,
-// or rolls back when aborted.
-func ended(obj *v1alpha1.InPlaceRollout) bool {
-	return rollout.Phase(obj.Status.Phase).Terminal() && obj.Status.Reason != string(rollout.ReasonTemplateChanged)
+// stopped reports whether obj's status says its rollout stopped for a person (phase Failed: a
+// spec that is wrong or refused, an API error, something blocked, a rollback that could not
+// finish), which may still hold the workload: nothing is done until the spec changes, or the
+// object is aborted or deleted. A rollout stopped on someone else's change to the template
+// (reason TemplateChanged) is looked at still: it goes on once the template has the rollout's
+// images again.
+func stopped(obj *v1alpha1.InPlaceRollout) bool {
+	return rollout.Phase(obj.Status.Phase) == rollout.PhaseFailed && obj.Status.Reason != string(rollout.ReasonTemplateChanged)
 }
 
-// inFlight reports whether obj's status, of any generation, says its rollout has not ended.
+// inFlight reports whether obj's status, of any generation, says a rollout of its may hold the
+// workload.
 func inFlight(obj *v1alpha1.InPlaceRollout) bool {
-	return obj.Status.Phase != "" && !ended(obj)
+	return obj.Status.Phase != "" && !released(obj)
+}
+
+// staleAccept reports whether obj carries an accept annotation that names no batch its rollout
+// is paused on: one that was acted on, or set early. It goes, so that it never accepts a later
+// pause, of this rollout or the next.
+func staleAccept(obj *v1alpha1.InPlaceRollout) bool {
+	v, ok := obj.Annotations[v1alpha1.AcceptBatchAnnotation]
+	if !ok {
+		return false
+	}
+	p, paused := pauseOf(obj)
+	return !paused || v != strconv.Itoa(p.Batch)
 }
 
 // aborted reports whether obj carries the abort annotation.

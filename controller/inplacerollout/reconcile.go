@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
+	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
 // Resource is the InPlaceRollout objects' resource.
@@ -54,17 +56,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, u *unstructured.Unstructured
 		r.log().Warn("not an InPlaceRollout", "inplacerollout", u.GetNamespace()+"/"+u.GetName(), "err", err.Error())
 		return 0, nil
 	}
-	if template(obj) {
+	if template(obj) && !slices.Contains(obj.Finalizers, Finalizer) && obj.Status.Phase == "" {
+		// A spec for CustomRuns; one annotated so after its rollout began is finished as usual.
 		return 0, nil
 	}
 	spec, specErr := rollout.FromV1alpha1(&obj.Spec, rollout.Caller{Namespace: obj.Namespace, Holder: Holder(obj), HolderUID: obj.UID})
 	spec.Supersede = true
-	d := decide(obj, specErr == nil)
+	rb, targetOK := rollbackSpec(obj, spec, specErr == nil)
+	d := decide(obj, specErr == nil, targetOK)
 	switch d.action {
 	case actNone:
 		return 0, nil
 	case actAddFinalizer, actRemoveFinalizer:
 		return 0, r.setFinalizer(ctx, u, d.action == actAddFinalizer)
+	case actClearAccept:
+		return 0, r.clearAccept(ctx, u)
 	}
 	// A second decoding of u: a copy of obj that the step changes.
 	next, err := fromUnstructured(u)
@@ -79,17 +85,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, u *unstructured.Unstructured
 			fmt.Sprintf("not started: annotation %s is set; remove it and change the spec to roll out again", v1alpha1.AbortAnnotation), r.now())
 	case actInvalid:
 		msg := fmt.Sprintf("%s %s/%s: %v; nothing was changed", v1alpha1.Kind, obj.Namespace, obj.Name, specErr)
-		if inFlight(obj) {
+		if inFlight(obj) && obj.Status.RolloutID != "" {
 			msg += fmt.Sprintf("; the rollout of the previous spec (%s) stays where it is, its workload held: fix the spec, and the fixed spec's rollout replaces it", obj.Status.RolloutID)
 		}
 		setFailed(next, ReasonInvalidSpec, msg, r.now())
 	case actRollout:
 		requeue, stepErr = r.stepRollout(ctx, next, spec)
 	case actRollback:
-		requeue, stepErr = r.stepRollback(ctx, next, spec, d.why)
+		requeue, stepErr = r.stepRollback(ctx, next, rb, d.why)
 	}
 	if stepErr != nil {
-		stepErr = &rollout.StepError{Target: spec.Target, RolloutID: next.Status.RolloutID, Err: stepErr}
+		stepErr = &rollout.StepError{Target: rb.Target, RolloutID: next.Status.RolloutID, Err: stepErr}
 	}
 	if equality.Semantic.DeepEqual(next.Status, obj.Status) {
 		return requeue, stepErr
@@ -97,8 +103,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, u *unstructured.Unstructured
 	if err := r.writeStatus(ctx, u, next); err != nil {
 		return 0, err
 	}
-	r.logOutcome(obj, next, spec.Target)
+	r.logOutcome(obj, next, rb.Target)
 	return requeue, stepErr
+}
+
+// rollbackSpec is how obj's rollout rolls back when the object is deleted or aborted: at the
+// spec's pace, or, when the spec is wrong, at the defaults' (one pod at a time, the default
+// progress deadline) on its target, which cannot change (the CRD's rule). ok is false when the
+// target names no workload: no rollout of the object can have started.
+func rollbackSpec(obj *v1alpha1.InPlaceRollout, spec rollout.Spec, specOK bool) (rollout.RollbackSpec, bool) {
+	if specOK {
+		return spec.Rollback(), true
+	}
+	t := obj.Spec.Target
+	kind, err := workload.ParseKind(t.Kind)
+	ref := workload.Ref{Kind: kind, Namespace: obj.Namespace, Name: t.Name, Selector: t.Selector}
+	if err != nil || (kind == workload.Pods) != (t.Selector != "") || (kind == workload.Pods) == (t.Name != "") {
+		return rollout.RollbackSpec{Target: ref}, false
+	}
+	return rollout.RollbackSpec{Target: ref, Holder: Holder(obj), HolderUID: obj.UID, MaxUnavailable: intstr.FromInt32(1), Timeout: v1alpha1.DefaultTimeout}, true
 }
 
 // stepRollout takes the next step of obj's rollout, accepting its paused batch first when the
@@ -164,13 +187,14 @@ func (r *Reconciler) settle(obj *v1alpha1.InPlaceRollout, spec rollout.Spec, st 
 	return max(after, minRequeue)
 }
 
-// stepRollback takes the next step of the rollback of obj's rollout, which was deleted or aborted.
-func (r *Reconciler) stepRollback(ctx context.Context, obj *v1alpha1.InPlaceRollout, spec rollout.Spec, why stopReason) (time.Duration, error) {
+// stepRollback takes the next step of the rollback rb of obj's rollout, which was deleted or
+// aborted.
+func (r *Reconciler) stepRollback(ctx context.Context, obj *v1alpha1.InPlaceRollout, rb rollout.RollbackSpec, why stopReason) (time.Duration, error) {
 	reason, asked := string(rollout.ReasonRollbackRequested), fmt.Sprintf("aborted by annotation %s", v1alpha1.AbortAnnotation)
 	if why == stopDeleted {
 		reason, asked = ReasonDeleted, "deleted"
 	}
-	st, requeue, err := r.Engine.Abort(context.WithoutCancel(ctx), spec.Rollback(), prevStatus(obj))
+	st, requeue, err := r.Engine.Abort(context.WithoutCancel(ctx), rb, prevStatus(obj))
 	o := rollout.OutcomeOf(st, err)
 	switch o.Kind {
 	case rollout.BadInput:
@@ -180,15 +204,15 @@ func (r *Reconciler) stepRollback(ctx context.Context, obj *v1alpha1.InPlaceRoll
 			fmt.Sprintf("%s; nothing to roll back: %s; remove the annotation and change the spec to roll out again", asked, o.Problem+o.Fix.Choice()), r.now())
 		return 0, nil
 	case rollout.Retry, rollout.Unavailable, rollout.Interrupted:
-		return 0, fmt.Errorf("rolling back %s for %s %s/%s (%s): %w", spec.Target, v1alpha1.Kind, obj.Namespace, obj.Name, asked, err)
+		return 0, fmt.Errorf("rolling back %s for %s %s/%s (%s): %w", rb.Target, v1alpha1.Kind, obj.Namespace, obj.Name, asked, err)
 	case rollout.Refused, rollout.Blocked, rollout.Superseded:
-		setFailed(obj, ReasonRollbackIncomplete, fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %v", asked, spec.Target, err), r.now())
+		setFailed(obj, ReasonRollbackIncomplete, fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %v", asked, rb.Target, err), r.now())
 		return 0, nil
 	case rollout.RolledBack:
-		setStatus(obj, st, reason, fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", asked, spec.Target, rollout.OutcomeMessage(st)), r.now())
+		setStatus(obj, st, reason, fmt.Sprintf("%s; the rollout of %s was rolled back (%s)", asked, rb.Target, rollout.OutcomeMessage(st)), r.now())
 		return 0, nil
 	case rollout.NeedsPerson:
-		setStatus(obj, st, ReasonRollbackIncomplete, fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", asked, spec.Target, rollout.OutcomeMessage(st)), r.now())
+		setStatus(obj, st, ReasonRollbackIncomplete, fmt.Sprintf("%s; the rollback of %s is incomplete, a person must look: %s", asked, rb.Target, rollout.OutcomeMessage(st)), r.now())
 		return 0, nil
 	}
 	setStatus(obj, st, reason, fmt.Sprintf("%s; %s", asked, rollout.Summary(st)), r.now())
@@ -230,6 +254,19 @@ func (r *Reconciler) setFinalizer(ctx context.Context, u *unstructured.Unstructu
 			return nil
 		}
 		return fmt.Errorf("%s finalizer %s of %s %s/%s: %w", map[bool]string{true: "adding", false: "removing"}[hold], Finalizer, v1alpha1.Kind, u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
+}
+
+// clearAccept removes the accept annotation from u, with one update carrying the
+// resourceVersion read.
+func (r *Reconciler) clearAccept(ctx context.Context, u *unstructured.Unstructured) error {
+	next := u.DeepCopy()
+	annotations := next.GetAnnotations()
+	delete(annotations, v1alpha1.AcceptBatchAnnotation)
+	next.SetAnnotations(annotations)
+	if _, err := r.Client.Resource(Resource).Namespace(u.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing annotation %s, which names no paused batch, from %s %s/%s: %w", v1alpha1.AcceptBatchAnnotation, v1alpha1.Kind, u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
 }

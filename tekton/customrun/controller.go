@@ -170,6 +170,11 @@ func (c *Controller) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if ctx.Err() != nil {
+		// Stopping, or the Lease lost: the queue still hands out what it holds, but another
+		// replica may lead now, so no step more.
+		return false
+	}
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		c.queue.Forget(key)

@@ -214,6 +214,10 @@ func (c *Controller) nextOrphan(ctx context.Context) bool {
 		return false
 	}
 	defer c.orphanQueue.Done(target)
+	if ctx.Err() != nil {
+		// Stopping, or the Lease lost: no step more (next).
+		return false
+	}
 	o, ok := c.orphans.get(target)
 	if !ok {
 		c.orphanQueue.Forget(target)

@@ -62,9 +62,7 @@ func TestApplyRollsStatefulSetInPlace(t *testing.T) {
 			t.Errorf("kubectl describe statefulset web lists no %s Event", ev)
 		}
 	}
-	if got := hook.kinds(t, ns); !slices.Equal(got, []string{"succeeded"}) {
-		t.Errorf("the webhook heard %q, want one succeeded", got)
-	}
+	hook.waitKinds(t, ns, "succeeded")
 	want := fmt.Sprintf(`%s{namespace=%q,workload="StatefulSet/web"} 3`, metrics.PodsUpdated, ns)
 	if m := scrape(t, controller.HealthURL+"/metrics"); !strings.Contains(m, want) {
 		t.Errorf("the controller's /metrics has no line %q", want)
@@ -76,9 +74,7 @@ func TestApplyRollsStatefulSetInPlace(t *testing.T) {
 		t.Fatalf("after kubectl wait for the second spec returned: %v", err)
 	}
 	checkSamePods(t, ns, "web", before, false)
-	if got := hook.kinds(t, ns); !slices.Equal(got, []string{"succeeded", "succeeded"}) {
-		t.Errorf("the webhook heard %q, want succeeded twice", got)
-	}
+	hook.waitKinds(t, ns, "succeeded", "succeeded")
 }
 
 // TestEditMidRolloutSupersedes: a new spec applied while the rollout is in flight replaces it:
@@ -87,7 +83,8 @@ func TestEditMidRolloutSupersedes(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", 4)
 	before := recordPods(t, ns, "web")
-	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV2, `[1, 2, "100%"]`, "soak: 3s"))
+	// Long enough that the first spec cannot end before the second is applied.
+	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV2, `[1, 2, "100%"]`, "soak: 30s"))
 	waitRollout(t, ns, "web", "a pod updated", func(o *v1alpha1.InPlaceRollout) bool {
 		return current(o) && o.Status.Updated >= 1 && o.Status.Phase != "Succeeded"
 	})
@@ -123,9 +120,7 @@ func TestCrashImageRollsBack(t *testing.T) {
 	if res, err := kstatus.Compute(u); err != nil || res.Status != kstatus.FailedStatus {
 		t.Errorf("kstatus of the real status: %v (%v), want Failed", res, err)
 	}
-	if got := hook.kinds(t, ns); !slices.Equal(got, []string{"rolledBack"}) {
-		t.Errorf("the webhook heard %q, want one rolledBack", got)
-	}
+	hook.waitKinds(t, ns, "rolledBack")
 }
 
 // TestDeleteMidRolloutRollsBackFirst: an object deleted while its rollout is in flight (Argo CD
@@ -144,9 +139,7 @@ func TestDeleteMidRolloutRollsBackFirst(t *testing.T) {
 	waitGone(t, ns, "web")
 	checkSamePods(t, ns, "web", before, true)
 	checkTemplate(t, ns, "web", clitest.AppV1)
-	if got := hook.kinds(t, ns); !slices.Equal(got, []string{"rolledBack"}) {
-		t.Errorf("the webhook heard %q, want one rolledBack", got)
-	}
+	hook.waitKinds(t, ns, "rolledBack")
 }
 
 // TestAbortAnnotation: the abort annotation rolls the rollout in flight back; while it stays, a
@@ -228,8 +221,11 @@ func TestControllerKilledMidRolloutFinishes(t *testing.T) {
 	ns := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, ns, "web", 4)
 	before := recordPods(t, ns, "web")
-	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV2, `[1, 2, "100%"]`, "soak: 2s"))
-	waitRollout(t, ns, "web", "a pod updated", func(o *v1alpha1.InPlaceRollout) bool { return current(o) && o.Status.Updated >= 1 })
+	// Long enough that the rollout cannot end before the controller is killed.
+	applyRollout(t, ns, "web", statefulSetSpec(clitest.AppV2, `[1, 2, "100%"]`, "soak: 5s"))
+	waitRollout(t, ns, "web", "a pod updated, the rollout going on", func(o *v1alpha1.InPlaceRollout) bool {
+		return current(o) && o.Status.Updated >= 1 && o.Status.Phase != "Succeeded"
+	})
 	if err := controller.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -242,9 +238,7 @@ func TestControllerKilledMidRolloutFinishes(t *testing.T) {
 	}
 	checkSamePods(t, ns, "web", before, false)
 	waitRollout(t, ns, "web", "finalizer removed", func(o *v1alpha1.InPlaceRollout) bool { return !slices.Contains(o.Finalizers, inplacerollout.Finalizer) })
-	if got := hook.kinds(t, ns); !slices.Equal(got, []string{"succeeded"}) {
-		t.Errorf("the webhook heard %q, want one succeeded", got)
-	}
+	hook.waitKinds(t, ns, "succeeded")
 }
 
 // TestTemplateChangedWaitsForAPerson: someone else changing the StatefulSet's template in the

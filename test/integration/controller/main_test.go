@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +133,25 @@ func (h *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.errs = append(h.errs, fmt.Sprintf("posted to %s with Authorization %q", r.URL.Path, r.Header.Get("Authorization")))
 	default:
 		h.got = append(h.got, received{kind: strings.TrimPrefix(ev.Type, notify.EventTypePrefix), data: ev.Data})
+	}
+}
+
+// waitKinds waits until the notifications about workloads in namespace ns are want, in order
+// (deliveries are asynchronous), and fails the test with what came when they are not within a
+// while, or when more came.
+func (h *receiver) waitKinds(t *testing.T, ns string, want ...string) {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got = h.kinds(t, ns)
+		if len(got) >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the webhook heard %q about namespace %s, want %q", got, ns, want)
 	}
 }
 
