@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -215,4 +218,49 @@ func (p *OwnController) Kill() error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.kind.process, p.proc.cmd.Process.Pid)
 	}
+}
+
+// CheckRBAC compares the controller's config ClusterRole and Role with the calls its
+// ServiceAccount made (the audit log, Options.AuditLog with its user), and returns those calls
+// with their counts. The controller has no other role, so every call must be granted, every rule
+// used, and each grant named by needs with the tests that break without it. The Role (the Lease)
+// is namespaced to the controller's own namespace; the comparison, which does not tell
+// namespaces apart, takes its rules with the ClusterRole's.
+func (p *OwnController) CheckRBAC(needs []Need) (calls []string, err error) {
+	user := "system:serviceaccount:" + InplaceTektonNamespace + ":" + p.kind.serviceAccount
+	audited, err := p.c.AuditedCalls(user)
+	if err != nil {
+		return nil, err
+	}
+	byNamespace, err := p.c.AuditedCallsByNamespace(user)
+	if err != nil {
+		return nil, err
+	}
+	if len(audited) == 0 {
+		return nil, errors.New("the audit log holds no call of " + user)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	clusterRole, err := ReadClusterRole(filepath.Join(root, "config", p.kind.config, "clusterrole.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	role, err := ReadRole(filepath.Join(root, "config", p.kind.config, "role.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	ours := slices.Concat(clusterRole.Rules, role.Rules)
+	for c, n := range audited {
+		calls = append(calls, fmt.Sprintf("%s x%d", c, n))
+	}
+	sort.Strings(calls)
+	problems := CompareRole(nil, "", ours, audited)
+	byTest := CallsByTest(byNamespace)
+	problems = append(problems, CheckNeeds(ours, needs, byTest)...)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s\nevery call of %s, by test (its namespaces) or namespace:\n%s", strings.Join(problems, "\n"), user, FormatOpCalls(byTest))
+	}
+	return append(calls, "each grant, and the tests that break without it:", FormatNeeds(needs)), nil
 }

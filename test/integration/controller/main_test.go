@@ -96,7 +96,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "the RBAC check of config/controller's roles runs only when every test runs (no -run)")
 		return code
 	}
-	calls, err := checkRBAC(env)
+	calls, err := controller.CheckRBAC(needs())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "RBAC check of config/controller's roles against the calls the controller made:\n%v\n", err)
 		return 1

@@ -1,55 +1,8 @@
 package controller_test
 
 import (
-	"errors"
-	"fmt"
-	"path/filepath"
-	"slices"
-	"sort"
-	"strings"
-
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
-
-// checkRBAC compares config/controller's roles with the calls the controller made, from the
-// audit log: every call allowed, every rule used. It returns the calls, with their counts.
-func checkRBAC(c *cluster.Cluster) (calls []string, err error) {
-	audited, err := c.AuditedCalls(cluster.InplaceControllerUser)
-	if err != nil {
-		return nil, err
-	}
-	if len(audited) == 0 {
-		return nil, errors.New("the audit log holds no call of " + cluster.InplaceControllerUser)
-	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	clusterRole, err := cluster.ReadClusterRole(filepath.Join(root, "config", "controller", "clusterrole.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	role, err := cluster.ReadRole(filepath.Join(root, "config", "controller", "role.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	for c, n := range audited {
-		calls = append(calls, fmt.Sprintf("%s x%d", c, n))
-	}
-	sort.Strings(calls)
-	byNamespace, err := c.AuditedCallsByNamespace(cluster.InplaceControllerUser)
-	if err != nil {
-		return nil, err
-	}
-	ours := slices.Concat(clusterRole.Rules, role.Rules)
-	problems := cluster.CompareRole(nil, "", ours, audited)
-	byTest := cluster.CallsByTest(byNamespace)
-	problems = append(problems, cluster.CheckNeeds(ours, needs(), byTest)...)
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%s\nevery call of %s, by test (its namespaces) or namespace:\n%s", strings.Join(problems, "\n"), cluster.InplaceControllerUser, cluster.FormatOpCalls(byTest))
-	}
-	return append(calls, "each grant, and the tests that break without it:", cluster.FormatNeeds(needs())), nil
-}
 
 // needs names, for each grant of config/controller's roles, the tests (as cluster.CallsByTest
 // names them: by their namespaces) whose rollouts make the call the grant allows, and so break

@@ -1,58 +1,8 @@
 package tekton_test
 
 import (
-	"errors"
-	"fmt"
-	"path/filepath"
-	"slices"
-	"sort"
-	"strings"
-
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
-
-// checkRBAC compares config/tekton's ClusterRole and Role with the calls our controller's
-// ServiceAccount made, and returns those calls. The controller has no other role, so every
-// call must be granted and every rule used. The Role (the Lease) is namespaced to the
-// controller's own namespace; the comparison, which does not tell namespaces apart, takes its
-// rules with the ClusterRole's.
-func checkRBAC(c *cluster.Cluster) (calls []string, err error) {
-	audited, err := c.AuditedCalls(cluster.InplaceTektonUser)
-	if err != nil {
-		return nil, err
-	}
-	byNamespace, err := c.AuditedCallsByNamespace(cluster.InplaceTektonUser)
-	if err != nil {
-		return nil, err
-	}
-	if len(audited) == 0 {
-		return nil, errors.New("the audit log holds no call of " + cluster.InplaceTektonUser)
-	}
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	clusterRole, err := cluster.ReadClusterRole(filepath.Join(root, "config", "tekton", "clusterrole.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	role, err := cluster.ReadRole(filepath.Join(root, "config", "tekton", "role.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	ours := slices.Concat(clusterRole.Rules, role.Rules)
-	for c, n := range audited {
-		calls = append(calls, fmt.Sprintf("%s x%d", c, n))
-	}
-	sort.Strings(calls)
-	problems := cluster.CompareRole(nil, "", ours, audited)
-	byTest := cluster.CallsByTest(byNamespace)
-	problems = append(problems, cluster.CheckNeeds(ours, needs(), byTest)...)
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%s\nevery call of %s, by test (its namespaces) or namespace:\n%s", strings.Join(problems, "\n"), cluster.InplaceTektonUser, cluster.FormatOpCalls(byTest))
-	}
-	return append(calls, "each grant, and the tests that break without it:", cluster.FormatNeeds(needs())), nil
-}
 
 // needs names, for each grant of config/tekton's roles, the tests (as cluster.CallsByTest names
 // them: by their namespaces) whose runs make the call the grant allows, and so break without
