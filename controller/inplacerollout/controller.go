@@ -9,13 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/keyqueue"
+	"github.com/inplace-rollout/inplace-rollout/internal/orphan"
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
@@ -26,9 +27,6 @@ const (
 	// resync lists every object again now and then, so that an object whose timer was lost
 	// (its requeue is kept in memory only) is looked at anyway.
 	resync = 5 * time.Minute
-	// Retry pacing of an object whose step failed with an error worth a retry.
-	firstBackoff = time.Second
-	maxBackoff   = 30 * time.Second
 )
 
 // Options configure a Controller.
@@ -45,14 +43,16 @@ type Options struct {
 
 // Controller reconciles InPlaceRollout objects: a shared informer lists and watches them, a
 // rate-limited queue hands each object to one worker at a time, and the Reconciler takes its
-// steps.
+// steps. A scan finds the rollouts of objects deleted without their finalizer and rolls them
+// back.
 type Controller struct {
 	reconciler *Reconciler
 	informer   cache.SharedIndexInformer
-	queue      workqueue.TypedRateLimitingInterface[string]
+	loop       *keyqueue.Loop[*unstructured.Unstructured]
 	workers    int
 	log        *slog.Logger
 	synced     atomic.Bool
+	orphans    *orphan.Scanner
 }
 
 // New builds a controller; Watch and Reconcile run it. engine drives the rollouts; client reads
@@ -67,15 +67,20 @@ func New(client dynamic.Interface, engine *rollout.Engine, opts Options) *Contro
 		workers = DefaultWorkers
 	}
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, resync, opts.Namespace, nil)
-	return &Controller{
+	c := &Controller{
 		reconciler: &Reconciler{Engine: engine, Client: client, Log: log, Now: opts.Now},
 		informer:   factory.ForResource(Resource).Informer(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](firstBackoff, maxBackoff),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "inplacerollouts"}),
-		workers: workers,
-		log:     log,
+		workers:    workers,
+		log:        log,
 	}
+	c.loop = &keyqueue.Loop[*unstructured.Unstructured]{Queue: keyqueue.NewQueue("inplacerollouts"), Get: c.get,
+		Reconcile: c.reconciler.Reconcile, LogKey: "inplacerollout", Log: log}
+	c.orphans = orphan.New(orphan.Config{Kind: v1alpha1.Kind, Prefix: HolderPrefix, Namespace: opts.Namespace, Engine: engine, Log: log,
+		Get: c.uid,
+		// With the resync of the objects: a deletion missed (the watch reconnecting, the
+		// process not leading then) is found within the same time as an object's lost timer.
+		Every: resync})
+	return c
 }
 
 // Synced reports whether the objects have been listed.
@@ -85,8 +90,11 @@ func (c *Controller) Synced() bool { return c.synced.Load() }
 // does not lead keeps its cache warm. It returns once the objects are listed.
 func (c *Controller) Watch(ctx context.Context) error {
 	if _, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		AddFunc:    c.loop.Enqueue,
+		UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
+		// Without its finalizer (removed by hand, or force-deleted), an object's rollout is
+		// left to the scan.
+		DeleteFunc: func(any) { c.orphans.Deleted() },
 	}); err != nil {
 		return fmt.Errorf("watching %s objects: %w", v1alpha1.Kind, err)
 	}
@@ -98,73 +106,31 @@ func (c *Controller) Watch(ctx context.Context) error {
 	return nil
 }
 
-// Reconcile runs the workers until ctx ends. Watch must have returned first.
+// Reconcile runs the workers, and the scan for the rollouts of deleted objects, until ctx ends.
+// Watch must have returned first.
 func (c *Controller) Reconcile(ctx context.Context) {
 	c.log.Info("reconciling", "apiVersion", v1alpha1.APIVersion, "kind", v1alpha1.Kind, "workers", c.workers)
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	// Objects listed before this replica led were queued then; the queue has kept them.
 	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
+	wg.Go(func() { c.loop.Run(ctx, c.workers) })
+	wg.Go(func() { c.orphans.Run(ctx) })
 	wg.Wait()
 }
 
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return
-	}
-	c.queue.Add(key)
-}
-
-// next reconciles the next object of the queue; false once the queue shut down.
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if ctx.Err() != nil {
-		// Stopping, or the Lease lost: the queue still hands out what it holds, but another
-		// replica may lead now, so no step more.
-		return false
-	}
+// get reads the object of key from the cache.
+func (c *Controller) get(key string) (*unstructured.Unstructured, bool, error) {
 	item, exists, err := c.informer.GetStore().GetByKey(key)
 	if err != nil {
-		c.queue.AddRateLimited(key)
-		return true
+		return nil, false, err
 	}
 	u, ok := item.(*unstructured.Unstructured)
-	if !exists || !ok {
-		c.queue.Forget(key)
-		return true
+	return u, exists && ok, nil
+}
+
+// uid is the UID of the object ns/name in the cache, if it is there.
+func (c *Controller) uid(ns, name string) (types.UID, bool) {
+	u, exists, err := c.get(ns + "/" + name)
+	if err != nil || !exists {
+		return "", false
 	}
-	requeue, err := c.reconciler.Reconcile(ctx, u)
-	if err != nil {
-		log := c.log.With("inplacerollout", key)
-		var re *rollout.StepError
-		if errors.As(err, &re) {
-			log = log.With(re.LogAttrs()...)
-		}
-		if apierrors.IsConflict(err) {
-			// The object changed since it was read: its update is queued already.
-			log.Info("object changed during the step, deciding again", "error", err.Error())
-		} else {
-			log.Warn("step failed, retrying", "error", err.Error())
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	if requeue > 0 {
-		c.queue.AddAfter(key, requeue)
-	}
-	return true
+	return u.GetUID(), true
 }

@@ -25,8 +25,9 @@ type Target struct {
 	// RolloutID identifies the rollout; Revision is the workload revision of the target.
 	RolloutID string
 	Revision  string
-	// Labels are set on the pod in the same write as the images, and put back by a revert.
-	Labels map[string]string
+	// Labels and Annotations are set on the pod in the same write as the images, and put back
+	// by a revert; an empty value removes the key.
+	Labels, Annotations map[string]string
 	// Supersedes lists earlier rollout IDs that this one replaces while in flight: a pod still
 	// carrying their state keeps its BeforeImages, so a revert goes back to what the pod ran
 	// before the first of them.
@@ -68,6 +69,9 @@ func (p Plan) String() string {
 func Diff(pod *corev1.Pod, target Target) (Plan, error) {
 	if err := CheckImages(pod.Spec, target.Images, target.IncludeInit); err != nil {
 		return Plan{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if _, ok := target.Annotations[StateAnnotation]; ok {
+		return Plan{}, fmt.Errorf("pod %s/%s: annotation %s is the in-place update's own record; a rollout cannot set it", pod.Namespace, pod.Name, StateAnnotation)
 	}
 	var plan Plan
 	for _, list := range []struct {

@@ -155,12 +155,7 @@ func imagesChanged(pod *corev1.Pod, st *State) bool {
 			return true
 		}
 	}
-	for k, l := range st.Labels {
-		if pod.Labels[k] != l.Before {
-			return true
-		}
-	}
-	return false
+	return !st.metaAt(pod, true)
 }
 
 func revertPatched(pod *corev1.Pod, st *State) bool {
@@ -169,12 +164,7 @@ func revertPatched(pod *corev1.Pod, st *State) bool {
 			return false
 		}
 	}
-	for k, l := range st.Labels {
-		if pod.Labels[k] != l.Before {
-			return false
-		}
-	}
-	return true
+	return st.metaAt(pod, true)
 }
 
 // RevertImageError is a revert refused because the pod's state names an image the rollout did

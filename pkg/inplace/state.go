@@ -3,6 +3,7 @@ package inplace
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -50,10 +51,12 @@ type State struct {
 	StartedAt  time.Time        `json:"startedAt"`
 	Containers []ContainerState `json:"containers"`
 	// Labels are pod labels set together with the images (a workload's revision label), with
-	// the values a revert puts back.
-	Labels map[string]LabelChange `json:"labels,omitempty"`
-	Stage  Stage                  `json:"stage"`
-	Reason string                 `json:"reason,omitempty"`
+	// the values a revert puts back; Annotations the same for annotations (those a workload's
+	// template changed along with its images).
+	Labels      map[string]LabelChange `json:"labels,omitempty"`
+	Annotations map[string]LabelChange `json:"annotations,omitempty"`
+	Stage       Stage                  `json:"stage"`
+	Reason      string                 `json:"reason,omitempty"`
 	// Failure is the code of a Failed stage's Reason; states written before it was recorded
 	// have none (see FailureCode).
 	Failure FailureCode `json:"failure,omitempty"`
@@ -99,7 +102,8 @@ type ContainerState struct {
 	RevertImage string `json:"revertImage,omitempty"`
 }
 
-// LabelChange is one label set with the images. An empty Before means the label was absent.
+// LabelChange is one label or annotation set with the images. An empty Before means the key was
+// absent; an empty After, that the update removes it.
 type LabelChange struct {
 	Before string `json:"before,omitempty"`
 	After  string `json:"after"`
@@ -216,6 +220,10 @@ func (s *State) check(pod *corev1.Pod) error {
 			}
 		}
 	}
+	if _, ok := s.Annotations[StateAnnotation]; ok {
+		// A revert would overwrite the record it reverts by.
+		return fmt.Errorf("annotations names %s, the state itself", StateAnnotation)
+	}
 	return nil
 }
 
@@ -277,12 +285,7 @@ func (s *State) moveTo(stage Stage, now time.Time, reason string, failure Failur
 func (s *State) clone() *State {
 	c := *s
 	c.Containers = append([]ContainerState(nil), s.Containers...)
-	if s.Labels != nil {
-		c.Labels = make(map[string]LabelChange, len(s.Labels))
-		for k, v := range s.Labels {
-			c.Labels[k] = v
-		}
-	}
+	c.Labels, c.Annotations = maps.Clone(s.Labels), maps.Clone(s.Annotations)
 	return &c
 }
 
@@ -299,4 +302,26 @@ func (s Stage) Known() bool {
 // Terminal reports whether the stage needs no further step from the updater.
 func (s Stage) Terminal() bool {
 	return s == StageUpdated || s == StageFailed || s == StageRolledBack
+}
+
+// metaAt reports whether the pod carries every label and annotation st sets with the images at
+// its value before the update (before) or after it.
+func (s *State) metaAt(pod *corev1.Pod, before bool) bool {
+	at := func(l LabelChange) string {
+		if before {
+			return l.Before
+		}
+		return l.After
+	}
+	for k, l := range s.Labels {
+		if pod.Labels[k] != at(l) {
+			return false
+		}
+	}
+	for k, l := range s.Annotations {
+		if pod.Annotations[k] != at(l) {
+			return false
+		}
+	}
+	return true
 }

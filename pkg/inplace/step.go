@@ -108,6 +108,13 @@ func (b *patchBuilder) patchImages(st *State, reverting bool) *patchBuilder {
 			b.label(k, l.After)
 		}
 	}
+	for k, l := range st.Annotations {
+		if reverting {
+			b.annotation(k, l.Before)
+		} else {
+			b.annotation(k, l.After)
+		}
+	}
 	return b
 }
 
@@ -124,6 +131,20 @@ func (b *patchBuilder) label(key, value string) *patchBuilder {
 		b.labels[key] = nil
 	} else {
 		b.labels[key] = value
+	}
+	return b
+}
+
+// annotation sets an annotation, or removes it when value is empty. Never the state's own
+// (Diff refuses a target that names it, and ReadState a state).
+func (b *patchBuilder) annotation(key, value string) *patchBuilder {
+	if b.annotations == nil {
+		b.annotations = map[string]any{}
+	}
+	if value == "" {
+		b.annotations[key] = nil
+	} else {
+		b.annotations[key] = value
 	}
 	return b
 }

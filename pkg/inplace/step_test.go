@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -450,5 +451,64 @@ func TestTargetOnTheCurrentImageIsANoOp(t *testing.T) {
 				t.Errorf("the updater sent %v, want %v", sent, want)
 			}
 		})
+	}
+}
+
+// TestLabelsAndAnnotationsGoWithTheImages: a target's labels and annotations are written in the
+// image patch (an empty value removes the key), recorded with the values before, and a revert
+// puts those back (removing a key the update added) in its own image patch.
+func TestLabelsAndAnnotationsGoWithTheImages(t *testing.T) {
+	pod := testPod()
+	pod.Labels = map[string]string{"controller-revision-hash": "web-1", "app.kubernetes.io/version": "1.0", "stale": "x"}
+	pod.Annotations = map[string]string{"checksum/config": "aaa", "gone": "y"}
+	target := Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1",
+		Labels:      map[string]string{"controller-revision-hash": "web-2", "app.kubernetes.io/version": "2.0", "stale": "", "added": "z"},
+		Annotations: map[string]string{"checksum/config": "bbb", "gone": "", "new": "n"}}
+	s, err := NextUpdate(pod, target, Options{}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updated := apply(t, pod, s)
+	wantLabels := map[string]string{"controller-revision-hash": "web-2", "app.kubernetes.io/version": "2.0", "added": "z"}
+	wantAnnotations := map[string]string{"checksum/config": "bbb", "new": "n"}
+	checkMeta := func(what string, p *corev1.Pod, labels, annotations map[string]string) {
+		t.Helper()
+		got := maps.Clone(p.Annotations)
+		delete(got, StateAnnotation)
+		if !maps.Equal(p.Labels, labels) || !maps.Equal(got, annotations) {
+			t.Errorf("%s: labels %v, annotations %v; want %v and %v", what, p.Labels, got, labels, annotations)
+		}
+	}
+	checkMeta("after the update's patch", updated, wantLabels, wantAnnotations)
+	if updated.Spec.Containers[0].Image != "reg.example/app:v2" {
+		t.Errorf("image %s after the update's patch, want v2 in the same write", updated.Spec.Containers[0].Image)
+	}
+	st := mustState(t, updated)
+	if got := st.Annotations["gone"]; got != (LabelChange{Before: "y"}) {
+		t.Errorf("state records annotation gone as %+v, want before y, after removed", got)
+	}
+	if got := st.Labels["added"]; got != (LabelChange{After: "z"}) {
+		t.Errorf("state records label added as %+v, want before absent, after z", got)
+	}
+
+	// The update failed: the revert puts every key back as it was.
+	st.moveTo(StageFailed, t0, "crash", FailureCrashLoop)
+	updated.Annotations[StateAnnotation] = st.encode()
+	r, err := NextRevert(updated, Options{}, t0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reverted := apply(t, updated, r)
+	checkMeta("after the revert's patch", reverted, pod.Labels, pod.Annotations)
+	if !revertPatched(reverted, mustState(t, reverted)) {
+		t.Error("revertPatched is false after the revert's patch")
+	}
+}
+
+// TestTargetMaySetNoStateAnnotation: a target naming the state annotation is refused.
+func TestTargetMaySetNoStateAnnotation(t *testing.T) {
+	target := Target{Images: map[string]string{"app": "reg.example/app:v2"}, RolloutID: "r1", Annotations: map[string]string{StateAnnotation: "{}"}}
+	if _, err := NextUpdate(testPod(), target, Options{}, t0); err == nil || !strings.Contains(err.Error(), StateAnnotation) {
+		t.Errorf("NextUpdate = %v, want an error naming %s", err, StateAnnotation)
 	}
 }

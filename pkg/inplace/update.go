@@ -39,7 +39,7 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 	if err != nil {
 		return Step{}, err
 	}
-	if plan.NoOp() && labelsSet(pod, target.Labels) {
+	if plan.NoOp() && metaSet(pod, target) {
 		if !superseding {
 			return Step{Done: true, Reason: plan.String()}, nil
 		}
@@ -90,7 +90,7 @@ func Refusal(pod *corev1.Pod, st *State, target Target, now time.Time) *Ineligib
 		return nil // no plan toward target is refused: the plan need not be worked out
 	}
 	plan, err := Diff(pod, target)
-	if err != nil || plan.NoOp() && labelsSet(pod, target.Labels) && (!superseding || !imagesChanged(pod, st)) {
+	if err != nil || plan.NoOp() && metaSet(pod, target) && (!superseding || !imagesChanged(pod, st)) {
 		return nil
 	}
 	var ie *IneligibleError
@@ -163,18 +163,12 @@ func startState(pod *corev1.Pod, st *State, plan Plan, target Target, supersedin
 		}
 		next.Containers = append(next.Containers, c)
 	}
-	for k, v := range target.Labels {
-		if next.Labels == nil {
-			next.Labels = map[string]LabelChange{}
-		}
-		before := pod.Labels[k]
-		if superseding {
-			if prev, ok := st.Labels[k]; ok {
-				before = prev.Before
-			}
-		}
-		next.Labels[k] = LabelChange{Before: before, After: v}
+	var prevLabels, prevAnnotations map[string]LabelChange
+	if superseding {
+		prevLabels, prevAnnotations = st.Labels, st.Annotations
 	}
+	next.Labels = metaChanges(pod.Labels, target.Labels, prevLabels)
+	next.Annotations = metaChanges(pod.Annotations, target.Annotations, prevAnnotations)
 	if !superseding {
 		return next, nil
 	}
@@ -190,6 +184,28 @@ func startState(pod *corev1.Pod, st *State, plan Plan, target Target, supersedin
 	}
 	next.StartedAt = st.StartedAt
 	return next, nil
+}
+
+// metaChanges records each key of target (labels or annotations) with the value the pod has
+// now, or the one a superseded update recorded (prev) as before it, and its target value; a key
+// the superseded update set and target does not name keeps its record, so that a revert still
+// puts it back. Nil for no keys.
+func metaChanges(have, target map[string]string, prev map[string]LabelChange) map[string]LabelChange {
+	if len(target) == 0 && len(prev) == 0 {
+		return nil
+	}
+	out := make(map[string]LabelChange, len(target)+len(prev))
+	for k, p := range prev {
+		out[k] = p
+	}
+	for k, v := range target {
+		before := have[k]
+		if p, ok := prev[k]; ok {
+			before = p.Before
+		}
+		out[k] = LabelChange{Before: before, After: v}
+	}
+	return out
 }
 
 // enter writes st at the given stage with the stage's side effect: the readiness gate False for
@@ -324,10 +340,16 @@ func fail(pod *corev1.Pod, st *State, now time.Time, code FailureCode, reason st
 	return s
 }
 
-// labelsSet reports whether the pod carries every label with its value.
-func labelsSet(pod *corev1.Pod, labels map[string]string) bool {
-	for k, v := range labels {
+// metaSet reports whether the pod carries every label and annotation of target with its value
+// (an empty value: without the key).
+func metaSet(pod *corev1.Pod, target Target) bool {
+	for k, v := range target.Labels {
 		if pod.Labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range target.Annotations {
+		if pod.Annotations[k] != v {
 			return false
 		}
 	}

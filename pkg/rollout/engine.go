@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -147,6 +148,12 @@ func (e *Engine) updater(grace, deadline time.Duration, log *slog.Logger) *inpla
 // (decideStart), observing what the network tells only once the decision needs it, and takes
 // the step.
 func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock *Record, hash string) (Status, time.Duration, error) {
+	if spec.TemplateOwned {
+		var err error
+		if w, err = workload.Owned(w); err != nil {
+			return Status{}, 0, err
+		}
+	}
 	c := observeStart(spec, w, lock, e.PullerImage != "")
 	d := decideStart(c, spec, lock, hash, e.now())
 	for d.action == startLook {
@@ -233,7 +240,7 @@ func observeStart(spec Spec, w workload.Observed, lock *Record, canPrePull bool)
 		if !inplace.PodReady(p) {
 			c.unready = append(c.unready, p.Name)
 		}
-		if w.Counted(p, spec.Images, nil) {
+		if w.Counted(p, spec.Images, spec.Labels) && annotated(p, spec.Annotations) {
 			c.onTarget++
 		}
 	}
@@ -356,6 +363,7 @@ func decideStart(c *startCensus, spec Spec, lock *Record, hash string, now time.
 		// Recorded now, for the workload to be handed back as it was.
 		PreviousImages:   c.previousImages,
 		PreviousStrategy: c.previousStrategy,
+		TemplateOwned:    spec.TemplateOwned,
 	}
 	if lock != nil && next.RolloutID == lock.RolloutID {
 		// Started again within the second the last one did: the pods must tell them apart.
@@ -475,6 +483,11 @@ type supersedeCensus struct {
 func observeSupersede(spec Spec, w workload.Observed, lock *Record) *supersedeCensus {
 	c := &supersedeCensus{ref: w.Ref()}
 	c.imagesErr = workload.CheckImages(w, spec.Images, spec.IncludeInit)
+	if spec.TemplateOwned && lock.TemplateOwned {
+		// The owner's template must have the new images: w is Owned (load), whose CheckStart
+		// says so, and that its strategy is still OnDelete.
+		c.imagesErr = w.CheckStart(spec.Images, spec.IncludeInit)
+	}
 	c.keepErr = workload.CheckKeep(w, spec.Keep)
 	c.statesErr = checkStates(w)
 	if lock.BeforeImages != nil {
@@ -501,9 +514,17 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, n
 		return refuse(&InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
 			c.ref, lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede})
 	}
+	if spec.TemplateOwned != lock.TemplateOwned {
+		return refuse(invalid("%s: rollout %s brings its pods to %s, and this one to %s; roll it back first, then start the new rollout",
+			c.ref, lock.RolloutID, templateOf(lock.TemplateOwned), templateOf(spec.TemplateOwned)))
+	}
 	switch lock.Phase {
 	case PhaseProgressing, PhasePaused, PhaseHolding:
 	case PhaseHalted:
+		if lock.TemplateOwned {
+			// The owner changed its template again: the new revision supersedes.
+			break
+		}
 		return refuse(invalid("%s: rollout %s stopped because someone else changed the template (%s); roll it back first, then start the new rollout", c.ref, lock.RolloutID, lock.Message))
 	default:
 		return refuse(invalid("%s: rollout %s is %s; wait for it to finish before starting another", c.ref, lock.RolloutID, lock.Phase))
@@ -529,12 +550,37 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, n
 	next.RolloutID = rolloutID(hash, now)
 	next.SpecHash = hash
 	next.Images = c.pin.images
+	if lock.TemplateOwned {
+		// The previous images are the owner's template, now the new one: a pod its controller
+		// creates from it is the template's, not a stray a rollback takes back (see
+		// workload.Owned).
+		next.PreviousImages = maps.Clone(c.pin.images)
+	}
 	next.StartedAt = now.UTC().Truncate(time.Second)
 	next.Phase, next.Message, next.Reason = PhaseProgressing, "", ""
 	next.AcceptedPods, next.AcceptedAll, next.HeldAt, next.Analysis = 0, false, 0, nil
 	// The new rollout counts its own pods updated, from none.
 	next.Reported = 0
 	return supersedeDecision{next: &next}
+}
+
+// annotated reports whether the pod carries every annotation with its value (an empty value:
+// without the key), as a rollout to the owner's template sets them.
+func annotated(p *corev1.Pod, annotations map[string]string) bool {
+	for k, v := range annotations {
+		if p.Annotations[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// templateOf says whose template a rollout brings the pods to.
+func templateOf(owned bool) string {
+	if owned {
+		return "the template its owner wrote"
+	}
+	return "images it writes in the template"
 }
 
 // ended reports the end of the rollout lock records, which no longer holds the workload.

@@ -31,6 +31,10 @@ type pinning struct {
 
 // pinMode is the spec's pin-digests mode, auto when unset.
 func (s Spec) pinMode() string {
+	if s.TemplateOwned {
+		// The pods run the template's images as its owner spelled them.
+		return PinNever
+	}
 	if s.PinDigests == "" {
 		return PinAuto
 	}

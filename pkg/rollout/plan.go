@@ -49,6 +49,11 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	if spec.TemplateOwned {
+		if w, err = workload.Owned(w); err != nil {
+			return Plan{}, err
+		}
+	}
 	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
 		return Plan{}, err
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -237,7 +238,8 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 		c.revisionPending = true
 		return c, nil
 	}
-	c.target = inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID, Labels: labels, Supersedes: lock.Superseded}
+	c.target = inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID,
+		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations, Supersedes: lock.Superseded}
 	c.refused, c.waiting = map[string]*inplace.IneligibleError{}, map[string]bool{}
 	c.read = e.stateReader()
 	pods := w.Pods()
@@ -430,10 +432,18 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, fo
 	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages
 	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide",
 		reason, st.Updated, st.Total, w.Ref())
+	if lock.TemplateOwned {
+		// Its owner applied a new template: a rollout to it supersedes this one.
+		st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images); a rollout to the new template goes on from there",
+			reason, st.Updated, st.Total)
+	}
 	if halting {
+		next := fmt.Sprintf("%s stays frozen until the template has the rollout's images again or the rollout is rolled back", w.Ref())
+		if lock.TemplateOwned {
+			next = "a rollout to the new template goes on from there"
+		}
 		e.outcome(ctx, w, lock.RolloutID, milestone(corev1.EventTypeWarning, EventRolloutHalted, lock.RolloutID,
-			"halted: %s; nothing was rolled back, and %s stays frozen until the template has the rollout's images again or the rollout is rolled back", reason, w.Ref()),
-			NotifyNeedsPerson, st)
+			"halted: %s; nothing was rolled back, and %s", reason, next), NotifyNeedsPerson, st)
 	}
 	return st, 0, nil
 }
@@ -598,4 +608,18 @@ func recordTouched(stateOf []podRollout, lock *Record, work []*corev1.Pod) (*Rec
 		next.TouchedMore = max(next.TouchedMore, len(unnamed))
 	}
 	return &next, len(next.Touched) != len(lock.Touched) || next.TouchedMore != lock.TouchedMore
+}
+
+// withLabels is the revision labels with the spec's labels (a rollout to the workload's own
+// template has only the latter, see workload.Owned).
+func withLabels(revision, spec map[string]string) map[string]string {
+	if len(spec) == 0 {
+		return revision
+	}
+	out := maps.Clone(revision)
+	if out == nil {
+		out = make(map[string]string, len(spec))
+	}
+	maps.Copy(out, spec)
+	return out
 }

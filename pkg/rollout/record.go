@@ -51,6 +51,10 @@ type Record struct {
 	// PreviousStrategy is the workload's update strategy before the rollout, as the workload
 	// records it.
 	PreviousStrategy json.RawMessage `json:"previousStrategy,omitempty"`
+	// TemplateOwned says the rollout brings the pods to the workload's own template, its
+	// owner's (Spec.TemplateOwned): it writes nothing on the workload but this lock, and a
+	// rollback reverts the pods and leaves the template.
+	TemplateOwned bool `json:"templateOwned,omitempty"`
 	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
 	Superseded []string `json:"superseded,omitempty"`
 	// Touched names the pods the rollout, and those it superseded, set out to update, each
@@ -158,6 +162,15 @@ func (e *Engine) load(ctx context.Context, ref Ref) (workload.Workload, *Record,
 	r, err := recordOf(w.Ref(), w.Lock())
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", w.Ref(), err)
+	}
+	if r != nil && r.Active() && r.TemplateOwned {
+		// Every step of a rollout to the owner's template, its rollback included, leaves the
+		// workload's spec to its owner.
+		ow, err := workload.Owned(w)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading %s: %w", w.Ref(), err)
+		}
+		w = ow
 	}
 	return w, r, nil
 }

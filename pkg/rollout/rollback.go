@@ -109,7 +109,16 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	case lock.Phase == PhaseProgressing, lock.Phase == PhasePaused, lock.Phase == PhaseHalted, lock.Phase == PhaseHolding:
 		return e.beginRollback(ctx, w, lock, ReasonRollbackRequested, rollbackRequested(lock, spec), Status{RolloutID: lock.RolloutID, Total: w.Replicas()})
 	}
-	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout.
+	// Succeeded: freeze the workload again, then revert the pods as for a failed rollout; a
+	// rollout to the owner's template writes the lock alone, as it did (load wraps only a lock
+	// in flight).
+	if lock.TemplateOwned {
+		ow, err := workload.Owned(w)
+		if err != nil {
+			return Status{}, 0, err
+		}
+		w = ow
+	}
 	next := *lock
 	next.Phase, next.Message, next.Reason = PhaseRollingBack, "rollback requested", ReasonRollbackRequested
 	if err := w.Start(ctx, next.encode(), next.Images); err != nil {
@@ -406,6 +415,9 @@ func revertOrder(todo []podState) []podState {
 // template someone else changed during the rollout keeps their images unless the rollback
 // restores the template.
 func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *Record, rolledBack int) string {
+	if lock.TemplateOwned {
+		return fmt.Sprintf("rolled back %d pods; %s keeps its template, which its owner wrote: %s", rolledBack, c.ref, lock.Message)
+	}
 	if c.foreign != nil && !spec.RestoreTemplate {
 		return fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
 			rolledBack, mustJSON(lock.PreviousImages), mustJSON(c.foreign), c.ref, mustJSON(lock.PreviousImages), lock.Message)

@@ -96,6 +96,17 @@ type Spec struct {
 	// PrePull pulls a batch's new images onto its nodes, one puller pod per node, before any pod
 	// of the batch restarts.
 	PrePull bool
+	// TemplateOwned says the workload's template is its owner's (a GitOps tool applies it from
+	// Git): the rollout brings the pods to that template in place and writes nothing on the
+	// workload but its lock, never its spec (see workload.Owned); a rollback reverts the pods
+	// and leaves the template. Images must be the template's, and are never pinned to digests:
+	// the pods run them as the owner spelled them. StatefulSets and DaemonSets only.
+	TemplateOwned bool
+	// Labels and Annotations are set on each pod in the same write as its images, and put back
+	// by a rollback; an empty value removes the key. With TemplateOwned only: the revision
+	// labels of the template revision the driver rolls to, and the labels and annotations that
+	// revision changed.
+	Labels, Annotations map[string]string
 	// Rerun says the caller asks for the rollout anew (a command run) rather than calling again
 	// for one it drives (the Argo plugins call at every reconcile of a Rollout): a rollout of the
 	// same spec that succeeded pinned to digests starts again when a tag now names other content.
@@ -225,6 +236,43 @@ func (s Spec) Validate() error {
 			return invalid("prometheus address override: %v", err)
 		}
 	}
+	return s.checkOwned()
+}
+
+// ownAnnotations begins the annotations this project writes on pods and workloads.
+const ownAnnotations = "inplace-rollout.io/"
+
+// checkOwned checks what a rollout to the workload's own template adds to a spec: the kinds it
+// drives, no digests, and labels and annotations a pod can carry, none of them ours.
+func (s Spec) checkOwned() error {
+	if !s.TemplateOwned {
+		if len(s.Labels) > 0 || len(s.Annotations) > 0 {
+			return invalid("labels and annotations are set on pods only by a rollout to the workload's own template")
+		}
+		return nil
+	}
+	if s.Target.Kind != workload.StatefulSet && s.Target.Kind != workload.DaemonSet {
+		return invalid("a rollout to the workload's own template drives a StatefulSet or a DaemonSet, not a %s", s.Target.Kind)
+	}
+	if s.PinDigests == PinAlways {
+		return invalid("pin-digests always would put digests on pods whose template its owner spells with tags; a rollout to the workload's own template runs the template's images as written")
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return invalid("label %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(s.Labels[k]); len(errs) > 0 {
+			return invalid("label %s=%q: %s", k, s.Labels[k], strings.Join(errs, "; "))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Annotations)) {
+		if errs := validation.IsQualifiedName(strings.ToLower(k)); len(errs) > 0 {
+			return invalid("annotation %q: %s", k, strings.Join(errs, "; "))
+		}
+		if strings.HasPrefix(k, ownAnnotations) {
+			return invalid("annotation %q: the %s annotations are the rollouts' own records (%s on each pod), which a template cannot set", k, ownAnnotations, inplace.StateAnnotation)
+		}
+	}
 	return nil
 }
 
@@ -285,6 +333,19 @@ func (s Spec) Hash() string {
 		b.WriteString("|keep")
 		for _, n := range slices.Sorted(maps.Keys(s.Keep)) {
 			fmt.Fprintf(&b, "|%s=%s", n, s.Keep[n])
+		}
+	}
+	// Absent unless set, likewise: the rollouts to a workload's own template hash apart, and so
+	// do two revisions of it that change only labels or annotations.
+	if s.TemplateOwned {
+		b.WriteString("|owned")
+		for _, kv := range []struct {
+			what string
+			m    map[string]string
+		}{{"label", s.Labels}, {"annotation", s.Annotations}} {
+			for _, k := range slices.Sorted(maps.Keys(kv.m)) {
+				fmt.Fprintf(&b, "|%s:%s=%q", kv.what, k, kv.m[k])
+			}
 		}
 	}
 	sum := sha256.Sum256([]byte(b.String()))

@@ -14,9 +14,11 @@ import (
 	"github.com/tektoncd/pipeline/pkg/client/informers/externalversions"
 	listers "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/keyqueue"
+	"github.com/inplace-rollout/inplace-rollout/internal/orphan"
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
@@ -27,9 +29,6 @@ const (
 	// resync lists every run again now and then, so that a run whose timer was lost (its
 	// requeue is kept in memory only) is looked at anyway.
 	resync = 5 * time.Minute
-	// Retry pacing of a run whose step failed with an error worth a retry.
-	firstBackoff = time.Second
-	maxBackoff   = 30 * time.Second
 )
 
 // Options configure a Controller.
@@ -46,28 +45,20 @@ type Options struct {
 
 // Controller reconciles the CustomRuns of our kind: a shared informer lists and watches them, a
 // rate-limited queue hands each run to one worker at a time, and the Reconciler takes its steps.
+// A scan finds the rollouts of runs deleted without their finalizer and rolls them back.
 type Controller struct {
 	reconciler *Reconciler
 	informer   cache.SharedIndexInformer
 	lister     listers.CustomRunLister
-	queue      workqueue.TypedRateLimitingInterface[string]
+	loop       *keyqueue.Loop[*v1beta1.CustomRun]
 	workers    int
 	log        *slog.Logger
 	synced     atomic.Bool
-	// namespace is the scope of the runs watched, and of the locks scanned; empty is all.
-	namespace string
-	// orphanQueue holds, by target, the rollbacks of the rollouts of deleted runs (orphans.go);
-	// orphans keeps where each is.
-	orphanQueue workqueue.TypedRateLimitingInterface[rollout.Ref]
-	orphans     orphans
-	// deleted asks the scan loop for a scan: a run of ours was deleted.
-	deleted chan struct{}
-	// scanEvery is the pace of the scan without deletions.
-	scanEvery time.Duration
+	orphans    *orphan.Scanner
 }
 
-// New builds a controller; Run starts it. engine drives the rollouts; specs reads the
-// InPlaceRollout objects runs reference.
+// New builds a controller; Watch and Reconcile run it. engine drives the rollouts; specs reads
+// the InPlaceRollout objects runs reference.
 func New(tekton versioned.Interface, engine *rollout.Engine, specs SpecGetter, opts Options) *Controller {
 	log := opts.Log
 	if log == nil {
@@ -83,20 +74,16 @@ func New(tekton versioned.Interface, engine *rollout.Engine, specs SpecGetter, o
 		reconciler: &Reconciler{Engine: engine, Runs: tekton.TektonV1beta1(), Specs: specs, Log: log, Now: opts.Now},
 		informer:   runs.Informer(),
 		lister:     runs.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](firstBackoff, maxBackoff),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "customruns"}),
-		workers:   workers,
-		log:       log,
-		namespace: opts.Namespace,
-		orphanQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[rollout.Ref](firstBackoff, maxBackoff),
-			workqueue.TypedRateLimitingQueueConfig[rollout.Ref]{Name: "orphaned-rollouts"}),
-		deleted: make(chan struct{}, 1),
+		workers:    workers,
+		log:        log,
+	}
+	c.loop = &keyqueue.Loop[*v1beta1.CustomRun]{Queue: keyqueue.NewQueue("customruns"), Get: c.get,
+		Reconcile: c.reconciler.Reconcile, LogKey: "customrun", Log: log}
+	c.orphans = orphan.New(orphan.Config{Kind: "CustomRun", Prefix: HolderPrefix, Namespace: opts.Namespace, Engine: engine, Log: log,
+		Get: c.uid,
 		// With the resync of the runs: a deletion missed (the watch reconnecting, the process
 		// not leading then) is found within the same time as a run's lost timer.
-		scanEvery: resync,
-	}
+		Every: resync})
 	return c
 }
 
@@ -112,8 +99,8 @@ func (c *Controller) Watch(ctx context.Context) error {
 			return ok && ours(run)
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueue,
-			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+			AddFunc:    c.loop.Enqueue,
+			UpdateFunc: func(_, obj any) { c.loop.Enqueue(obj) },
 		},
 	}); err != nil {
 		return fmt.Errorf("watching CustomRuns: %w", err)
@@ -130,79 +117,49 @@ func (c *Controller) Watch(ctx context.Context) error {
 	return nil
 }
 
-// Reconcile runs the workers, and the scan for the rollouts of deleted runs with its worker,
-// until ctx ends. Watch must have returned first.
+// Reconcile runs the workers, and the scan for the rollouts of deleted runs, until ctx ends.
+// Watch must have returned first.
 func (c *Controller) Reconcile(ctx context.Context) {
 	c.log.Info("reconciling CustomRuns", "apiVersion", v1alpha1.APIVersion, "kind", v1alpha1.Kind, "workers", c.workers)
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-		c.orphanQueue.ShutDown()
-	}()
 	var wg sync.WaitGroup
-	for range c.workers {
-		wg.Go(func() {
-			for c.next(ctx) {
-			}
-		})
-	}
-	// One worker: deleted runs' rollouts are rare, and each step is bounded.
-	wg.Go(func() {
-		for c.nextOrphan(ctx) {
-		}
-	})
-	wg.Go(func() { c.scanLoop(ctx) })
+	wg.Go(func() { c.loop.Run(ctx, c.workers) })
+	wg.Go(func() { c.orphans.Run(ctx) })
 	wg.Wait()
 }
 
-func (c *Controller) enqueue(obj any) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return
-	}
-	c.queue.Add(key)
-}
-
-// next reconciles the next run of the queue; false once the queue shut down.
-func (c *Controller) next(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if ctx.Err() != nil {
-		// Stopping, or the Lease lost: the queue still hands out what it holds, but another
-		// replica may lead now, so no step more.
-		return false
-	}
+// get reads the run of key from the cache.
+func (c *Controller) get(key string) (*v1beta1.CustomRun, bool, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		c.queue.Forget(key)
-		return true
+		return nil, false, nil
 	}
 	run, err := c.lister.CustomRuns(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		c.queue.Forget(key)
-		return true
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
 	}
+	return run, true, nil
+}
+
+// uid is the UID of the run ns/name in the cache, if it is there.
+func (c *Controller) uid(ns, name string) (types.UID, bool) {
+	run, err := c.lister.CustomRuns(ns).Get(name)
 	if err != nil {
-		c.queue.AddRateLimited(key)
-		return true
+		// The lister's only error is NotFound.
+		return "", false
 	}
-	requeue, err := c.reconciler.Reconcile(ctx, run)
-	if err != nil {
-		log := c.log.With("customrun", key)
-		var re *rollout.StepError
-		if errors.As(err, &re) {
-			log = log.With(re.LogAttrs()...)
-		}
-		log.Warn("step failed, retrying", "error", err.Error())
-		c.queue.AddRateLimited(key)
-		return true
+	return run.UID, true
+}
+
+// runDeleted asks for a scan when a run of ours is deleted: without its finalizer (removed by
+// hand, or force-deleted) its rollout is left to the scan.
+func (c *Controller) runDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
 	}
-	c.queue.Forget(key)
-	if requeue > 0 {
-		c.queue.AddAfter(key, requeue)
+	if run, ok := obj.(*v1beta1.CustomRun); ok && ours(run) {
+		c.orphans.Deleted()
 	}
-	return true
 }

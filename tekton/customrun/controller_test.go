@@ -2,6 +2,7 @@ package customrun
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,15 +12,19 @@ import (
 
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
 	tektonfake "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/apis"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/keyqueue"
+	"github.com/inplace-rollout/inplace-rollout/internal/orphan"
 	"github.com/inplace-rollout/inplace-rollout/internal/syncbuf"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -156,11 +161,11 @@ func TestControllerReconcilesRuns(t *testing.T) {
 				t.Fatalf("%d reads of the StatefulSet, want %d", len(reads), tt.fails+1)
 			}
 			for i := 1; i < len(reads); i++ {
-				if gap, least := reads[i].Sub(reads[i-1]), firstBackoff<<(i-1); gap < least {
+				if gap, least := reads[i].Sub(reads[i-1]), keyqueue.FirstBackoff<<(i-1); gap < least {
 					t.Errorf("retry %d came %s after the failure, want at least %s", i, gap, least)
 				}
 			}
-			if n := r.c.queue.NumRequeues("ns/" + run.Name); n != 0 {
+			if n := r.c.loop.Queue.NumRequeues("ns/" + run.Name); n != 0 {
 				t.Errorf("the queue still counts %d failures of the run: a success forgets them", n)
 			}
 		})
@@ -175,15 +180,15 @@ func TestControllerNextDropsWhatIsNotARun(t *testing.T) {
 			c := New(tektonfake.NewSimpleClientset(), &rollout.Engine{Client: kubefake.NewClientset()}, specs{}, Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			t.Cleanup(c.queue.ShutDown)
+			t.Cleanup(c.loop.Queue.ShutDown)
 			if err := c.Watch(ctx); err != nil {
 				t.Fatal(err)
 			}
-			c.queue.Add(key)
-			if !c.next(ctx) {
+			c.loop.Queue.Add(key)
+			if !c.loop.Next(ctx) {
 				t.Fatal("next reports the queue shut down")
 			}
-			if n, l := c.queue.NumRequeues(key), c.queue.Len(); n != 0 || l != 0 {
+			if n, l := c.loop.Queue.NumRequeues(key), c.loop.Queue.Len(); n != 0 || l != 0 {
 				t.Errorf("after next: %d requeues of %s, %d keys queued; want none", n, key, l)
 			}
 		})
@@ -232,8 +237,8 @@ func TestControllerScansWhenARunIsDeleted(t *testing.T) {
 		lock, err := rollout.ReadRecord(context.Background(), kube, ref)
 		return err == nil && lock.Phase == rollout.PhaseRollingBack, err
 	})
-	if took := time.Since(deleted); took < orphanSettle || took >= r.c.scanEvery {
-		t.Errorf("rolled back %s after the deletion, want after the settle time %s and before the periodic scan %s", took, orphanSettle, r.c.scanEvery)
+	if took := time.Since(deleted); took < orphan.Settle || took >= resync {
+		t.Errorf("rolled back %s after the deletion, want after the settle time %s and before the periodic scan %s", took, orphan.Settle, resync)
 	}
 	r.stop()
 	if lines := logLinesOf(r.logs.String(), "level=WARN", "rolling back the rollout of a deleted CustomRun", "holder=tekton:ns/gone"); len(lines) != 1 {
@@ -264,7 +269,7 @@ func TestRunDeletedAsksForOneScan(t *testing.T) {
 			for _, obj := range tt.deleted {
 				c.runDeleted(obj)
 			}
-			if got := len(c.deleted); got != tt.want {
+			if got := c.orphans.Pending(); got != tt.want {
 				t.Errorf("%d scans asked for, want %d", got, tt.want)
 			}
 		})
@@ -290,11 +295,45 @@ func TestControllerStops(t *testing.T) {
 	t.Run("reconcile", func(t *testing.T) {
 		r := startController(t, tektonfake.NewSimpleClientset(), kubefake.NewClientset())
 		r.stop()
-		if !r.c.queue.ShuttingDown() || !r.c.orphanQueue.ShuttingDown() {
+		if !r.c.loop.Queue.ShuttingDown() || !r.c.orphans.ShuttingDown() {
 			t.Error("the queues go on after Reconcile returned")
 		}
 		if lines := logLinesOf(r.logs.String(), "reconciling CustomRuns", "workers=4"); len(lines) != 1 {
 			t.Errorf("start logged %d times, want once with the workers:\n%s", len(lines), r.logs.String())
 		}
 	})
+}
+
+// lockedStatefulSet is StatefulSet ns/name (as statefulSet makes web) held for holder, of UID
+// uid, by a rollout in progress.
+func lockedStatefulSet(t *testing.T, ns, name, holder, uid string) *appsv1.StatefulSet {
+	t.Helper()
+	s := statefulSet("")
+	s.Namespace, s.Name, s.UID = ns, name, types.UID(name+"-uid")
+	raw, err := json.Marshal(rollout.Record{Holder: holder, HolderUID: types.UID(uid), RolloutID: "r-" + name, SpecHash: "0123456789abcdef",
+		Images: map[string]string{"app": "registry.example/app:v2"}, PreviousImages: map[string]string{"app": "registry.example/app:v1"},
+		Phase: rollout.PhaseProgressing, StartedAt: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Annotations = map[string]string{workload.LockAnnotation: string(raw)}
+	return s
+}
+
+// customRun is a run of ours, ns/name of UID uid.
+func customRun(ns, name, uid string) *v1beta1.CustomRun {
+	r := embedded(target)
+	r.Namespace, r.Name, r.UID = ns, name, types.UID(uid)
+	return r
+}
+
+// logLinesOf are the lines of logs that hold every one of subs.
+func logLinesOf(logs string, subs ...string) []string {
+	var out []string
+	for line := range strings.Lines(logs) {
+		if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+			out = append(out, line)
+		}
+	}
+	return out
 }

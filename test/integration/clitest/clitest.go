@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,22 @@ func Start(t testing.TB, c *cluster.Cluster, bin string, stderr *bytes.Buffer, a
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	return cmd
+}
+
+// LogLines are the lines of the log at path that hold every one of subs.
+func LogLines(t *testing.T, path string, subs ...string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the log %s: %v", path, err)
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
 }
 
 // LastLines returns the last n lines of s.

@@ -48,6 +48,13 @@ func needs() []cluster.Need {
 		need("create", "", "configmaps", "", gatedPods),
 		need("update", "", "configmaps", "", gatedPods),
 		need("delete", "", "configmaps", "", gatedPods),
+		// The scan for the rollouts of deleted objects lists the workloads of every namespace
+		// (the controller watches them all) for their locks, whatever tests run; a refused list
+		// finds no lock at all, so TestOrphanedRolloutRollsBack breaks without any one of these.
+		clusterWide("list", "apps", "statefulsets"),
+		clusterWide("list", "apps", "daemonsets"),
+		clusterWide("list", "apps", "deployments"),
+		clusterWide("list", "", "configmaps"),
 		// The webhook's Secret, read as the controller starts.
 		need("get", "", "secrets", "", system),
 		need("get", "coordination.k8s.io", "leases", "", system),

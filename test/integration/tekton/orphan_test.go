@@ -90,7 +90,7 @@ func TestOrphanedRolloutRollsBack(t *testing.T) {
 			if got := statefulSetOf(t, ns).Spec.UpdateStrategy; !equality.Semantic.DeepEqual(got, strategy) {
 				t.Errorf("StatefulSet %s/web update strategy %+v after the rollback, want %+v back", ns, got, strategy)
 			}
-			lines := logLines(t, controller.LogPath, `msg="rolling back the rollout of a deleted CustomRun"`, " namespace="+ns+" ")
+			lines := clitest.LogLines(t, controller.LogPath, `msg="rolling back the rollout of a deleted CustomRun"`, " namespace="+ns+" ")
 			if len(lines) != 1 || !strings.Contains(lines[0], " holder=tekton:"+ns+"/orphan ") || !strings.Contains(lines[0], " workload=StatefulSet/web ") ||
 				!strings.Contains(lines[0], " rolloutID=") || !strings.Contains(lines[0], "level=WARN") {
 				t.Errorf("the controller's log: lines %q; want one warning naming holder tekton:%s/orphan, workload=StatefulSet/web and its rolloutID", lines, ns)

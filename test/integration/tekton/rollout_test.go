@@ -3,8 +3,6 @@ package tekton_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,7 +226,7 @@ spec:
 	if want := fmt.Sprintf(`inplace_rollout_pods_updated_total{namespace=%q,workload="StatefulSet/web"} 6`, ns); !strings.Contains(cluster.Scrape(t, controller.HealthURL+"/metrics"), want) {
 		t.Errorf("the controller's /metrics has no %s", want)
 	}
-	if lines := logLines(t, controller.LogPath, `msg="rollout started"`, "namespace="+ns+" "); len(lines) != 1 || !strings.Contains(lines[0], " workload=StatefulSet/web ") || !strings.Contains(lines[0], " rolloutID=") {
+	if lines := clitest.LogLines(t, controller.LogPath, `msg="rollout started"`, "namespace="+ns+" "); len(lines) != 1 || !strings.Contains(lines[0], " workload=StatefulSet/web ") || !strings.Contains(lines[0], " rolloutID=") {
 		t.Errorf("the controller's log: lines %q, want one rollout started naming workload=StatefulSet/web and its rolloutID", lines)
 	}
 	if pods := clitest.ListPods(t, env, ns, "app!=web"); len(pods) != 0 {
@@ -271,20 +269,4 @@ func waitRun(t testing.TB, ns, name, what string, done func(*v1beta1.CustomRun) 
 		return err == nil && done(r), err
 	})
 	return run
-}
-
-// logLines are the lines of the log at path that hold every one of subs.
-func logLines(t *testing.T, path string, subs ...string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading the log %s: %v", path, err)
-	}
-	var out []string
-	for line := range strings.Lines(string(data)) {
-		if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
-			out = append(out, strings.TrimSpace(line))
-		}
-	}
-	return out
 }
