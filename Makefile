@@ -125,7 +125,7 @@ bench: tools build
 	INPLACE_ROLLOUT_BENCH_OUT=$(CURDIR)/docs/benchmarks-realnode.md $(GO) test -run '^$$' -bench RealNode -benchtime 1x -timeout 180m ./test/integration/realnode/e2e
 	hack/check-leftovers.sh
 
-## chaos: the chaos suite's long form: CHAOS_KILLS random SIGKILLs of 30-pod rollouts and rollbacks, 60% of the CLI, 20% of the Argo plugin process, 20% of the Tekton controller; kube-apiserver and etcd restarted, a concurrent labeller, a pod deleted and the StatefulSet scaled mid-rollout (make test runs it with 10 kills); CHAOS_SEED replays a run
+## chaos: the chaos suite's long form: CHAOS_KILLS random SIGKILLs of 30-pod rollouts and rollbacks, 45% of the CLI, 20% of the Argo plugin process, 20% of the Tekton controller, 15% of the InPlaceRollout controller; kube-apiserver and etcd restarted, a concurrent labeller, a pod deleted and the StatefulSet scaled mid-rollout (make test runs it with 10 kills); CHAOS_SEED replays a run
 CHAOS_KILLS ?= 100
 chaos: tools
 	rc=0; \

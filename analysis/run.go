@@ -46,6 +46,14 @@ type Run struct {
 	Queries int `json:"queries"`
 }
 
+// Shown is the run's verdict as a status shows it: Running until the run has one.
+func (r *Run) Shown() string {
+	if r.Verdict == "" {
+		return "Running"
+	}
+	return string(r.Verdict)
+}
+
 // NewRun starts the analysis of a batch; the first measurement is due after the initial delay.
 func NewRun(cfg *Config, batch int, now time.Time) *Run {
 	now = now.UTC().Truncate(time.Millisecond)

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/inplace-rollout/inplace-rollout/controller/inplacerollout"
+	"github.com/inplace-rollout/inplace-rollout/controller/policy"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
 
@@ -15,7 +18,7 @@ func newControllerCommand() *cobra.Command {
 	var f controllerFlags
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Run the InPlaceRollout controller: roll out InPlaceRollout objects, for GitOps",
+		Short: "Run the InPlaceRollout controller: roll out InPlaceRollout objects and workloads under a policy, for GitOps",
 		Long: `controller runs until stopped. It reconciles inplace-rollout.io/v1alpha1 InPlaceRollout
 objects: each object rolls its target workload out in place, batch by batch, gated on
 analysis, in the object's namespace, and its status says where the rollout is (phase,
@@ -33,6 +36,21 @@ until the spec changes. An object deleted in flight rolls its rollout back befor
 
   kubectl annotate inplacerollout/web inplace-rollout.io/accept-batch=2   # go on after an inconclusive batch 2
   kubectl annotate inplacerollout/web inplace-rollout.io/abort=true       # roll back, start nothing more
+
+It also rolls out, in place, the template of each StatefulSet and DaemonSet whose manifest
+says updateStrategy OnDelete and names an InPlaceRolloutPolicy of its namespace:
+
+  metadata:
+    annotations:
+      inplace-rollout.io/policy: canary   # an InPlaceRolloutPolicy: batches, analysis, pace
+
+whenever its pods run an older revision of the template than the one applied (by a GitOps
+tool, from Git): the pods get the template's images, revision labels, and the labels and
+annotations it changed, batch by batch, gated on the policy's analysis, and go back when a
+batch fails. The workload's spec is never written, so the GitOps tool sees no drift. A
+revision that rolled back is not tried again until the template changes; a revision that
+changes any other field (env, command, volumes, probes) is said not to be in place, in the
+policy's status, and nothing is changed.
 
 An object annotated inplace-rollout.io/template=true is a spec for Tekton CustomRuns and
 is left alone. A wrong spec is said in the status (reason InvalidSpec), with nothing
@@ -65,7 +83,39 @@ func runController(cmd *cobra.Command, f controllerFlags) error {
 	if err != nil {
 		return err
 	}
-	return serveController(cmd, f, c, controllerComponent, "InPlaceRollout objects not listed yet", func(engine *rollout.Engine, log *slog.Logger) watchingReconciler {
-		return inplacerollout.New(c.dyn, engine, inplacerollout.Options{Namespace: f.namespace, Workers: f.workers, Log: log})
+	return serveController(cmd, f, c, controllerComponent, "InPlaceRollout objects, policies and their workloads not listed yet", func(engine *rollout.Engine, log *slog.Logger) watchingReconciler {
+		return controllers{
+			inplacerollout.New(c.dyn, engine, inplacerollout.Options{Namespace: f.namespace, Workers: f.workers, Log: log}),
+			policy.New(c.kube, c.dyn, engine, policy.Options{Namespace: f.namespace, Workers: f.workers, Log: log}),
+		}
 	})
+}
+
+// controllers run as one: listed once each has listed its objects, reconciling all of them.
+type controllers []watchingReconciler
+
+func (cs controllers) Watch(ctx context.Context) error {
+	for _, c := range cs {
+		if err := c.Watch(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cs controllers) Reconcile(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() { c.Reconcile(ctx) })
+	}
+	wg.Wait()
+}
+
+func (cs controllers) Synced() bool {
+	for _, c := range cs {
+		if !c.Synced() {
+			return false
+		}
+	}
+	return true
 }

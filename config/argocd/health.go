@@ -1,5 +1,6 @@
-// Package argocd holds what Argo CD is given to judge InPlaceRollout objects: the Lua health
-// check (health.lua, in Argo CD's resource customization format), which Health runs with
+// Package argocd holds what Argo CD is given to judge InPlaceRollout objects, and the StatefulSets
+// and DaemonSets under an InPlaceRolloutPolicy: the Lua health checks (health.lua and
+// workload.lua, in Argo CD's resource customization format), which Health and WorkloadHealth run with
 // gopher-lua, the interpreter Argo CD embeds, so that tests judge real objects as Argo CD would.
 // Flux's kstatus reads the same objects' conditions.
 package argocd
@@ -15,6 +16,18 @@ import (
 //
 //go:embed health.lua
 var HealthScript string
+
+// WorkloadHealthScript is workload.lua: the health of a StatefulSet or DaemonSet, under an
+// InPlaceRolloutPolicy or not.
+//
+//go:embed workload.lua
+var WorkloadHealthScript string
+
+// WorkloadHealth runs WorkloadHealthScript as Argo CD does, on obj (a StatefulSet or DaemonSet
+// as JSON decodes it).
+func WorkloadHealth(obj map[string]any) (health, message string, err error) {
+	return run(WorkloadHealthScript, obj)
+}
 
 // Health runs HealthScript as Argo CD does, on obj (an InPlaceRollout as JSON decodes it): the
 // health status (Healthy, Progressing, Suspended, Degraded) and message it returns.

@@ -100,3 +100,61 @@ func luaHealth(t *testing.T, script string, obj map[string]any) (health, message
 	}
 	return health, message
 }
+
+// workloadSample is a StatefulSet (or DaemonSet) web of 3 pods at generation 2, observed, its
+// template on app:v2, updated of its pods at the template's revision, with the annotations.
+func workloadSample(kind string, updated int64, annotations map[string]any) map[string]any {
+	status := map[string]any{"observedGeneration": int64(2), "replicas": int64(3), "readyReplicas": int64(3), "updatedReplicas": updated,
+		"currentRevision": "web-1", "updateRevision": "web-2"}
+	spec := map[string]any{"replicas": int64(3), "updateStrategy": map[string]any{"type": "OnDelete"},
+		"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "reg/app:v2"}}}}}
+	if kind == "DaemonSet" {
+		status = map[string]any{"observedGeneration": int64(2), "desiredNumberScheduled": int64(3), "numberAvailable": int64(3), "updatedNumberScheduled": updated}
+		delete(spec, "replicas")
+	}
+	return map[string]any{"apiVersion": "apps/v1", "kind": kind,
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "generation": int64(2), "annotations": annotations},
+		"spec":     spec, "status": status}
+}
+
+// lockOf is the lock annotation of a rollout under a policy to images, in phase.
+func lockOf(phase, images string) map[string]any {
+	return map[string]any{
+		"inplace-rollout.io/policy":  "canary",
+		"inplace-rollout.io/rollout": `{"holder":"policy:shop/canary","holderUID":"u1","rolloutID":"r-2","specHash":"h","images":` + images + `,"previousImages":` + images + `,"templateOwned":true,"phase":"` + phase + `","reason":"pod web-2 crash-loops","reasonCode":"PodFailed","startedAt":"2026-12-07T10:00:00Z"}`,
+	}
+}
+
+// TestWorkloadHealth: Argo CD's Lua health check judges a StatefulSet or DaemonSet under a policy
+// by its pods' revisions and its rollout, and any other as Argo CD's own check does.
+func TestWorkloadHealth(t *testing.T) {
+	onTemplate := `{"app":"reg/app:v2"}`
+	tests := []struct {
+		name string
+		obj  map[string]any
+		want string
+	}{
+		{"OnDelete, no policy, pods behind: Argo CD's own verdict", workloadSample("StatefulSet", 0, nil), "Healthy"},
+		{"under a policy, pods behind", workloadSample("StatefulSet", 1, map[string]any{"inplace-rollout.io/policy": "canary"}), "Progressing"},
+		{"under a policy, rolling out", workloadSample("StatefulSet", 1, lockOf("Progressing", onTemplate)), "Progressing"},
+		{"under a policy, paused", workloadSample("StatefulSet", 1, lockOf("Paused", onTemplate)), "Suspended"},
+		{"under a policy, the template's rollout rolled back", workloadSample("StatefulSet", 0, lockOf("RolledBack", onTemplate)), "Degraded"},
+		{"under a policy, an older template's rollout rolled back, the new one not started", workloadSample("StatefulSet", 0, lockOf("RolledBack", `{"app":"reg/app:v1"}`)), "Progressing"},
+		{"under a policy, every pod at the revision", workloadSample("StatefulSet", 3, lockOf("Succeeded", onTemplate)), "Healthy"},
+		{"DaemonSet under a policy, pods behind", workloadSample("DaemonSet", 2, map[string]any{"inplace-rollout.io/policy": "canary"}), "Progressing"},
+		{"DaemonSet under a policy, rolled back", workloadSample("DaemonSet", 0, lockOf("RolledBack", onTemplate)), "Degraded"},
+		{"DaemonSet under a policy, every pod updated", workloadSample("DaemonSet", 3, lockOf("Succeeded", onTemplate)), "Healthy"},
+		{"DaemonSet, OnDelete, no policy", workloadSample("DaemonSet", 0, nil), "Healthy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			health, message, err := WorkloadHealth(tt.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if health != tt.want || message == "" {
+				t.Errorf("Argo CD health %q (%q), want %q with a message", health, message, tt.want)
+			}
+		})
+	}
+}

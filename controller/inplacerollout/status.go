@@ -4,7 +4,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/inplace-rollout/inplace-rollout/analysis"
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
@@ -71,10 +70,7 @@ func pauseOf(obj *v1alpha1.InPlaceRollout) (rollout.Pause, bool) {
 // generation it is about, and the conditions.
 func setStatus(obj *v1alpha1.InPlaceRollout, st rollout.Status, reason, message string, now metav1.Time) {
 	s := &obj.Status
-	verdict := verdictOf(st.Analysis)
-	if verdict == nil && st.RolloutID != "" && st.RolloutID == s.RolloutID {
-		verdict = s.Analysis
-	}
+	verdict := v1alpha1.LastVerdict(st.Analysis, st.RolloutID, s.Analysis, s.RolloutID)
 	s.ObservedGeneration = obj.Generation
 	s.Phase, s.Reason, s.Message = string(st.Phase), reason, message
 	s.RolloutID = st.RolloutID
@@ -94,17 +90,6 @@ func setFailed(obj *v1alpha1.InPlaceRollout, reason, message string, now metav1.
 	s.ObservedGeneration = obj.Generation
 	s.Phase, s.Reason, s.Message = string(rollout.PhaseFailed), reason, message
 	setConditions(s, obj.Generation, now)
-}
-
-func verdictOf(run *analysis.Run) *v1alpha1.AnalysisVerdict {
-	if run == nil {
-		return nil
-	}
-	v := &v1alpha1.AnalysisVerdict{Batch: int32(run.Batch), Pods: int32(run.Pods), Verdict: string(run.Verdict)}
-	if v.Verdict == "" {
-		v.Verdict = "Running"
-	}
-	return v
 }
 
 // setConditions sets every condition from the status's phase. Succeeded follows Tekton's and

@@ -364,6 +364,8 @@ func decideStart(c *startCensus, spec Spec, lock *Record, hash string, now time.
 		PreviousImages:   c.previousImages,
 		PreviousStrategy: c.previousStrategy,
 		TemplateOwned:    spec.TemplateOwned,
+		Labels:           spec.Labels,
+		Annotations:      spec.Annotations,
 	}
 	if lock != nil && next.RolloutID == lock.RolloutID {
 		// Started again within the second the last one did: the pods must tell them apart.
@@ -550,6 +552,7 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, n
 	next.RolloutID = rolloutID(hash, now)
 	next.SpecHash = hash
 	next.Images = c.pin.images
+	next.Labels, next.Annotations = spec.Labels, spec.Annotations
 	if lock.TemplateOwned {
 		// The previous images are the owner's template, now the new one: a pod its controller
 		// creates from it is the template's, not a stray a rollback takes back (see

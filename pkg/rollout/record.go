@@ -55,6 +55,11 @@ type Record struct {
 	// owner's (Spec.TemplateOwned): it writes nothing on the workload but this lock, and a
 	// rollback reverts the pods and leaves the template.
 	TemplateOwned bool `json:"templateOwned,omitempty"`
+	// Labels and Annotations are what a rollout to the owner's template sets on each pod with
+	// its images (Spec.Labels, Spec.Annotations), so that its driver asks for the same rollout
+	// at every step, whichever pods are still behind.
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 	// Superseded lists the IDs of earlier rollouts this one replaced while they were in flight.
 	Superseded []string `json:"superseded,omitempty"`
 	// Touched names the pods the rollout, and those it superseded, set out to update, each

@@ -385,7 +385,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
 		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
 		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0.Add(time.Second),
-		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`), TemplateOwned: true, stored: "set below"}
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`), TemplateOwned: true, Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"}, stored: "set below"}
 	// Every field is set above: a field added to the Record and not round-tripped fails here first.
 	v := reflect.ValueOf(*rec)
 	for i := range v.NumField() {

@@ -85,11 +85,7 @@ func verdictOf(run *analysis.Run) *Verdict {
 	if run == nil {
 		return nil
 	}
-	v := &Verdict{Batch: run.Batch, Pods: run.Pods, Verdict: string(run.Verdict)}
-	if v.Verdict == "" {
-		v.Verdict = "Running"
-	}
-	return v
+	return &Verdict{Batch: run.Batch, Pods: run.Pods, Verdict: run.Shown()}
 }
 
 // status is p as the engine's Status, for the next step.

@@ -33,7 +33,13 @@ var repoRoot = filepath.Join("..", "..", "..")
 // readCRD reads config/crd/inplacerollouts.yaml.
 func readCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	path := filepath.Join(repoRoot, "config", "crd", "inplacerollouts.yaml")
+	return readCRDFile(t, "inplacerollouts.yaml")
+}
+
+// readCRDFile reads the CRD config/crd/name.
+func readCRDFile(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	path := filepath.Join(repoRoot, "config", "crd", name)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -91,9 +97,15 @@ func TestCRDNames(t *testing.T) {
 	}
 }
 
-// TestCRDSchemaStructural: the schema is structural, as the apiserver requires of a v1 CRD.
+// TestCRDSchemaStructural: the schemas are structural, as the apiserver requires of a v1 CRD.
 func TestCRDSchemaStructural(t *testing.T) {
-	crd := readCRD(t)
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{readCRD(t), readCRDFile(t, "inplacerolloutpolicies.yaml")} {
+		checkStructural(t, crd)
+	}
+}
+
+func checkStructural(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
 	for _, v := range crd.Spec.Versions {
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
 			t.Fatalf("version %s has no openAPIV3Schema", v.Name)
@@ -135,6 +147,48 @@ func TestCRDSchemaMatchesTypes(t *testing.T) {
 	w.compare("spec", reflect.TypeFor[v1alpha1.InPlaceRolloutSpec](), &spec)
 	w.compare("status", reflect.TypeFor[v1alpha1.InPlaceRolloutStatus](), &status)
 	if w.compared < 60 {
+		t.Errorf("compared %d fields; the walk stopped early", w.compared)
+	}
+}
+
+// TestPolicyCRD: the InPlaceRolloutPolicy CRD is the policy's kind, namespaced, one served and
+// stored version with a status subresource, and its schema is InPlaceRolloutPolicySpec and
+// InPlaceRolloutPolicyStatus field for field, descriptions from their doc comments.
+func TestPolicyCRD(t *testing.T) {
+	crd := readCRDFile(t, "inplacerolloutpolicies.yaml")
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"metadata.name", crd.Name, "inplacerolloutpolicies." + v1alpha1.Group},
+		{"spec.group", crd.Spec.Group, v1alpha1.Group},
+		{"spec.scope", crd.Spec.Scope, apiextensionsv1.NamespaceScoped},
+		{"spec.names.kind", crd.Spec.Names.Kind, v1alpha1.PolicyKind},
+		{"spec.names.plural", crd.Spec.Names.Plural, "inplacerolloutpolicies"},
+		{"number of versions", len(crd.Spec.Versions), 1},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if len(crd.Spec.Versions) != 1 {
+		return
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != v1alpha1.Version || !v.Served || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("version %s served %v storage %v subresources %+v, want %s served and stored, with a status subresource", v.Name, v.Served, v.Storage, v.Subresources, v1alpha1.Version)
+	}
+	root := v.Schema.OpenAPIV3Schema
+	spec, okSpec := root.Properties["spec"]
+	status, okStatus := root.Properties["status"]
+	if !okSpec || !okStatus {
+		t.Fatalf("the schema has no spec or no status property: %v", root.Properties)
+	}
+	w := &walker{t: t, docs: fieldDocs(t)}
+	w.compare("spec", reflect.TypeFor[v1alpha1.InPlaceRolloutPolicySpec](), &spec)
+	w.compare("status", reflect.TypeFor[v1alpha1.InPlaceRolloutPolicyStatus](), &status)
+	if w.compared < 40 {
 		t.Errorf("compared %d fields; the walk stopped early", w.compared)
 	}
 }

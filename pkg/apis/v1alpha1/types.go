@@ -64,6 +64,19 @@ type AnalysisVerdict struct {
 	Verdict string `json:"verdict"`
 }
 
+// LastVerdict is the verdict a status shows after a step of rollout rolloutID whose analysis is
+// run: run's; or, when the step carries none (an ended rollout's status, read from its lock), the
+// verdict shown before, if it was of the same rollout (shownID).
+func LastVerdict(run *analysis.Run, rolloutID string, shown *AnalysisVerdict, shownID string) *AnalysisVerdict {
+	if run != nil {
+		return &AnalysisVerdict{Batch: int32(run.Batch), Pods: int32(run.Pods), Verdict: run.Shown()}
+	}
+	if rolloutID != "" && rolloutID == shownID {
+		return shown
+	}
+	return nil
+}
+
 // InPlaceRolloutSpec is what the rollout does. The namespace is the caller's: the CLI's
 // --namespace, the Argo Rollout's, the CustomRun's.
 type InPlaceRolloutSpec struct {

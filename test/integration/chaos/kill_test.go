@@ -67,12 +67,14 @@ const (
 	driverCLI    = "cli"
 	driverArgo   = "argo"
 	driverTekton = "tekton"
+	// driverController is inplace-rollout controller, with InPlaceRollout objects.
+	driverController = "controller"
 )
 
 // driverShares is each driver's part of the kill points, in percent: the CLI, the cheapest to
-// restart, takes the rest. 100 kill points are CLI 60, Argo plugin 20, Tekton controller 20;
-// the short form's 10 are 6, 2 and 2.
-var driverShares = map[string]int{driverArgo: 20, driverTekton: 20}
+// restart, takes the rest. 100 kill points are CLI 45, Argo plugin 20, Tekton controller 20,
+// InPlaceRollout controller 15; the short form's 10 are 5, 2, 2 and 1.
+var driverShares = map[string]int{driverArgo: 20, driverTekton: 20, driverController: 15}
 
 // driverKills is the driver's share of kills, at least one.
 func driverKills(kills int, driver string) int {

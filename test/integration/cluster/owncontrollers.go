@@ -36,14 +36,14 @@ const (
 )
 
 // ownControllerKind is one of our controllers: its config directory, its subcommand, its
-// ServiceAccount there, and the name of its log and PID files.
+// ServiceAccount there and the user it authenticates as, and the name of its log and PID files.
 type ownControllerKind struct {
-	config, subcommand, serviceAccount, process string
+	config, subcommand, serviceAccount, user, process string
 }
 
 var (
-	inplaceTektonKind     = ownControllerKind{config: "tekton", subcommand: "tekton-controller", serviceAccount: InplaceTektonServiceAccount, process: "inplace-rollout-tekton-controller"}
-	inplaceControllerKind = ownControllerKind{config: "controller", subcommand: "controller", serviceAccount: InplaceControllerServiceAccount, process: "inplace-rollout-controller"}
+	inplaceTektonKind     = ownControllerKind{config: "tekton", subcommand: "tekton-controller", serviceAccount: InplaceTektonServiceAccount, user: InplaceTektonUser, process: "inplace-rollout-tekton-controller"}
+	inplaceControllerKind = ownControllerKind{config: "controller", subcommand: "controller", serviceAccount: InplaceControllerServiceAccount, user: InplaceControllerUser, process: "inplace-rollout-controller"}
 )
 
 // ownControllerFiles are the files of a controller's config directory the harness creates, in
@@ -100,6 +100,10 @@ func (c *Cluster) installOwnController(ctx context.Context, k ownControllerKind)
 		return err
 	}
 	if err := c.applyCRDs(ctx, "InPlaceRollout", filepath.Join(root, "config", "crd", "inplacerollouts.yaml")); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	// Apart: applyCRDs stops at the first CRD that exists already.
+	if err := c.applyCRDs(ctx, "InPlaceRolloutPolicy", filepath.Join(root, "config", "crd", "inplacerolloutpolicies.yaml")); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	for _, f := range ownControllerFiles {
@@ -227,7 +231,7 @@ func (p *OwnController) Kill() error {
 // is namespaced to the controller's own namespace; the comparison, which does not tell
 // namespaces apart, takes its rules with the ClusterRole's.
 func (p *OwnController) CheckRBAC(needs []Need) (calls []string, err error) {
-	user := "system:serviceaccount:" + InplaceTektonNamespace + ":" + p.kind.serviceAccount
+	user := p.kind.user
 	audited, err := p.c.AuditedCalls(user)
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	env, err = cluster.Start(ctx, cluster.Options{AuditLog: true, AuditUsers: []string{cluster.InplaceControllerUser}})
+	env, err = cluster.Start(ctx, cluster.Options{AuditLog: true, Prometheus: true, AuditUsers: []string{cluster.InplaceControllerUser}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the local control plane: %v\n", err)
 		return 1

@@ -17,6 +17,8 @@ func needs() []cluster.Need {
 		deployment  = "testrollseachkind-deployment-with-prepull"
 		// Namespace cuts a test's name at 50 characters.
 		gatedPods = "testrollseachkind-gated-pods--then-a-second-select"
+		policySts = "testpolicyrollsoutwhatgitapplies-statefulset"
+		policyDs  = "testpolicyrollsoutwhatgitapplies-daemonset"
 		system    = "inplace-rollout-system"
 	)
 	return []cluster.Need{
@@ -29,7 +31,14 @@ func needs() []cluster.Need {
 		need("patch", "apps", "statefulsets", "", statefulSet),
 		need("get", "apps", "daemonsets", "", daemonSet),
 		need("patch", "apps", "daemonsets", "", daemonSet),
-		need("list", "apps", "controllerrevisions", "", daemonSet),
+		need("list", "apps", "controllerrevisions", "", daemonSet, policySts, policyDs),
+		// Workloads under a policy, and the policies, are watched (informers); a policy's
+		// status is written per workload.
+		clusterWide("watch", "apps", "statefulsets"),
+		clusterWide("watch", "apps", "daemonsets"),
+		clusterWide("list", "inplace-rollout.io", "inplacerolloutpolicies"),
+		clusterWide("watch", "inplace-rollout.io", "inplacerolloutpolicies"),
+		need("update", "inplace-rollout.io", "inplacerolloutpolicies", "status", policySts, policyDs),
 		need("get", "apps", "deployments", "", deployment),
 		need("patch", "apps", "deployments", "", deployment),
 		need("list", "apps", "replicasets", "", deployment),
