@@ -121,48 +121,72 @@ func decide(o *observation) decision {
 	if o.policy == nil {
 		return decision{action: actNone}
 	}
-	holder, uid := Holder(o.policy), o.policy.UID
-	entry := o.entry
-	entry.Kind, entry.Name = string(o.ref.Kind), o.ref.Name
-	ours := inFlight && o.lock.HeldBy(holder, uid)
-	record := func(phase, reason, msg string) decision {
-		next := entry
-		next.Phase, next.Reason, next.Message = phase, reason, msg
-		if next.Phase == entry.Phase && next.Reason == entry.Reason && next.Message == entry.Message && entry.Kind == o.entry.Kind {
-			return decision{action: actNone}
-		}
-		return decision{action: actRecord, entry: next}
-	}
-	rollBack := func(why string) decision {
-		return decision{action: actRollBack, entry: entry, why: why, rollback: rollout.RollbackSpec{Target: o.ref, Holder: holder, HolderUID: uid,
-			MaxUnavailable: rolloutPace(o.policy), Timeout: timeoutOf(o.policy)}}
-	}
+	c := &decider{o: o, entry: o.entry, holder: Holder(o.policy), uid: o.policy.UID, inFlight: inFlight}
+	c.entry.Kind, c.entry.Name = string(o.ref.Kind), o.ref.Name
+	c.ours = inFlight && o.lock.HeldBy(c.holder, c.uid)
 	switch {
-	case inFlight && !ours:
-		d := record(PhaseWaiting, "", fmt.Sprintf("%s is held by rollout %s of %s; the policy rolls its template out once that rollout ends", o.ref, o.lock.RolloutID, o.lock.Holder))
+	case inFlight && !c.ours:
+		d := c.record(PhaseWaiting, "", fmt.Sprintf("%s is held by rollout %s of %s; the policy rolls its template out once that rollout ends", o.ref, o.lock.RolloutID, o.lock.Holder))
 		d.requeue = waitRequeue
 		return d
-	case ours && o.lock.Phase == rollout.PhaseRollingBack:
+	case c.ours && o.lock.Phase == rollout.PhaseRollingBack:
 		// A rollback goes on to its end, whatever the template says meanwhile.
-		return rollBack("")
-	case ours && !o.onDelete:
-		return rollBack(fmt.Sprintf("the manifest of %s no longer says updateStrategy OnDelete; its own controller rolls the template out", o.ref))
+		return c.rollBack("")
+	case c.ours && !o.onDelete:
+		return c.rollBack(fmt.Sprintf("the manifest of %s no longer says updateStrategy OnDelete; its own controller rolls the template out", o.ref))
 	case !inFlight && !o.onDelete:
-		return record(PhaseNotOnDelete, "", fmt.Sprintf("%s's updateStrategy is not OnDelete: its own controller rolls its template out, and policy %s does nothing; to roll it out in place, say updateStrategy OnDelete in its manifest",
+		return c.record(PhaseNotOnDelete, "", fmt.Sprintf("%s's updateStrategy is not OnDelete: its own controller rolls its template out, and policy %s does nothing; to roll it out in place, say updateStrategy OnDelete in its manifest",
 			o.ref, o.policy.Name))
 	case !o.observed:
 		return decision{action: actNone, requeue: revisionRequeue}
 	}
-	if ours && o.lock.TemplateOwned && o.lock.Labels[appsv1.ControllerRevisionHashLabelKey] == o.current.Hash {
+	return c.toTemplate()
+}
+
+// decider carries what decide's branches read: the observation, the workload's entry as the
+// policy's status would record it, the policy's lock holder, and whether a rollout holds the
+// workload (inFlight) and is the policy's (ours).
+type decider struct {
+	o              *observation
+	entry          v1alpha1.PolicyWorkloadStatus
+	holder         string
+	uid            types.UID
+	inFlight, ours bool
+}
+
+// record is the decision to record phase, reason and msg on the workload's entry; none when
+// the entry says so already.
+func (c *decider) record(phase, reason, msg string) decision {
+	next := c.entry
+	next.Phase, next.Reason, next.Message = phase, reason, msg
+	if next.Phase == c.entry.Phase && next.Reason == c.entry.Reason && next.Message == c.entry.Message && c.entry.Kind == c.o.entry.Kind {
+		return decision{action: actNone}
+	}
+	return decision{action: actRecord, entry: next}
+}
+
+// rollBack is the decision to roll the policy's rollout in flight back, at the policy's pace.
+func (c *decider) rollBack(why string) decision {
+	return decision{action: actRollBack, entry: c.entry, why: why, rollback: rollout.RollbackSpec{Target: c.o.ref, Holder: c.holder, HolderUID: c.uid,
+		MaxUnavailable: rolloutPace(c.o.policy), Timeout: timeoutOf(c.o.policy)}}
+}
+
+// toTemplate decides for a workload whose template's revision is known and which no other
+// rollout holds: the rollout in flight to that revision goes on; pods all at it, or a revision
+// that failed before, need nothing; a revision that cannot change in place is said so (and
+// rolls the policy's rollout in flight back); any other is rolled out.
+func (c *decider) toTemplate() decision {
+	o := c.o
+	if c.ours && o.lock.TemplateOwned && o.lock.Labels[appsv1.ControllerRevisionHashLabelKey] == o.current.Hash {
 		// The rollout in flight is to the template's revision: the same rollout, as its lock
 		// records it, whichever pods are still behind.
-		spec, err := specOf(o, change{images: o.lock.Images, labels: o.lock.Labels, annotations: o.lock.Annotations}, holder, uid)
+		spec, err := specOf(o, change{images: o.lock.Images, labels: o.lock.Labels, annotations: o.lock.Annotations}, c.holder, c.uid)
 		if err != nil {
-			d := record(string(rollout.PhaseFailed), ReasonInvalidPolicy, fmt.Sprintf("policy %s: %v; the rollout in flight stays where it is until the policy is fixed", o.policy.Name, err))
+			d := c.record(string(rollout.PhaseFailed), ReasonInvalidPolicy, fmt.Sprintf("policy %s: %v; the rollout in flight stays where it is until the policy is fixed", o.policy.Name, err))
 			d.requeue = waitRequeue
 			return d
 		}
-		return decision{action: actStep, entry: entry, spec: spec}
+		return decision{action: actStep, entry: c.entry, spec: spec}
 	}
 	atCurrent := 0
 	for _, rev := range o.podRevisions {
@@ -171,44 +195,50 @@ func decide(o *observation) decision {
 		}
 	}
 	switch {
-	case !inFlight && atCurrent == len(o.podRevisions):
-		if entry.Revision == o.current.Name {
+	case !c.inFlight && atCurrent == len(o.podRevisions):
+		if c.entry.Revision == o.current.Name {
 			return decision{action: actNone}
 		}
-		next := entry
+		next := c.entry
 		next.Revision, next.Phase, next.Reason, next.RolloutID = o.current.Name, string(rollout.PhaseSucceeded), "", ""
 		next.Message = fmt.Sprintf("every pod of %s runs revision %s", o.ref, o.current.Name)
 		next.Updated, next.Total, next.Batch, next.Batches, next.RolledBack, next.Analysis = int32(atCurrent), int32(len(o.podRevisions)), 0, 0, 0, nil
 		return decision{action: actRecord, entry: next}
-	case !inFlight && entry.FailedRevision == o.current.Name:
+	case !c.inFlight && c.entry.FailedRevision == o.current.Name:
 		// Rolled back; not tried again until the template changes.
 		return decision{action: actNone}
 	}
 	ch, err := changeOf(o)
 	if err != nil {
 		msg := fmt.Sprintf("%v; nothing was changed. To let %s's own strategy recreate its pods instead, set its updateStrategy to RollingUpdate in its manifest", err, o.ref)
-		if ours {
-			return rollBack(fmt.Sprintf("the template's new revision cannot be rolled out in place: %v", err))
+		if c.ours {
+			return c.rollBack(fmt.Sprintf("the template's new revision cannot be rolled out in place: %v", err))
 		}
-		d := record(PhaseNotInPlace, "", msg)
+		d := c.record(PhaseNotInPlace, "", msg)
 		if d.action == actRecord {
 			d.entry.Revision = o.current.Name
 		}
 		return d
 	}
-	spec, err := specOf(o, ch, holder, uid)
+	spec, err := specOf(o, ch, c.holder, c.uid)
 	if err != nil {
-		d := record(string(rollout.PhaseFailed), ReasonInvalidPolicy, fmt.Sprintf("policy %s: %v; nothing was changed; fix the policy", o.policy.Name, err))
-		if ours {
+		d := c.record(string(rollout.PhaseFailed), ReasonInvalidPolicy, fmt.Sprintf("policy %s: %v; nothing was changed; fix the policy", o.policy.Name, err))
+		if c.ours {
 			// The policy changed under its rollout: the rollout stays as it is until it is fixed.
 			d.requeue = waitRequeue
 		}
 		return d
 	}
-	if !inFlight && o.lock != nil && o.lock.HeldBy(holder, uid) && o.lock.Phase == rollout.PhaseRolledBack && o.lock.SpecHash == spec.Hash() &&
+	return c.start(spec)
+}
+
+// start is the decision to roll spec, the template's revision, out: unless the lock says this
+// very rollout rolled back, though the status did not get to say so, which is remembered now
+// and not tried again.
+func (c *decider) start(spec rollout.Spec) decision {
+	o, entry := c.o, c.entry
+	if !c.inFlight && o.lock != nil && o.lock.HeldBy(c.holder, c.uid) && o.lock.Phase == rollout.PhaseRolledBack && o.lock.SpecHash == spec.Hash() &&
 		o.lock.Reason != rollout.ReasonRollbackRequested {
-		// The lock says this very rollout rolled back, though the status did not get to say
-		// so: it is remembered now, and not tried again.
 		next := entry
 		next.Revision, next.FailedRevision, next.Phase, next.RolloutID = o.current.Name, o.current.Name, string(rollout.PhaseRolledBack), o.lock.RolloutID
 		next.Reason, next.Message = string(o.lock.Reason), fmt.Sprintf("rollout %s of revision %s rolled back: %s", o.lock.RolloutID, o.current.Name, o.lock.Message)
