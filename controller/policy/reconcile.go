@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -298,7 +299,7 @@ func (r *Reconciler) writeEntry(ctx context.Context, u *unstructured.Unstructure
 		entry.LastTransitionTime = metav1.NewTime(r.now())
 		p.Status.Workloads = append(p.Status.Workloads, entry)
 		slices.SortFunc(p.Status.Workloads, func(a, b v1alpha1.PolicyWorkloadStatus) int {
-			return cmpStrings(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name)
+			return strings.Compare(a.Kind+"/"+a.Name, b.Kind+"/"+b.Name)
 		})
 	}
 	return r.writeStatus(ctx, u, p)
@@ -318,16 +319,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, u *unstructured.Unstructur
 		return fmt.Errorf("writing the status of %s %s/%s: %w", v1alpha1.PolicyKind, p.Namespace, p.Name, err)
 	}
 	return nil
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // fromUnstructured is u as an InPlaceRolloutPolicy.

@@ -1,11 +1,8 @@
 package chaos_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -42,26 +39,8 @@ var startController = sync.OnceValue(func() error {
 	return nil
 })
 
-// controllerChaos drives the controller scenarios and keeps their kill points.
-type controllerChaos struct {
-	rng      *rand.Rand
-	budget   int
-	maxDelay time.Duration
-	points   []killPoint
-	// leadings is how many times a controller process had taken the Lease at the last kill.
-	leadings int
-}
-
-// controllerLeadings counts the lines of the controller's log, across its restarts, that say a
-// process took the Lease.
-func controllerLeadings(t *testing.T) int {
-	t.Helper()
-	data, err := os.ReadFile(env.InplaceController.LogPath)
-	if err != nil {
-		t.Fatalf("reading the controller's log: %v", err)
-	}
-	return bytes.Count(data, []byte("msg=leading "))
-}
+// controllerChaos drives the controller scenarios.
+type controllerChaos struct{ ownChaos }
 
 // TestKilledControllerFinishesInPlace rolls 30-pod StatefulSets with an InPlaceRollout object and
 // SIGKILLs inplace-rollout controller at random points, starting it again each time; the new
@@ -74,22 +53,9 @@ func TestKilledControllerFinishesInPlace(t *testing.T) {
 	if err := startController(); err != nil {
 		t.Fatal(err)
 	}
-	c := &controllerChaos{rng: rng, budget: kills, maxDelay: maxDelay}
-	for i := 0; c.budget > 0 || i < 1; i++ {
-		deleted := i%2 == 1
-		kind := "rollout"
-		if deleted {
-			kind = "rollout deleted"
-		}
-		if !t.Run(fmt.Sprintf("%d %s", i, kind), func(t *testing.T) { c.scenario(t, i, deleted) }) {
-			t.Log("chaos: controller: scenario failed; replay with the seed logged above")
-			break
-		}
-	}
-	report(t, driverController, c.points)
-	if len(c.points) == 0 {
-		t.Errorf("the controller was never killed before its rollout finished: the test exercised nothing; raise %s", maxDelayEnv)
-	}
+	c := &controllerChaos{ownChaos{proc: env.InplaceController, driver: driverController, process: "controller", timeout: controllerTimeout,
+		rng: rng, budget: kills, maxDelay: maxDelay}}
+	c.run(t, "rollout", "rollout deleted", c.scenario)
 }
 
 func objects(t *testing.T, ns string) dynamic.ResourceInterface {
@@ -141,35 +107,6 @@ func (c *controllerChaos) scenario(t *testing.T, i int, deleted bool) {
 		return apierrors.IsNotFound(err), nil
 	})
 	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: rollout.PhaseRolledBack, back: true, partial: true})
-}
-
-// kill SIGKILLs the controller a random delay, up to maxDelay, after it leads, at most n times
-// while kill points remain and what is under way is not done, and starts it again each time.
-func (c *controllerChaos) kill(t *testing.T, i int, ns, what string, n int, maxDelay time.Duration, done func() bool) {
-	t.Helper()
-	for ; n > 0 && c.budget > 0; n-- {
-		// A process that does not lead yet does nothing a kill could cut.
-		cluster.WaitFor(t, controllerTimeout, "the controller leading, or the "+what+" done", func(context.Context) (bool, error) {
-			return controllerLeadings(t) > c.leadings || done(), nil
-		})
-		delay := randomDelay(c.rng, maxDelay)
-		time.Sleep(delay)
-		if done() {
-			return
-		}
-		c.leadings = controllerLeadings(t)
-		if err := env.InplaceController.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		c.budget--
-		kp := observe(t, ns)
-		kp.scenario, kp.command, kp.delay = i, "controller ("+what+")", delay
-		c.points = append(c.points, kp)
-		t.Log(kp)
-		if err := env.InplaceController.Restart(); err != nil {
-			t.Fatalf("starting the controller again: %v", err)
-		}
-	}
 }
 
 // createObject creates InPlaceRollout web rolling StatefulSet web to AppV2 in the batches the

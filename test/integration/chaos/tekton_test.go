@@ -1,12 +1,9 @@
 package chaos_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -43,27 +40,8 @@ var startTekton = sync.OnceValue(func() error {
 	return nil
 })
 
-// tektonChaos drives the Tekton scenarios and keeps their kill points.
-type tektonChaos struct {
-	rng      *rand.Rand
-	budget   int
-	maxDelay time.Duration
-	points   []killPoint
-	// leadings is how many times a controller process had taken the Lease at the last kill:
-	// the process started after it leads once there is one more.
-	leadings int
-}
-
-// leadings counts the lines of the controller's log, across its restarts, that say a process
-// took the Lease and started reconciling.
-func leadings(t *testing.T) int {
-	t.Helper()
-	data, err := os.ReadFile(env.InplaceTekton.LogPath)
-	if err != nil {
-		t.Fatalf("reading the controller's log: %v", err)
-	}
-	return bytes.Count(data, []byte("msg=leading "))
-}
+// tektonChaos drives the Tekton scenarios.
+type tektonChaos struct{ ownChaos }
 
 // TestKilledTektonControllerFinishesInPlace rolls 30-pod StatefulSets with a CustomRun of our
 // kind and SIGKILLs our tekton-controller at random points, starting it again each time; the new
@@ -76,22 +54,9 @@ func TestKilledTektonControllerFinishesInPlace(t *testing.T) {
 	if err := startTekton(); err != nil {
 		t.Fatal(err)
 	}
-	c := &tektonChaos{rng: rng, budget: kills, maxDelay: maxDelay}
-	for i := 0; c.budget > 0 || i < 1; i++ {
-		cancel := i%2 == 1
-		kind := "run"
-		if cancel {
-			kind = "run cancelled"
-		}
-		if !t.Run(fmt.Sprintf("%d %s", i, kind), func(t *testing.T) { c.scenario(t, i, cancel) }) {
-			t.Log("chaos: tekton: scenario failed; replay with the seed logged above")
-			break
-		}
-	}
-	report(t, driverTekton, c.points)
-	if len(c.points) == 0 {
-		t.Errorf("the controller was never killed before its run finished: the test exercised nothing; raise %s", maxDelayEnv)
-	}
+	c := &tektonChaos{ownChaos{proc: env.InplaceTekton, driver: driverTekton, process: "tekton-controller", timeout: tektonTimeout,
+		rng: rng, budget: kills, maxDelay: maxDelay}}
+	c.run(t, "run", "run cancelled", c.scenario)
 }
 
 func tektonClient(t *testing.T) tektonclient.Interface {
@@ -109,7 +74,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 	before := snapshot(t, ns)
 	createCustomRun(t, ns)
 	if !cancel {
-		c.kill(t, i, ns, "run", perCommand, c.maxDelay)
+		c.kill(t, i, ns, "run", perCommand, c.maxDelay, c.runDone(t, ns))
 		run := waitCustomRunDone(t, ns)
 		if cond := run.Status.GetCondition(apis.ConditionSucceeded); cond == nil || cond.Status != corev1.ConditionTrue {
 			t.Errorf("CustomRun %s/%s: Succeeded %+v, want True", ns, name, cond)
@@ -117,7 +82,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 		check(t, ns, orig, before, direction{template: clitest.AppV2, restarts: 1, phase: rollout.PhaseSucceeded})
 		return
 	}
-	c.kill(t, i, ns, "run", 1, c.maxDelay)
+	c.kill(t, i, ns, "run", 1, c.maxDelay, c.runDone(t, ns))
 	updated := 1 + c.rng.IntN(replicas/2)
 	cluster.WaitFor(t, tektonTimeout, fmt.Sprintf("%d pods of %s/%s updated", updated, ns, name), func(context.Context) (bool, error) {
 		kp := observe(t, ns)
@@ -132,7 +97,7 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 		t.Fatalf("cancelling CustomRun %s/%s: %v", ns, name, err)
 	}
 	// Putting a few pods back takes a second or two: shorter delays land in it.
-	c.kill(t, i, ns, "rollback", perCommand, max(c.maxDelay/4, 2*minDelay))
+	c.kill(t, i, ns, "rollback", perCommand, max(c.maxDelay/4, 2*minDelay), c.runDone(t, ns))
 	run := waitCustomRunDone(t, ns)
 	if cond := run.Status.GetCondition(apis.ConditionSucceeded); cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != "CustomRunCancelled" {
 		t.Errorf("CustomRun %s/%s: Succeeded %+v, want False CustomRunCancelled", ns, name, cond)
@@ -140,33 +105,9 @@ func (c *tektonChaos) scenario(t *testing.T, i int, cancel bool) {
 	check(t, ns, orig, before, direction{template: clitest.AppV1, restarts: 2, phase: rollout.PhaseRolledBack, back: true, partial: true})
 }
 
-// kill SIGKILLs the controller a random delay, up to maxDelay, after it leads, at most n times
-// while kill points remain and the run is not done, and starts it again each time.
-func (c *tektonChaos) kill(t *testing.T, i int, ns, what string, n int, maxDelay time.Duration) {
-	t.Helper()
-	for ; n > 0 && c.budget > 0; n-- {
-		// A process that does not lead yet does nothing a kill could cut.
-		cluster.WaitFor(t, tektonTimeout, "the controller leading, or the "+what+" done", func(context.Context) (bool, error) {
-			return leadings(t) > c.leadings || customRun(t, ns).IsDone(), nil
-		})
-		delay := randomDelay(c.rng, maxDelay)
-		time.Sleep(delay)
-		if customRun(t, ns).IsDone() {
-			return
-		}
-		c.leadings = leadings(t)
-		if err := env.InplaceTekton.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		c.budget--
-		kp := observe(t, ns)
-		kp.scenario, kp.command, kp.delay = i, "tekton-controller ("+what+")", delay
-		c.points = append(c.points, kp)
-		t.Log(kp)
-		if err := env.InplaceTekton.Restart(); err != nil {
-			t.Fatalf("starting the controller again: %v", err)
-		}
-	}
+// runDone reports whether the scenario's CustomRun in ns is done.
+func (c *tektonChaos) runDone(t *testing.T, ns string) func() bool {
+	return func() bool { return customRun(t, ns).IsDone() }
 }
 
 // createCustomRun creates CustomRun web of our kind, rolling StatefulSet web to AppV2 in the
