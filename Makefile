@@ -66,7 +66,7 @@ task-digest: image
 	grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { echo "$(TASK) has no step image $(IMAGE_REPO)@sha256:... to pin"; exit 1; }; \
 	echo "$(TASK): $(IMAGE_REPO)@$$d"
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller, crane (cached per machine)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller, crane, helm (cached per machine)
 tools:
 	hack/tools/build.sh
 
@@ -111,7 +111,7 @@ lint:
 	$(BIN)/staticcheck ./...
 	$(GO) run ./hack/funclen -max 80 pkg plugin tekton controller cmd
 
-## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods, 5 interleaved repetitions, every driver at one rate limit, then each at its own default, then inplace-rollout and the floor at 1,000 and 5,000 pods on 50 simulated kubelets; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, 50 concurrent rollouts of 20 pods through one Argo step plugin process and through the Tekton controller (INPLACE_ROLLOUT_BENCH_ROLLOUTS and INPLACE_ROLLOUT_BENCH_PODS change the shape), the Argo path beside the CLI's on those 1,000 pods in one StatefulSet (docs/benchmarks-drivers.md), and pre-pull's not-Ready window
+## bench: the side-by-side report docs/benchmarks.md and its plots (inplace-rollout, a floor loop, the StatefulSet and Deployment rolling updates and OpenKruise's CloneSet, at 100, 300 and 1,000 pods, 5 interleaved repetitions, every driver at one rate limit, then each at its own default, then inplace-rollout and the floor at 1,000 and 5,000 pods on 50 simulated kubelets; kruise-manager is built once, on first use), then the Go benchmarks, the Argo plugins' latency and API calls on 100 pods, the Tekton controller's latency and memory, 50 concurrent rollouts of 20 pods through one Argo step plugin process and through the Tekton controller (INPLACE_ROLLOUT_BENCH_ROLLOUTS and INPLACE_ROLLOUT_BENCH_PODS change the shape), the Argo path beside the CLI's on those 1,000 pods in one StatefulSet (docs/benchmarks-drivers.md), pre-pull's not-Ready window, and the real node's benchmarks at 100 pods under load (docs/benchmarks-realnode.md: a StatefulSet in place and recreated, plain, with the readiness gate and with a preStop hook; docs/benchmarks-realnode-workloads.md: a Deployment in place and recreated, and OpenKruise's CloneSet in place)
 bench: tools build
 	hack/tools/build.sh kruise-manager
 	$(GO) run ./hack/benchreport -out docs -cli $(BIN)/inplace-rollout
@@ -123,6 +123,8 @@ bench: tools build
 	INPLACE_ROLLOUT_BENCH_DRIVERS_OUT=$(CURDIR)/docs/benchmarks-drivers.md $(GO) test -run '^$$' -bench TektonConcurrentRollouts -benchtime 1x -timeout 60m ./test/integration/tekton
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m ./test/integration/prepull
 	INPLACE_ROLLOUT_BENCH_OUT=$(CURDIR)/docs/benchmarks-realnode.md $(GO) test -run '^$$' -bench RealNode -benchtime 1x -timeout 180m ./test/integration/realnode/e2e
+	INPLACE_ROLLOUT_BENCH_OUT=$(CURDIR)/docs/benchmarks-realnode-workloads.md INPLACE_ROLLOUT_REAL_NODE_VARIANTS=deployment,cloneset \
+		$(GO) test -run '^$$' -bench RealNode -benchtime 1x -timeout 180m ./test/integration/realnode/e2e
 	hack/check-leftovers.sh
 
 ## chaos: the chaos suite's long form: CHAOS_KILLS random SIGKILLs of 30-pod rollouts and rollbacks, 45% of the CLI, 20% of the Argo plugin process, 20% of the Tekton controller, 15% of the InPlaceRollout controller; kube-apiserver and etcd restarted, a concurrent labeller, a pod deleted and the StatefulSet scaled mid-rollout (make test runs it with 10 kills); CHAOS_SEED replays a run

@@ -56,7 +56,8 @@ func Render(w io.Writer, r *Report) error {
 	b.WriteString("test/integration/kubeletsim. Every figure is the median over the repetitions, followed, when they differ,\n")
 	b.WriteString("by the least and the greatest in parentheses. Run `make bench` again to measure anew; it rewrites this file\n")
 	b.WriteString("and its plots.\n\n")
-	b.WriteString("On the real node (a real kubelet and containerd), the in-place CLI against the StatefulSet RollingUpdate: [benchmarks-realnode.md](benchmarks-realnode.md).\n\n")
+	b.WriteString("On the real node (a real kubelet and containerd), the in-place CLI against the StatefulSet RollingUpdate: [benchmarks-realnode.md](benchmarks-realnode.md); " +
+		"against a Deployment's RollingUpdate and OpenKruise's CloneSet: [benchmarks-realnode-workloads.md](benchmarks-realnode-workloads.md).\n\n")
 	if r.Conditions != "" {
 		fmt.Fprintf(&b, "**Conditions of this run.** %s\n\n", r.Conditions)
 	}
