@@ -41,13 +41,14 @@ define oci-image
 	@echo "$(IMAGE_REPO)@$$(cat dist/image.digest)"
 endef
 
-## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, dist/argo-rollouts-config.yaml pointing at RELEASE_URL with the amd64 binary's sha256, and the image in dist/image; refuses when the Task's image is not this image's digest
+## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, dist/argo-rollouts-config.yaml and dist/argo-helm-values.yaml (for Argo's Helm chart) pointing at RELEASE_URL with the amd64 binary's sha256, and the image in dist/image; refuses when the Task's image is not this image's digest
 RELEASE_URL ?= https://github.com/inplace-rollout/inplace-rollout/releases/download/$(VERSION)
 release:
 	rm -rf dist && mkdir -p dist
 	$(call static-binaries,dist)
 	cd dist && sha256sum inplace-rollout-linux-* > checksums.txt
 	hack/argo-config.sh $(RELEASE_URL) > dist/argo-rollouts-config.yaml
+	hack/argo-config.sh $(RELEASE_URL) amd64 config/argo/helm-values.yaml > dist/argo-helm-values.yaml
 	$(call oci-image,dist)
 	@d=$$(cat dist/image.digest); grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { \
 		echo "$(TASK) does not pin this release's image $(IMAGE_REPO)@$$d"; \

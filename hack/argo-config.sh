@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Prints config/argo/argo-rollouts-config.yaml with both plugins' location set to URL/BINARY and
-# their sha256 to BINARY's line of dist/checksums.txt, for `kubectl apply` after a release.
+# Prints FILE (config/argo/argo-rollouts-config.yaml, or config/argo/helm-values.yaml for Argo's
+# Helm chart) with both plugins' location set to URL/BINARY and their sha256 to BINARY's line of
+# dist/checksums.txt, for `kubectl apply` or `helm upgrade -f` after a release.
 #
-# Usage: hack/argo-config.sh URL [ARCH]   (ARCH: amd64, the default, or arm64)
+# Usage: hack/argo-config.sh URL [ARCH [FILE]]   (ARCH: amd64, the default, or arm64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-url=${1:?usage: hack/argo-config.sh URL [ARCH]}
+url=${1:?usage: hack/argo-config.sh URL [ARCH [FILE]]}
+file=${3:-config/argo/argo-rollouts-config.yaml}
 bin=inplace-rollout-linux-${2:-amd64}
 sum=$(awk -v b="$bin" '$2 == b { print $1 }' dist/checksums.txt)
 if [ -z "$sum" ]; then
@@ -16,4 +18,4 @@ fi
 awk -v loc="${url%/}/$bin" -v sum="$sum" '
   /^      location: / { print "      location: " loc; print "      sha256: " sum; next }
   { print }
-' config/argo/argo-rollouts-config.yaml
+' "$file"

@@ -42,6 +42,7 @@ specs=(
   "kubectl-argo-rollouts|argo-rollouts|./kubectl-argo-rollouts|-s -w"
   "tekton-controller|tekton|github.com/tektoncd/pipeline/cmd/controller|-s -w"
   "crane|crane|github.com/google/go-containerregistry/cmd/crane|-s -w"
+  "helm|helm|helm.sh/helm/v4/cmd/helm|-s -w"
 )
 
 # Built only when named: OpenKruise's kruise-manager, which only the benchmark runs, takes

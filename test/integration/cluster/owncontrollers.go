@@ -39,6 +39,20 @@ const (
 // ServiceAccount there and the user it authenticates as, and the name of its log and PID files.
 type ownControllerKind struct {
 	config, subcommand, serviceAccount, user, process string
+	// namespace holds its ServiceAccount and Lease: InplaceTektonNamespace when empty.
+	namespace string
+	// lease names its Lease: its subcommand's default when empty.
+	lease string
+	// installed: something else (a Helm release) created its ServiceAccount and roles.
+	installed bool
+}
+
+// ns is the namespace of its ServiceAccount and Lease.
+func (k ownControllerKind) ns() string {
+	if k.namespace != "" {
+		return k.namespace
+	}
+	return InplaceTektonNamespace
 }
 
 var (
@@ -152,10 +166,12 @@ func (c *Cluster) startOwnController(ctx context.Context, k ownControllerKind, b
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", p.Dir, err)
 	}
-	if err := c.installOwnController(ctx, k); err != nil {
-		return nil, err
+	if !k.installed {
+		if err := c.installOwnController(ctx, k); err != nil {
+			return nil, err
+		}
 	}
-	if p.Kubeconfig, err = c.writeServiceAccountKubeconfig(ctx, InplaceTektonNamespace, k.serviceAccount, p.Dir); err != nil {
+	if p.Kubeconfig, err = c.writeServiceAccountKubeconfig(ctx, k.ns(), k.serviceAccount, p.Dir); err != nil {
 		return nil, err
 	}
 	if err := p.start(); err != nil {
@@ -170,13 +186,17 @@ func (p *OwnController) start() error {
 	process := p.kind.process
 	return p.c.onFreePorts(process, 1, func(ports []int) error {
 		addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-		cmd := exec.Command(p.Binary, append([]string{p.kind.subcommand,
+		args := []string{p.kind.subcommand,
 			"--kubeconfig", p.Kubeconfig,
 			"--health-addr", addr,
-			"--leader-election-namespace", InplaceTektonNamespace,
-		}, p.Args...)...)
+			"--leader-election-namespace", p.kind.ns(),
+		}
+		if p.kind.lease != "" {
+			args = append(args, "--leader-election-id", p.kind.lease)
+		}
+		cmd := exec.Command(p.Binary, append(args, p.Args...)...)
 		// As the Deployment's downward API sets it.
-		cmd.Env = append(os.Environ(), "POD_NAMESPACE="+InplaceTektonNamespace)
+		cmd.Env = append(os.Environ(), "POD_NAMESPACE="+p.kind.ns())
 		cmd.Dir = p.Dir
 		proc, err := startCommand(p.c.Dir, process, cmd, true)
 		if err != nil {
@@ -191,6 +211,16 @@ func (p *OwnController) start() error {
 			return httpOK(client, p.HealthURL+"/readyz")
 		})
 	})
+}
+
+// StartInstalledController starts `binary subcommand` as the ServiceAccount namespace/name that
+// something else installed with its roles (a Helm release), its Lease namespace/name, as the
+// Deployment it stands in for runs it, and waits until it is ready; it installs nothing. Its
+// process, log and PID files are named after the ServiceAccount.
+func (c *Cluster) StartInstalledController(ctx context.Context, binary, subcommand, namespace, name string) (*OwnController, error) {
+	k := ownControllerKind{subcommand: subcommand, serviceAccount: name, user: "system:serviceaccount:" + namespace + ":" + name,
+		process: name, namespace: namespace, lease: name, installed: true}
+	return c.startOwnController(ctx, k, binary, nil)
 }
 
 // PID is the controller process's id.
