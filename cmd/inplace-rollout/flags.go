@@ -7,10 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
@@ -20,9 +19,11 @@ import (
 
 // clusterFlags locate the cluster and namespace.
 type clusterFlags struct {
-	kubeconfig string
-	namespace  string
-	target     string
+	// config are kubectl's own flags for the connection, from cli-runtime: --kubeconfig,
+	// --context, --cluster, --user, -n/--namespace, --as, --as-group, --request-timeout and the
+	// rest, read as kubectl reads them.
+	config   *genericclioptions.ConfigFlags
+	target   string
 	selector   string
 	output     string
 	qps        float32
@@ -36,8 +37,8 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "path of the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of the workload (default: the kubeconfig context's)")
+	f.config = genericclioptions.NewConfigFlags(true)
+	f.config.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&f.target, "target", "", "workload as KIND/NAME: statefulset/web, daemonset/agent, deployment/api; or pods with --selector")
 	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "label selector of the pods, with --target pods")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
@@ -58,18 +59,14 @@ func (f *clusterFlags) resolve() (kubernetes.Interface, rollout.Ref, error) {
 }
 
 func (f *clusterFlags) client() (kubernetes.Interface, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: f.namespace}})
-	cfg, err := cc.ClientConfig()
+	loader := f.config.ToRawKubeConfigLoader()
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, "", badInput("loading kubeconfig: %v", err)
 	}
-	ns := f.namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, "", badInput("reading the namespace from kubeconfig: %v", err)
-		}
+	ns, _, err := loader.Namespace()
+	if err != nil {
+		return nil, "", badInput("reading the namespace from kubeconfig: %v", err)
 	}
 	if f.qps <= 0 || f.burst <= 0 {
 		return nil, "", badInput("--kube-api-qps and --kube-api-burst must be positive")

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -103,7 +107,9 @@ func TestAnalysisConfigIsTheFile(t *testing.T) {
 // from one bucket of --kube-api-qps and --kube-api-burst, so the flags bound every request the
 // command sends: the burst spent through one leaves none to the other.
 func TestClientsShareOneRateLimit(t *testing.T) {
-	f := &clusterFlags{kubeconfig: offlineKubeconfig(t), qps: 0.001, burst: 3}
+	kubeconfig := offlineKubeconfig(t)
+	f := &clusterFlags{config: genericclioptions.NewConfigFlags(true), qps: 0.001, burst: 3}
+	f.config.KubeConfig = &kubeconfig
 	client, _, err := f.client()
 	if err != nil {
 		t.Fatal(err)
@@ -125,5 +131,57 @@ func TestClientsShareOneRateLimit(t *testing.T) {
 	}
 	if events.TryAccept() {
 		t.Errorf("the Events client sent a request after the rollout's client spent the burst of %d", f.burst)
+	}
+}
+
+// TestClusterFlagsAreKubectls: the connection flags are kubectl's (cli-runtime's ConfigFlags):
+// --context picks another context of the kubeconfig, and with it its namespace, which -n
+// overrides; an unknown context is bad input, named.
+func TestClusterFlagsAreKubectls(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}, {name: prod, cluster: {server: "https://127.0.0.1:2"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: ns}}, {name: prod, context: {cluster: prod, user: u, namespace: shop}}]
+current-context: c
+`
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args     []string
+		wantNS   string
+		wantHost string
+		wantErr  string
+	}{
+		{[]string{"--kubeconfig", p}, "ns", "https://127.0.0.1:1", ""},
+		{[]string{"--kubeconfig", p, "--context", "prod"}, "shop", "https://127.0.0.1:2", ""},
+		{[]string{"--kubeconfig", p, "--context", "prod", "-n", "other"}, "other", "https://127.0.0.1:2", ""},
+		{[]string{"--kubeconfig", p, "--cluster", "prod"}, "ns", "https://127.0.0.1:2", ""},
+		{[]string{"--kubeconfig", p, "--context", "staging"}, "", "", `context "staging" does not exist`},
+	} {
+		t.Run(strings.Join(tc.args[2:], " "), func(t *testing.T) {
+			f := &clusterFlags{}
+			cmd := &cobra.Command{Use: "x"}
+			f.register(cmd)
+			if err := cmd.Flags().Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			client, ns, err := f.client()
+			if tc.wantErr != "" {
+				var exit *exitError
+				if err == nil || !errors.As(err, &exit) || exit.code != exitBadInput || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want bad input naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if host := client.CoreV1().RESTClient().Get().URL().Host; "https://"+host != tc.wantHost || ns != tc.wantNS {
+				t.Errorf("host %s, namespace %q; want %s, %q", host, ns, tc.wantHost, tc.wantNS)
+			}
+		})
 	}
 }
