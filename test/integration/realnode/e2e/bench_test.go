@@ -424,12 +424,17 @@ func cloneSets(b *testing.B, ns string) dynamic.ResourceInterface {
 	return dyn.Resource(schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1alpha1", Resource: "clonesets"}).Namespace(ns)
 }
 
-// deleteCloneSet deletes the CloneSet and waits until its pods are gone.
+// deleteCloneSet deletes the CloneSet and waits until it and its pods are gone (foreground: the
+// garbage collector deletes the pods, then the CloneSet), so that the next run can create it.
 func deleteCloneSet(b *testing.B, ns, name string) {
 	b.Helper()
-	must(b, cloneSets(b, ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}),
+	sets := cloneSets(b, ns)
+	must(b, sets.Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}),
 		"deleting CloneSet %s/%s", ns, name)
-	cluster.WaitFor(b, 5*time.Minute, "the pods of CloneSet "+name+" gone", func(ctx context.Context) (bool, error) {
+	cluster.WaitFor(b, 5*time.Minute, "CloneSet "+name+" and its pods gone", func(ctx context.Context) (bool, error) {
+		if _, err := sets.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return false, err
+		}
 		pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 		return err == nil && len(pods.Items) == 0, err
 	})
