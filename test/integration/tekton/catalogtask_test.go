@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -98,27 +101,34 @@ func TestCatalogTaskPodRunsTheCommandByDigest(t *testing.T) {
 			params: `
     - {name: target, value: statefulset/web}
     - {name: images, value: ["app=reg.example/app:v2"]}`,
-			want: []string{"run", "--namespace=", "--target=statefulset/web", "--batches=100%", "--soak=0s", "--timeout=10m",
-				"--analysis-config=", "--prometheus=", "--on-inconclusive=fail", "--pin-digests=auto", "--pre-pull=false", "--results-dir=/tekton/results", "--",
+			want: []string{"run", "--namespace=", "--target=statefulset/web", "--selector=", "--batches=100%", "--max-unavailable=1", "--grace=0s",
+				"--allow-unready=false", "--soak=0s", "--timeout=10m",
+				"--analysis-config=", "--prometheus=", "--on-inconclusive=fail", "--pin-digests=auto", "--pre-pull=false", "--on-terminate=rollback", "--results-dir=/tekton/results", "--",
 				"app=reg.example/app:v2"},
 		},
 		{
 			name: "every param",
 			params: fmt.Sprintf(`
     - {name: namespace, value: %s}
-    - {name: target, value: daemonset/agent}
+    - {name: target, value: pods}
+    - {name: selector, value: "app=agent,tier in (edge)"}
     - {name: images, value: ["app=reg.example/app:v2", "sidecar=reg.example/side@sha256:%s"]}
     - {name: batches, value: "1,50%%,100%%"}
+    - {name: max-unavailable, value: "25%%"}
+    - {name: grace, value: 5s}
+    - {name: allow-unready, value: "true"}
     - {name: soak, value: 30s}
     - {name: timeout, value: 3m}
     - {name: analysis, value: %q}
     - {name: prometheus-url, value: "http://prom.example:9090"}
     - {name: on-inconclusive, value: pause}
     - {name: pin-digests, value: always}
-    - {name: pre-pull, value: "true"}`, ns, strings.Repeat("ab", 32), analysisText),
-			want: []string{"run", "--namespace=" + ns, "--target=daemonset/agent", "--batches=1,50%,100%", "--soak=30s", "--timeout=3m",
+    - {name: pre-pull, value: "true"}
+    - {name: on-terminate, value: leave}`, ns, strings.Repeat("ab", 32), analysisText),
+			want: []string{"run", "--namespace=" + ns, "--target=pods", "--selector=app=agent,tier in (edge)", "--batches=1,50%,100%",
+				"--max-unavailable=25%", "--grace=5s", "--allow-unready=true", "--soak=30s", "--timeout=3m",
 				"--analysis-config=" + analysisText, "--prometheus=http://prom.example:9090", "--on-inconclusive=pause", "--pin-digests=always", "--pre-pull=true",
-				"--results-dir=/tekton/results", "--", "app=reg.example/app:v2", "sidecar=reg.example/side@sha256:" + strings.Repeat("ab", 32)},
+				"--on-terminate=leave", "--results-dir=/tekton/results", "--", "app=reg.example/app:v2", "sidecar=reg.example/side@sha256:" + strings.Repeat("ab", 32)},
 		},
 	}
 	for i, tt := range tests {
@@ -149,6 +159,44 @@ spec:
 				t.Errorf("the command's arguments:\n got %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCatalogTaskRolesAreTheCLIs: the Role of the Task's sample and of its tests grants what
+// config/cli/role.yaml does, which test/integration/clirbac checks against the calls of every
+// command and flag the Task's params reach (pre-pull's puller pods and ServiceAccounts, the
+// watch of pods, a selector's lock ConfigMaps), from the audit log; nothing more.
+func TestCatalogTaskRolesAreTheCLIs(t *testing.T) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := cluster.ReadRole(filepath.Join(root, "config", "cli", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join("samples", "rbac.yaml"), filepath.Join("tests", "resources.yaml")} {
+		data, err := os.ReadFile(filepath.Join(catalogTaskDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for doc := range strings.SplitSeq(string(data), "\n---\n") {
+			var role rbacv1.Role
+			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+				t.Fatalf("reading %s: %v", f, err)
+			}
+			if role.Kind != "Role" {
+				continue
+			}
+			found = true
+			if !reflect.DeepEqual(role.Rules, cli.Rules) {
+				t.Errorf("the Role of %s grants\n%v\nwant config/cli/role.yaml's\n%v", f, role.Rules, cli.Rules)
+			}
+		}
+		if !found {
+			t.Errorf("%s has no Role", f)
+		}
 	}
 }
 
