@@ -216,7 +216,8 @@ func (p *OwnController) start() error {
 // StartInstalledController starts `binary subcommand` as the ServiceAccount namespace/name that
 // something else installed with its roles (a Helm release), its Lease namespace/name, as the
 // Deployment it stands in for runs it, and waits until it is ready; it installs nothing. Its
-// process, log and PID files are named after the ServiceAccount.
+// process, log and PID files are named after the ServiceAccount. Its roles are not config/'s
+// files, so CheckRBAC is not for it.
 func (c *Cluster) StartInstalledController(ctx context.Context, binary, subcommand, namespace, name string) (*OwnController, error) {
 	k := ownControllerKind{subcommand: subcommand, serviceAccount: name, user: "system:serviceaccount:" + namespace + ":" + name,
 		process: name, namespace: namespace, lease: name, installed: true}

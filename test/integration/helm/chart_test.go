@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/inplace-rollout/inplace-rollout/config/grafana"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 )
 
@@ -38,7 +39,8 @@ var valueSets = []struct {
 }{
 	{"defaults", nil},
 	{"everything", []string{"tektonController.enabled=true", "image.digest=" + digest, "imagePullSecrets[0].name=regcred",
-		"controller.replicas=2", "controller.extraArgs[0]=--workers=8", "gateController.nodeSelector.role=infra", "crds.keep=false"}},
+		"controller.replicas=2", "controller.extraArgs[0]=--workers=8", "gateController.nodeSelector.role=infra", "crds.keep=false",
+		"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prometheus", "metrics.dashboard.enabled=true"}},
 	{"no-crds", []string{"crds.install=false", "gateController.enabled=false", "image.tag=v9.9.9"}},
 }
 
@@ -224,5 +226,37 @@ func TestChartRefusesBadValues(t *testing.T) {
 				t.Errorf("helm template --set %s printed objects although it failed:\n%s", tc.set, r.stdout)
 			}
 		})
+	}
+}
+
+// TestChartMetrics: with metrics on, each controller that serves /metrics gets a Service on its
+// health port and a ServiceMonitor of it, and the Grafana dashboard is config/grafana's, byte
+// for byte, in a ConfigMap labelled for Grafana's sidecar.
+func TestChartMetrics(t *testing.T) {
+	objs := objects(t, template(t, valueSets[1].set...))
+	for _, c := range []string{"controller", "tekton-controller"} {
+		name := release + "-inplace-rollout-" + c
+		svc := find(t, objs, "Service", name+"-metrics")
+		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+		if len(ports) != 1 || ports[0].(map[string]any)["targetPort"] != "health" {
+			t.Errorf("Service %s-metrics ports %v, want the health port", name, ports)
+		}
+		sm := find(t, objs, "ServiceMonitor", name)
+		if sm.GetLabels()["release"] != "prometheus" {
+			t.Errorf("ServiceMonitor %s labels %v, want release=prometheus", name, sm.GetLabels())
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ServiceMonitor" && strings.Contains(o.GetName(), "gate-controller") {
+			t.Errorf("ServiceMonitor %s: the gate controller serves no /metrics", o.GetName())
+		}
+	}
+	cm := find(t, objs, "ConfigMap", release+"-inplace-rollout-dashboard")
+	if cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("ConfigMap %s labels %v, want grafana_dashboard=1", cm.GetName(), cm.GetLabels())
+	}
+	got, _, _ := unstructured.NestedString(cm.Object, "data", "inplace-rollout.json")
+	if want := strings.TrimSuffix(string(grafana.JSON), "\n"); got != want {
+		t.Errorf("the dashboard in ConfigMap %s differs from config/grafana/inplace-rollout.json", cm.GetName())
 	}
 }

@@ -73,6 +73,7 @@ func TestHelmInstallRollsOutAndUninstallLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("starting the controller as the chart's ServiceAccount: %v", err)
 	}
+	t.Cleanup(func() { _ = controller.Kill() })
 	apps := env.Namespace(t)
 	clitest.CreateStatefulSet(t, env, apps, "web", 3)
 	rollouts := dyn.Resource(schema.GroupVersionResource{Group: "inplace-rollout.io", Version: "v1alpha1", Resource: "inplacerollouts"}).Namespace(apps)
