@@ -200,6 +200,7 @@ func TestClusterFlagsRefuseBeforeAnyRequest(t *testing.T) {
 		{"no target", []string{"--kubeconfig", kubeconfig}, "--target is required"},
 		{"an unknown kind", []string{"--kubeconfig", kubeconfig, "--target", "cronjob/web"}, `--target "cronjob/web"`},
 		{"no name", []string{"--kubeconfig", kubeconfig, "--target", "statefulset"}, "give KIND/NAME"},
+		{"a name no object can have", []string{"--kubeconfig", kubeconfig, "--target", "statefulset/web/extra"}, `"web/extra" is not a valid name`},
 		{"pods without a selector", []string{"--kubeconfig", kubeconfig, "--target", "pods"}, "--target pods needs --selector"},
 		{"a selector of a workload", []string{"--kubeconfig", kubeconfig, "--target", "statefulset/web", "-l", "app=web"}, "--selector goes with --target pods only"},
 		{"an unknown output", []string{"--kubeconfig", kubeconfig, "--target", "statefulset/web", "-o", "wide"}, `--output "wide"`},

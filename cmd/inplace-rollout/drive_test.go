@@ -46,7 +46,7 @@ func TestDriveAndRollBack(t *testing.T) {
 	results := t.TempDir()
 
 	cmd, out, progress := testCommand()
-	if err := drive(cmd, client, nil, cliSpec(pt.ImageV2), false, results, "text"); err != nil {
+	if err := drive(cmd, client, nil, cliSpec(pt.ImageV2), driveOptions{resultsDir: results, output: "text"}); err != nil {
 		t.Fatalf("run: %v (exit %d)", err, exitCode(err))
 	}
 	if !strings.HasPrefix(out.String(), "Succeeded: ") || !strings.Contains(progress.String(), "msg=progress") {
@@ -69,7 +69,7 @@ func TestDriveAndRollBack(t *testing.T) {
 	}
 
 	cmd, _, _ = testCommand()
-	err := drive(cmd, client, nil, cliSpec(pt.ImageCrash), true, "", "text")
+	err := drive(cmd, client, nil, cliSpec(pt.ImageCrash), driveOptions{resume: true, output: "text"})
 	if got := exitCode(err); err == nil || got != exitFailedRolledBack || !strings.Contains(err.Error(), "rolled back") {
 		t.Errorf("a rollout that crashes: %v (exit %d), want exit %d, rolled back", err, got, exitFailedRolledBack)
 	}

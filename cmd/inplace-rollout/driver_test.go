@@ -266,7 +266,7 @@ func TestDriveEndsAsTheRolloutSettles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd, stdout, stderr := driverCommand()
-			err := drive(cmd, fake.NewClientset(tt.objs...), fake.NewClientset(), spec, false, "", "text")
+			err := drive(cmd, fake.NewClientset(tt.objs...), fake.NewClientset(), spec, driveOptions{output: "text"})
 			var ee *exitError
 			if !errors.As(err, &ee) || ee.code != tt.code || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("drive = %v, want exit %d saying %q", err, tt.code, tt.msg)
@@ -283,7 +283,7 @@ func TestDriveEndsAsTheRolloutSettles(t *testing.T) {
 	// instead of the pause; the rollout goes on from there.
 	t.Run("resumed", func(t *testing.T) {
 		cmd, _, stderr := driverCommand()
-		err := drive(cmd, fake.NewClientset(webStatefulSet(t, paused)), nil, spec, true, "", "text")
+		err := drive(cmd, fake.NewClientset(webStatefulSet(t, paused)), nil, spec, driveOptions{resume: true, output: "text"})
 		if exitCode(err) == exitPaused {
 			t.Errorf("resume stopped at the pause it accepts: %v", err)
 		}

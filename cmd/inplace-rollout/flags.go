@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -24,10 +25,10 @@ type clusterFlags struct {
 	// rest, read as kubectl reads them.
 	config   *genericclioptions.ConfigFlags
 	target   string
-	selector   string
-	output     string
-	qps        float32
-	burst      int
+	selector string
+	output   string
+	qps      float32
+	burst    int
 
 	// events is the client Events are recorded with, once client ran: the same credentials
 	// and the same token bucket as the rollout's client, so that --kube-api-qps and
@@ -111,6 +112,13 @@ func (f *clusterFlags) ref(ns string) (rollout.Ref, error) {
 	case kind != rollout.Pods && f.selector != "":
 		return ref, badInput("--selector goes with --target pods only")
 	}
+	if kind != rollout.Pods {
+		// Said here, before any request: the API server would refuse the name, or read it as a
+		// path.
+		if problems := validation.IsDNS1123Subdomain(name); len(problems) > 0 {
+			return ref, badInput("--target %q: %q is not a valid name: %s", f.target, name, strings.Join(problems, "; "))
+		}
+	}
 	return ref, nil
 }
 
@@ -141,6 +149,8 @@ type rolloutFlags struct {
 	pullerImage    string
 	// file is -f: an InPlaceRollout spec file the other flags override.
 	file string
+	// onTerminate is --on-terminate: what Ctrl-C or SIGTERM does to the rollout in flight.
+	onTerminate string
 
 	// restoreTemplate is rollback's --restore-template.
 	restoreTemplate bool
@@ -156,6 +166,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.allowUnready, "allow-unready", false, "start even if some pods are not Ready")
 	cmd.Flags().BoolVar(&f.allowOwned, "allow-owned", false, "with --target pods, update pods a controller owns too (it may recreate them from its own template, on the old images)")
 	cmd.Flags().BoolVar(&f.supersede, "supersede", false, "replace this tool's rollout in flight to other images")
+	cmd.Flags().StringVar(&f.onTerminate, "on-terminate", terminateLeave, "what Ctrl-C or SIGTERM does to the rollout in flight: leave (stop between two steps, resumable by the same command) or rollback (roll it back first; a second signal stops the rollback, which `rollback` then finishes), as a cancelled or timed-out TaskRun's step wants")
 	f.registerTakeOver(cmd)
 	f.registerNotify(cmd)
 	cmd.Flags().StringVar(&f.resultsDir, "results-dir", "", "write Tekton-style results (phase, updated-pods, rolled-back, message) to this directory")

@@ -45,7 +45,7 @@ func newPlanCommand() *cobra.Command {
 			engine := &rollout.Engine{Client: client, Registry: &registry.Resolver{Client: client}}
 			plan, err := engine.Plan(context.Background(), spec)
 			if err != nil {
-				return &exitError{code: exitBadInput, err: planError(err)}
+				return readExit(planError(err))
 			}
 			report := planReport{Target: ref.String(), Images: plan.Images, Current: plan.Current, Already: plan.Already}
 			for i, b := range plan.Batches {
@@ -67,6 +67,7 @@ func newPlanCommand() *cobra.Command {
 	}
 	cf.register(cmd)
 	rf.registerPlan(cmd)
+	cf.registerCompletions(cmd)
 	return cmd
 }
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
 	argoclientset "github.com/argoproj/argo-rollouts/pkg/client/clientset/versioned"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,12 +25,34 @@ import (
 // pluginEnv is the handshake variable Argo Rollouts sets when it starts a plugin process.
 const pluginEnv = "ARGO_ROLLOUTS_RPC_PLUGIN"
 
-// Where the plugin processes serve Prometheus /metrics: Argo starts them with its own
-// environment, so each plugin reads its own variable; unset, none is served.
+// Where the plugin processes serve Prometheus /metrics: the argument --metrics-addr of the
+// plugin's entry in argo-rollouts-config (Argo starts each plugin with its entry's args), else
+// the plugin's own variable of the controller's environment, which Argo's plugins share; neither
+// given, none is served.
 const (
+	metricsAddrArg    = "metrics-addr"
 	stepMetricsEnv    = "INPLACE_ROLLOUT_METRICS_ADDR"
 	trafficMetricsEnv = "INPLACE_ROLLOUT_TRAFFIC_METRICS_ADDR"
 )
+
+// pluginMetricsAddr is the address the plugin serves its metrics on, and where it was given:
+// --metrics-addr among args (the entry's args in argo-rollouts-config), else the environment
+// variable env. An argument the plugin does not take is an error naming it.
+func pluginMetricsAddr(args []string, env string) (addr, source string, err error) {
+	fs := pflag.NewFlagSet("plugin", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flag := fs.String(metricsAddrArg, "", "")
+	if err := fs.Parse(args); err != nil {
+		return "", "", fmt.Errorf("the plugin's args in argo-rollouts-config %q: %w; it takes only --%s=ADDRESS", args, err, metricsAddrArg)
+	}
+	if fs.NArg() > 0 {
+		return "", "", fmt.Errorf("the plugin's args in argo-rollouts-config %q: unexpected %q; it takes only --%s=ADDRESS", args, fs.Args(), metricsAddrArg)
+	}
+	if fs.Changed(metricsAddrArg) {
+		return *flag, "--" + metricsAddrArg, nil
+	}
+	return os.Getenv(env), env, nil
+}
 
 // servePlugin serves the Argo Rollouts plugin named by pluginEnv, and reports whether it was one.
 // Logs go to stderr, which Argo copies into its own log: stdout is go-plugin's.
@@ -45,14 +69,14 @@ func servePlugin() bool {
 	switch kind {
 	case "step":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", step.Name)
-		m := serveMetrics(stepMetricsEnv, log)
+		m := serveMetrics(os.Args[1:], stepMetricsEnv, log)
 		events := &processEvents{}
 		step.Serve(step.New(func() (step.Clients, error) { return stepClients(log, m, events) }, step.Options{Log: log}))
 		events.close(log)
 		return true
 	case "trafficrouter":
 		log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("plugin", traffic.Name)
-		m := serveMetrics(trafficMetricsEnv, log)
+		m := serveMetrics(os.Args[1:], trafficMetricsEnv, log)
 		events := &processEvents{}
 		traffic.Serve(traffic.New(func() (*rollout.Driver, error) {
 			cfg, err := pluginConfig(argoTrafficComponent)
@@ -67,19 +91,23 @@ func servePlugin() bool {
 	return false
 }
 
-// serveMetrics serves the plugin process's metrics on the address in the environment variable
-// env, in the background, and returns their recorder; nil when env is unset. An address that
-// cannot be listened on is logged and the plugin goes on without metrics: Argo would only
-// restart it, with the same address.
-func serveMetrics(env string, log *slog.Logger) rollout.Metrics {
-	addr := os.Getenv(env)
+// serveMetrics serves the plugin process's metrics on the address pluginMetricsAddr finds in
+// args or env, in the background, and returns their recorder; nil when there is none. Wrong
+// args, or an address that cannot be listened on, are logged and the plugin goes on without
+// metrics: Argo would only restart it, with the same ones.
+func serveMetrics(args []string, env string, log *slog.Logger) rollout.Metrics {
+	addr, source, err := pluginMetricsAddr(args, env)
+	if err != nil {
+		log.Error("metrics not served", "err", err)
+		return nil
+	}
 	if addr == "" {
 		return nil
 	}
 	reg, recorder := metrics.NewRegistry()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(reg))
-	if _, err := serveHTTP(addr, env, mux, log); err != nil {
+	if _, err := serveHTTP(addr, source, mux, log); err != nil {
 		log.Error("metrics not served", "err", err)
 		return nil
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -16,8 +19,13 @@ const (
 	// exitSuperseded: another run of the same holder replaced this one's rollout and carries
 	// its pods on.
 	exitSuperseded = 5
-	// exitAPIUnavailable: the API server kept failing; the rollout is left resumable.
+	// exitAPIUnavailable: the API server kept failing or could not be reached; the rollout is
+	// left resumable.
 	exitAPIUnavailable = 6
+	// exitAPIRefused: the API server refused a request before anything changed (forbidden,
+	// unauthorized, invalid, denied by admission), which retrying does not change: apart from
+	// bad input, which is what the command was given.
+	exitAPIRefused = 7
 )
 
 // exitError carries the exit code a command ends with.
@@ -49,14 +57,21 @@ and volumes. Pods are updated in batches; every batch can be gated on Prometheus
 golden signals, and a failed batch puts every touched pod back on the exact image
 it ran before.
 
-Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input or a request the API
-server refused (nothing changed), 3 a person must look (rollback incomplete, a pod's
-state annotation unreadable, or a request the API server refused mid-rollout, which is
-left in flight: fix the cause, then run again or roll back), 4 paused by an inconclusive analysis (resume or roll
-back), 5 superseded by another run (which carries the pods on), 6 the API server kept
-failing (run again to resume), 130 stopped by Ctrl-C (run again to resume).`,
+Exit codes: 0 succeeded, 1 failed and rolled back, 2 bad input (nothing changed), 3 a
+person must look (rollback incomplete, a pod's state annotation unreadable, or a request
+the API server refused mid-rollout, which is left in flight: fix the cause, then run
+again or roll back), 4 paused by an inconclusive analysis (resume or roll back), 5
+superseded by another run (which carries the pods on), 6 the API server kept failing or
+could not be reached (run again to resume), 7 the API server refused a request before
+anything changed (forbidden, invalid, denied by admission), 130 stopped by Ctrl-C or
+SIGTERM (run again to resume).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// Installed as kubectl-inplace_rollout (krew), kubectl runs it as `kubectl inplace-rollout`:
+	// its help and completion say so.
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl inplace-rollout"}
 	}
 	addProfileFlags(root)
 	root.AddCommand(newRunCommand(), newResumeCommand(), newStatusCommand(), newRollbackCommand(), newPlanCommand(), newGateControllerCommand(), newTektonControllerCommand(), newControllerCommand(), newVersionCommand())

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,7 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/notify"
@@ -62,14 +66,18 @@ func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		rf.images = append(rf.images, args...)
+		if rf.onTerminate != terminateLeave && rf.onTerminate != terminateRollback {
+			return badInput("--on-terminate %q: want %s or %s", rf.onTerminate, terminateLeave, terminateRollback)
+		}
 		spec, client, err := rf.resolve(cmd, &cf)
 		if err != nil {
 			return err
 		}
-		return drive(cmd, client, cf.events, spec, resume, rf.resultsDir, cf.output)
+		return drive(cmd, client, cf.events, spec, driveOptions{resume: resume, onTerminate: rf.onTerminate, resultsDir: rf.resultsDir, output: cf.output})
 	}
 	cf.register(cmd)
 	rf.register(cmd)
+	cf.registerCompletions(cmd)
 	return cmd
 }
 
@@ -107,6 +115,7 @@ its holder first; the drivers' own scans also roll such rollouts back.`,
 		},
 	}
 	cf.register(cmd)
+	cf.registerCompletions(cmd)
 	cmd.Flags().StringVar(&rf.maxUnavailable, "max-unavailable", "1", "pods reverted at once, count or percentage above 0")
 	rf.registerTakeOver(cmd)
 	rf.registerNotify(cmd)
@@ -123,34 +132,78 @@ func interruptible() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
+// What Ctrl-C or SIGTERM does to a run's rollout in flight (--on-terminate).
+const (
+	// terminateLeave stops between two steps; the same command resumes.
+	terminateLeave = "leave"
+	// terminateRollback rolls the rollout back first: the step of a cancelled or timed-out
+	// TaskRun gets SIGTERM when Tekton deletes its pod, and must not leave the workload held.
+	terminateRollback = "rollback"
+)
+
+// driveOptions are how drive runs and reports: resume accepts the paused batch the rollout
+// stands at; onTerminate is --on-terminate; resultsDir and output are where the outcome goes.
+type driveOptions struct {
+	resume                          bool
+	onTerminate, resultsDir, output string
+}
+
 // drive runs the rollout until it settles, printing one line per change on stderr. With resume,
 // a rollout paused by an inconclusive analysis when the command starts has its batch accepted
 // first; a pause reached later stops the command as it stops run.
-func drive(cmd *cobra.Command, client, events kubernetes.Interface, spec rollout.Spec, resume bool, resultsDir, output string) error {
+func drive(cmd *cobra.Command, client, events kubernetes.Interface, spec rollout.Spec, o driveOptions) error {
 	d := newDriver(cmd, client, events, spec.Target, spec.Images, spec.Batches)
 	defer d.closeEvents()
 	ctx, stop := interruptible()
 	defer stop()
-	d.watchPods(ctx, client, spec.Target)
-	if !resume {
-		st, err := d.engine.Drive(ctx, spec, d.report)
-		return d.finish(st, err, resultsDir, output, false)
-	}
-	// The first status says whether the rollout is paused now; resume accepts only that pause.
-	first, pausedAtStart := true, false
-	st, err := d.engine.Drive(ctx, spec, func(s rollout.Status) {
-		if first {
-			first, pausedAtStart = false, s.Phase == rollout.PhasePaused
-			if pausedAtStart {
-				return // the accepted batch is reported instead
+	// The pod watch outlives a signal: the engine reads pods from it, and a rollback after the
+	// signal (--on-terminate rollback) must see them change.
+	watch, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	d.watchPods(watch, client, spec.Target)
+	var st rollout.Status
+	var err error
+	if !o.resume {
+		st, err = d.engine.Drive(ctx, spec, d.report)
+	} else {
+		// The first status says whether the rollout is paused now; resume accepts only that pause.
+		first, pausedAtStart := true, false
+		st, err = d.engine.Drive(ctx, spec, func(s rollout.Status) {
+			if first {
+				first, pausedAtStart = false, s.Phase == rollout.PhasePaused
+				if pausedAtStart {
+					return // the accepted batch is reported instead
+				}
 			}
+			d.report(s)
+		})
+		if p, ok := rollout.PauseOf(st); ok && err == nil && pausedAtStart {
+			st, err = d.engine.AcceptAndDrive(ctx, spec, p, d.report)
 		}
-		d.report(s)
-	})
-	if p, ok := rollout.PauseOf(st); ok && err == nil && pausedAtStart {
-		st, err = d.engine.AcceptAndDrive(ctx, spec, p, d.report)
 	}
-	return d.finish(st, err, resultsDir, output, false)
+	if o.onTerminate == terminateRollback && rollout.OutcomeOf(st, err).Kind == rollout.Interrupted {
+		return d.rollBackOnTerminate(spec, st, err, o)
+	}
+	return d.finish(st, err, o.resultsDir, o.output, false)
+}
+
+// rollBackOnTerminate rolls back, at the rollout's own pace, the rollout a signal stopped
+// (--on-terminate rollback; stopped and stopErr are how the run ended), and ends as a run whose
+// rollout rolled back. A second signal stops the rollback between two steps, left in flight for
+// `inplace-rollout rollback` to finish. A signal before the rollout was recorded leaves nothing
+// to roll back: the run ends as stopped.
+func (d *driver) rollBackOnTerminate(spec rollout.Spec, stopped rollout.Status, stopErr error, o driveOptions) error {
+	d.log.Warn("stopped by a signal: rolling the rollout back (--on-terminate rollback)", "target", d.target)
+	ctx, stop := interruptible()
+	defer stop()
+	st, err := d.engine.DriveAbort(ctx, spec.Rollback(), d.report)
+	switch rollout.OutcomeOf(st, err).Kind {
+	case rollout.BadInput:
+		return d.finish(stopped, stopErr, o.resultsDir, o.output, false)
+	case rollout.Interrupted:
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped again while rolling back; the rollback of %s is left in flight: run `inplace-rollout rollback` to finish it", d.target)}
+	}
+	return d.finish(st, err, o.resultsDir, o.output, false)
 }
 
 // driveRollback runs the rollback r until it ends, printing one line per change on stderr.
@@ -344,7 +397,44 @@ func (d *driver) refusedExit(o rollout.Outcome) error {
 		return &exitError{code: exitRollbackIncomplete, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w; rollout %s is left in flight (%d pods updated, %s still held): fix the cause, then run the same command again to resume, or `inplace-rollout rollback` to undo",
 			err, o.RolloutID, o.Updated, d.target)}
 	}
-	return &exitError{code: exitBadInput, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w (nothing changed)", err)}
+	if apierrors.IsNotFound(err) {
+		// What the command names does not exist: its input is wrong.
+		return &exitError{code: exitBadInput, err: fmt.Errorf("%w (nothing changed)", err)}
+	}
+	return &exitError{code: exitAPIRefused, err: fmt.Errorf("the API server refused a request, and retrying will not change that: %w (nothing changed)", err)}
+}
+
+// readExit is the exit of status or plan when reading the cluster failed: bad input when what
+// the command names does not exist or its spec is wrong; refused when the API server refused a
+// read for another reason (forbidden, unauthorized); unavailable when it could not be reached or
+// could not answer (connection errors, timeouts, throttling, 5xx).
+func readExit(err error) error {
+	var status apierrors.APIStatus
+	switch {
+	case rollout.OutcomeOf(rollout.Status{}, err).Kind == rollout.BadInput, apierrors.IsNotFound(err):
+		// Typed by the engine first: a spec it refuses may wrap a registry's connection error.
+		return &exitError{code: exitBadInput, err: err}
+	case errors.As(err, &status):
+		if code := status.Status().Code; code == http.StatusTooManyRequests || code >= http.StatusInternalServerError ||
+			apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) {
+			return &exitError{code: exitAPIUnavailable, err: fmt.Errorf("the API server could not answer: %w; run the same command again", err)}
+		}
+		return &exitError{code: exitAPIRefused, err: fmt.Errorf("the API server refused a request: %w", err)}
+	case unreachable(err):
+		return &exitError{code: exitAPIUnavailable, err: fmt.Errorf("the API server could not be reached: %w; run the same command again", err)}
+	}
+	return &exitError{code: exitBadInput, err: err}
+}
+
+// unreachable reports whether err is a failure to reach the server (a refused or reset
+// connection, a timeout, a name that does not resolve) rather than an answer. A certificate
+// the client does not trust, or credentials it cannot get, are not: retrying does not help.
+func unreachable(err error) bool {
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	return errors.As(err, &opErr) || errors.As(err, &dnsErr) || (errors.As(err, &netErr) && netErr.Timeout()) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err)
 }
 
 // shortDuration prints whole minutes and hours without their zero seconds: 2m, not 2m0s.

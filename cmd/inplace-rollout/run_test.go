@@ -3,13 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
@@ -69,8 +75,10 @@ func TestFinishMapsWhatTheEngineReturns(t *testing.T) {
 		{"bad input", rollout.Status{}, &rollout.InvalidError{Msg: "no images"}, false, exitBadInput, "no images"},
 		{"superseded", rollout.Status{}, &rollout.SupersededError{RolloutID: "a", By: "b"}, false, exitSuperseded, "superseded by rollout b"},
 		{"blocked", rollout.Status{}, &rollout.BlockedError{Msg: "bad state"}, false, exitRollbackIncomplete, target.String() + ": stopped, a person must look: bad state"},
-		{"refused", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden")}, false, exitBadInput,
+		{"refused", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden")}, false, exitAPIRefused,
 			"the API server refused a request, and retrying will not change that: forbidden"},
+		{"refused: not found", rollout.Status{}, &rollout.PermanentError{Err: apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, "web")}, false, exitBadInput,
+			`statefulsets.apps "web" not found (nothing changed)`},
 		{"refused mid-rollout", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden"), RolloutID: "r1", Updated: 2}, false, exitRollbackIncomplete,
 			"forbidden; rollout r1 is left in flight (2 pods updated, StatefulSet shop/web still held): fix the cause, then run the same command again to resume, or `inplace-rollout rollback` to undo"},
 		{"refused while rolling back", rollout.Status{}, &rollout.PermanentError{Err: errors.New("forbidden"), RollingBack: true}, false, exitRollbackIncomplete,
@@ -105,5 +113,35 @@ func TestShortDuration(t *testing.T) {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestReadExit: status and plan tell what they were given wrong (exit 2) from a read the API
+// server refused (exit 7) and from a server that could not answer (exit 6).
+func TestReadExit(t *testing.T) {
+	gr := schema.GroupResource{Group: "apps", Resource: "statefulsets"}
+	refusedConn := &url.Error{Op: "Get", URL: "https://127.0.0.1:1/api", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"workload not found", apierrors.NewNotFound(gr, "web"), exitBadInput},
+		{"spec refused by the engine", &rollout.InvalidError{Msg: "no images"}, exitBadInput},
+		{"spec refused over a registry's connection error", fmt.Errorf("resolving: %w", &rollout.InvalidError{Msg: "registry unreachable: " + refusedConn.Error()}), exitBadInput},
+		{"forbidden", apierrors.NewForbidden(gr, "web", errors.New("RBAC")), exitAPIRefused},
+		{"unauthorized", apierrors.NewUnauthorized("token expired"), exitAPIRefused},
+		{"throttled", apierrors.NewTooManyRequests("slow down", 1), exitAPIUnavailable},
+		{"server error", apierrors.NewInternalError(errors.New("etcd")), exitAPIUnavailable},
+		{"server timeout", apierrors.NewServerTimeout(gr, "get", 1), exitAPIUnavailable},
+		{"connection refused", fmt.Errorf("reading StatefulSet shop/web: %w", refusedConn), exitAPIUnavailable},
+		{"untrusted certificate", &url.Error{Op: "Get", URL: "https://127.0.0.1:1/api", Err: x509.UnknownAuthorityError{}}, exitBadInput},
+		{"anything else", errors.New("pod web-0 has no container app"), exitBadInput},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := exitCode(readExit(tc.err)); got != tc.want {
+				t.Errorf("exit %d for %v, want %d", got, tc.err, tc.want)
+			}
+		})
 	}
 }

@@ -38,7 +38,7 @@ func newStatusCommand() *cobra.Command {
 			engine := &rollout.Engine{Client: client}
 			report, err := engine.Report(context.Background(), ref)
 			if err != nil {
-				return &exitError{code: exitBadInput, err: err}
+				return readExit(err)
 			}
 			if done, err := printDocument(cmd.OutOrStdout(), cf.output, report); done {
 				return err
@@ -47,6 +47,7 @@ func newStatusCommand() *cobra.Command {
 		},
 	}
 	cf.register(cmd)
+	cf.registerCompletions(cmd)
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the report, print what changes in it, live, until interrupted: in text the rollout's lines and each pod's row that changed, in json or yaml the whole report again (as kubectl get -w)")
 	return cmd
 }
@@ -75,7 +76,7 @@ func watchStatus(ctx context.Context, out io.Writer, client kubernetes.Interface
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			return &exitError{code: exitBadInput, err: err}
+			return readExit(err)
 		}
 		if err := printChange(out, format, r, &last); err != nil {
 			return err

@@ -256,14 +256,16 @@ func TestPodsThatCannotBeUpdatedAreRefusedUpFront(t *testing.T) {
 	podsOnImage(t, ns, "app=owned", appV2)
 }
 
-// TestPermanentAPIErrorsFailAtOnce: errors that retrying cannot fix end the command at once
-// with exit 2 and the API's message, not as an incomplete rollback after minutes of retries.
+// TestPermanentAPIErrorsFailAtOnce: errors that retrying cannot fix end the command at once, not
+// as an incomplete rollback after minutes of retries: a name no object can have is bad input
+// (exit 2) said before any request; a write the API server rejects ends with exit 7 and the
+// API's message, nothing changed.
 func TestPermanentAPIErrorsFailAtOnce(t *testing.T) {
 	ns := env.Namespace(t)
 	createStatefulSet(t, ns, "web", 1)
 	t.Run("invalid name", func(t *testing.T) {
 		r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web/extra", "--image", "app="+appV2)
-		if r.Code != 2 || !contains(r.Stderr, "web/extra") || contains(r.Stderr, "giving up") {
+		if r.Code != 2 || !contains(r.Stderr, "web/extra") || !contains(r.Stderr, "not a valid name") || contains(r.Stderr, "giving up") {
 			t.Fatalf("%s\nwant exit 2 at once naming web/extra", r)
 		}
 	})
@@ -277,8 +279,8 @@ func TestPermanentAPIErrorsFailAtOnce(t *testing.T) {
 		}
 		before := resourceVersions(t, ns)
 		r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2)
-		if r.Code != 2 || !contains(r.Stderr, "annotations") || contains(r.Stderr, "giving up") || contains(r.Stderr, "rollback incomplete") {
-			t.Fatalf("%s\nwant exit 2 at once with the API's message", r)
+		if r.Code != 7 || !contains(r.Stderr, "annotations") || !contains(r.Stderr, "nothing changed") || contains(r.Stderr, "giving up") || contains(r.Stderr, "rollback incomplete") {
+			t.Fatalf("%s\nwant exit 7 at once with the API's message", r)
 		}
 		if after := resourceVersions(t, ns); !equalMaps(before, after) {
 			t.Errorf("objects changed:\nbefore %v\nafter  %v", before, after)

@@ -1,6 +1,7 @@
 package rollout_test
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"os/exec"
@@ -193,6 +194,49 @@ func TestInterruptedRunResumesOrRollsBack(t *testing.T) {
 				t.Errorf("template or strategy not restored: %+v %+v", sts.Spec.Template.Spec.Containers, sts.Spec.UpdateStrategy)
 			}
 		})
+	}
+}
+
+// TestTerminatedRunRollsBack: with --on-terminate rollback, as the Tekton Task runs its step, a
+// SIGTERM after the first batch (Tekton deleting the pod of a cancelled TaskRun) rolls the
+// rollout back before the command exits 1: the same pods on their first digests, the template
+// and update strategy restored.
+func TestTerminatedRunRollsBack(t *testing.T) {
+	ns := env.Namespace(t)
+	orig := createStatefulSet(t, ns, "web", 4)
+	before := identities(t, ns, "app=web")
+	var stderr bytes.Buffer
+	cmd := clitest.Start(t, env, cli, &stderr, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2,
+		"--batches", "1,50%,100%", "--soak", "1m", "--on-terminate", "rollback")
+	cluster.WaitFor(t, 60*time.Second, "the first batch", func(context.Context) (bool, error) {
+		for _, p := range listPods(t, ns, "app=web") {
+			if st := stateOf(t, &p); st != nil && inplace.Judged(&p, st, time.Now()) == inplace.StageUpdated {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
+		t.Fatalf("terminated run ended with %v, want exit 1 (rolled back)\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "rolling the rollout back") {
+		t.Errorf("stderr says nothing of the rollback:\n%s", stderr.String())
+	}
+	after := identities(t, ns, "app=web")
+	for name, b := range before {
+		if a := after[name]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
+			t.Errorf("pod %s: UID %s->%s, imageID %s->%s; want the same pod on its first digest", name, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
+		}
+	}
+	sts := waitStatefulSet(t, ns, "web", "reconciled", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.CurrentRevision == s.Status.UpdateRevision
+	})
+	if !equality.Semantic.DeepEqual(sts.Spec.Template, orig.Spec.Template) || !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
+		t.Errorf("template or strategy not restored: %+v %+v", sts.Spec.Template.Spec.Containers, sts.Spec.UpdateStrategy)
 	}
 }
 
