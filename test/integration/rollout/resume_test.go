@@ -136,14 +136,7 @@ func killedAt(t *testing.T, ns string) string {
 func stopAfterFirstBatch(t *testing.T, ns, image string) map[string]bool {
 	t.Helper()
 	cmd := startCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+image, "--batches", "1,50%,100%")
-	cluster.WaitFor(t, 60*time.Second, "the first batch", func(context.Context) (bool, error) {
-		for _, p := range listPods(t, ns, "app=web") {
-			if st := stateOf(t, &p); st != nil && inplace.Judged(&p, st, time.Now()) == inplace.StageUpdated {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	waitFirstPodUpdated(t, ns)
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 130 {
@@ -182,17 +175,7 @@ func TestInterruptedRunResumesOrRollsBack(t *testing.T) {
 				checkInPlace(t, before, after, 1)
 				return
 			}
-			for name, b := range before {
-				if a := after[name]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
-					t.Errorf("pod %s: UID %s->%s, imageID %s->%s; want the same pod on its first digest", name, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
-				}
-			}
-			sts := waitStatefulSet(t, ns, "web", "reconciled", func(s *appsv1.StatefulSet) bool {
-				return s.Status.ObservedGeneration == s.Generation && s.Status.CurrentRevision == s.Status.UpdateRevision
-			})
-			if !equality.Semantic.DeepEqual(sts.Spec.Template, orig.Spec.Template) || !equality.Semantic.DeepEqual(sts.Spec.UpdateStrategy, orig.Spec.UpdateStrategy) {
-				t.Errorf("template or strategy not restored: %+v %+v", sts.Spec.Template.Spec.Containers, sts.Spec.UpdateStrategy)
-			}
+			checkRolledBack(t, ns, orig, before, after)
 		})
 	}
 }
@@ -208,14 +191,7 @@ func TestTerminatedRunRollsBack(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd := clitest.Start(t, env, cli, &stderr, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+appV2,
 		"--batches", "1,50%,100%", "--soak", "1m", "--on-terminate", "rollback")
-	cluster.WaitFor(t, 60*time.Second, "the first batch", func(context.Context) (bool, error) {
-		for _, p := range listPods(t, ns, "app=web") {
-			if st := stateOf(t, &p); st != nil && inplace.Judged(&p, st, time.Now()) == inplace.StageUpdated {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	waitFirstPodUpdated(t, ns)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +202,27 @@ func TestTerminatedRunRollsBack(t *testing.T) {
 	if !strings.Contains(stderr.String(), "rolling the rollout back") {
 		t.Errorf("stderr says nothing of the rollback:\n%s", stderr.String())
 	}
-	after := identities(t, ns, "app=web")
+	checkRolledBack(t, ns, orig, before, identities(t, ns, "app=web"))
+}
+
+// waitFirstPodUpdated waits until a pod of web is updated: the first batch of a rollout to
+// stop or terminate.
+func waitFirstPodUpdated(t *testing.T, ns string) {
+	t.Helper()
+	cluster.WaitFor(t, 60*time.Second, "the first batch", func(context.Context) (bool, error) {
+		for _, p := range listPods(t, ns, "app=web") {
+			if st := stateOf(t, &p); st != nil && inplace.Judged(&p, st, time.Now()) == inplace.StageUpdated {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// checkRolledBack checks that a rollout of web was rolled back: the same pods (before, after)
+// on their first digests, the StatefulSet reconciled on orig's template and update strategy.
+func checkRolledBack(t *testing.T, ns string, orig *appsv1.StatefulSet, before, after map[string]identity) {
+	t.Helper()
 	for name, b := range before {
 		if a := after[name]; a.uid != b.uid || a.imageIDs["app"] != b.imageIDs["app"] {
 			t.Errorf("pod %s: UID %s->%s, imageID %s->%s; want the same pod on its first digest", name, b.uid, a.uid, b.imageIDs["app"], a.imageIDs["app"])
