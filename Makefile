@@ -37,7 +37,8 @@ define oci-image
 	rm -rf dist/image
 	$(GO) run ./hack/image -out dist/image -ca-certs $(CA_CERTS) \
 		-binary linux/amd64=$(1)/inplace-rollout-linux-amd64 -binary linux/arm64=$(1)/inplace-rollout-linux-arm64 \
-		-puller linux/amd64=$(1)/puller-linux-amd64 -puller linux/arm64=$(1)/puller-linux-arm64 > dist/image.digest
+		-puller linux/amd64=$(1)/puller-linux-amd64 -puller linux/arm64=$(1)/puller-linux-arm64 \
+		$(if $(PUSH),-push $(IMAGE_REPO):$(VERSION)) > dist/image.digest
 	@echo "$(IMAGE_REPO)@$$(cat dist/image.digest)"
 endef
 
@@ -54,7 +55,7 @@ release:
 		echo "$(TASK) does not pin this release's image $(IMAGE_REPO)@$$d"; \
 		echo "run: make task-digest VERSION=$(VERSION), commit $(TASK), and make release again"; exit 1; }
 
-## image: the container image without Docker: static binaries (inplace-rollout and the puller), CA certificates (CA_CERTS), user 65532, as an OCI image layout in dist/image (linux/amd64 and linux/arm64); prints its digest, also in dist/image.digest
+## image: the container image without Docker: static binaries (inplace-rollout and the puller), CA certificates (CA_CERTS), user 65532, as an OCI image layout in dist/image (linux/amd64 and linux/arm64); prints its digest, also in dist/image.digest; PUSH=1 pushes it to IMAGE_REPO:VERSION (credentials from the Docker config: docker or crane login)
 image:
 	rm -rf dist/image-bin
 	$(call static-binaries,dist/image-bin)
@@ -140,10 +141,19 @@ chaos: tools
 demo: cluster-up build
 	hack/demo.sh
 
-## cluster-up: start the local control plane, the InPlaceRollout controller and the readiness gate controller in the background (.dev/env, .dev/kubeconfig); ARGO=1 adds Argo Rollouts with our plugins; TEKTON=1 adds Tekton Pipelines and our CustomRun controller; NODE=real adds the real node real-0 (kubelet and containerd, as root)
+## cluster-up: start the local control plane and its OCI registry holding this source's image (IMAGE in .dev/env, every command's default puller image), the InPlaceRollout controller and the readiness gate controller in the background (.dev/env, .dev/kubeconfig); ARGO=1 adds Argo Rollouts with our plugins; TEKTON=1 adds Tekton Pipelines and our CustomRun controller; NODE=real adds the real node real-0 (kubelet and containerd, as root)
+# The image pushed into the local registry is built for this machine's architecture only: it is
+# what the kubelets here pull.
+LOCAL_ARCH := $(shell $(GO) env GOARCH)
 cluster-up: tools build
 	$(GO) build -o $(BIN)/localcluster ./test/integration/cmd/localcluster
-	hack/cluster-up.sh
+	rm -rf .dev/image .dev/image-bin && mkdir -p .dev/image-bin
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(LOCAL_ARCH) $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
+		-o .dev/image-bin/inplace-rollout ./cmd/inplace-rollout
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(LOCAL_ARCH) $(GO) build -trimpath -ldflags "-s -w" -o .dev/image-bin/puller ./cmd/puller
+	$(GO) run ./hack/image -out .dev/image -ca-certs $(CA_CERTS) \
+		-binary linux/$(LOCAL_ARCH)=.dev/image-bin/inplace-rollout -puller linux/$(LOCAL_ARCH)=.dev/image-bin/puller >/dev/null
+	IMAGE_DIR=.dev/image IMAGE_TAG=$(VERSION) hack/cluster-up.sh
 
 ## cluster-down: stop every process cluster-up started
 cluster-down:

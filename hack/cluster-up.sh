@@ -42,6 +42,11 @@ fi
 if [ "${TEKTON:-}" = 1 ]; then
   args+=(--tekton "$(pwd)/$dev/bin/inplace-rollout")
 fi
+# IMAGE_DIR (an OCI image layout, which make cluster-up builds) is pushed into the local registry
+# as the default puller image of every process; IMAGE_TAG is its tag.
+if [ -n "${IMAGE_DIR:-}" ]; then
+  args+=(--image "$IMAGE_DIR" --image-tag "${IMAGE_TAG:-dev}")
+fi
 # NODE=real adds the real node real-0 (kubelet and containerd) beside the simulated ones.
 if [ "${NODE:-}" = real ]; then
   args+=(--real-node)
@@ -78,6 +83,9 @@ for _ in $(seq 1 240); do
     fi
     echo "local control plane up (pid $pid); . $dev/env to use it, make cluster-down to stop it"
     echo "inplace-rollout controller up (kubectl apply an InPlaceRollout); log in $dev/inplace-rollout-controller.log"
+    if grep -q '^export IMAGE=' "$dev/env"; then
+      echo "this source's image pushed to the local registry: $(sed -n 's/^export IMAGE=//p' "$dev/env")"
+    fi
     if [ "${ARGO:-}" = 1 ]; then
       echo "Argo Rollouts controller up; log in $dev/rollouts-controller.log, kubectl-argo-rollouts on the PATH of $dev/env"
     fi

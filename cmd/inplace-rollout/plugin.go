@@ -154,7 +154,7 @@ func pluginEngine(cfg *rest.Config, log *slog.Logger, m rollout.Metrics, events 
 	if err != nil {
 		return nil, err
 	}
-	return &rollout.Driver{Engine: &rollout.Engine{Client: client, Events: recorder, Registry: &registry.Resolver{Client: client}, PullerImage: pluginPullerImage(), Log: log, Metrics: m}}, nil
+	return &rollout.Driver{Engine: &rollout.Engine{Client: client, Events: recorder, Registry: &registry.Resolver{Client: client}, PullerImage: defaultPullerImage(), Log: log, Metrics: m}}, nil
 }
 
 // stepClients are the step plugin's engine and its Argo Rollouts client, which lists the
@@ -173,14 +173,4 @@ func stepClients(log *slog.Logger, m rollout.Metrics, events *processEvents) (st
 		return step.Clients{}, fmt.Errorf("building an Argo Rollouts client for %s: %w", cfg.Host, err)
 	}
 	return step.Clients{Driver: e, Rollouts: rollouts}, nil
-}
-
-// pluginPullerImage is the image holding the puller binary for a step with prePull:
-// $INPLACE_ROLLOUT_PULLER_IMAGE of the Argo controller's container (a mirror, say), else this
-// version's image. Argo starts the plugin with its own environment, so no flag reaches it.
-func pluginPullerImage() string {
-	if img := os.Getenv("INPLACE_ROLLOUT_PULLER_IMAGE"); img != "" {
-		return img
-	}
-	return ownImage()
 }

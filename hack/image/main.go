@@ -7,10 +7,14 @@
 //	go run ./hack/image -out dist/image -ca-certs /etc/ssl/certs/ca-certificates.crt \
 //	    -binary linux/amd64=dist/inplace-rollout-linux-amd64 -binary linux/arm64=dist/inplace-rollout-linux-arm64 \
 //	    -puller linux/amd64=dist/puller-linux-amd64 -puller linux/arm64=dist/puller-linux-arm64
+//
+// With -push REGISTRY/REPOSITORY:TAG it then pushes the index there (make image PUSH=1) and
+// writes the reference by digest to stderr; stdout stays the digest alone.
 package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +31,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/inplace-rollout/inplace-rollout/internal/ocilayer"
+	"github.com/inplace-rollout/inplace-rollout/internal/ocipush"
 )
 
 // The image's fixed facts. The user is distroless' nonroot, so that a cluster's policy for
@@ -53,11 +58,20 @@ func main() {
 	binaries, pullers := map[string]string{}, map[string]string{}
 	flag.Func("binary", "OS/ARCH=PATH of the static binary for a platform (repeatable), e.g. linux/amd64=dist/inplace-rollout-linux-amd64", platformFlag(binaries))
 	flag.Func("puller", "OS/ARCH=PATH of the static puller binary for a platform (repeatable, one per -binary), e.g. linux/amd64=dist/puller-linux-amd64", platformFlag(pullers))
+	push := flag.String("push", "", "after writing the layout, push the image to this REGISTRY/REPOSITORY:TAG (credentials from the Docker config)")
 	flag.Parse()
 	digest, err := run(*out, *caCerts, binaries, pullers)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
+	}
+	if *push != "" {
+		ref, err := ocipush.Push(context.Background(), *out, *push)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "image:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "pushed", ref)
 	}
 	fmt.Println(digest)
 }

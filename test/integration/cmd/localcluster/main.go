@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inplace-rollout/inplace-rollout/internal/ocipush"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/kubeletsim"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/realnode"
@@ -26,6 +27,8 @@ func main() {
 	tekton := flag.String("tekton", "", "start Tekton Pipelines, and this inplace-rollout binary's tekton-controller with config/tekton; empty: no Tekton")
 	controller := flag.String("controller", "", "start this inplace-rollout binary's controller (InPlaceRollout objects) with config/controller; empty: none")
 	realNode := flag.Bool("real-node", false, "add the real node "+cluster.RealNodeName+" (kubelet and containerd; needs root and Debian's containerd, runc and CNI plugins) and push the real images")
+	image := flag.String("image", "", "push the OCI image layout in this directory (make image writes one) into the registry as inplace-rollout/inplace-rollout:IMAGE-TAG, and make it the default puller image of every process started here and of .dev/env")
+	imageTag := flag.String("image-tag", "dev", "the tag of -image in the registry")
 	undo := flag.Bool("undo-real-node", false, "only put the machine back from a real node whose run was killed (processes, mounts, bridge, cgroups, sysctls), then exit")
 	flag.Parse()
 	if *undo {
@@ -35,13 +38,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(*dir, *nodes, *prom, *reg, *realNode, *argoPlugin, *tekton, *controller); err != nil {
+	if err := run(*dir, *nodes, *prom, *reg, *realNode, *argoPlugin, *tekton, *controller, *image, *imageTag); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton, controller string) error {
+func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton, controller, image, imageTag string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -81,6 +84,14 @@ func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton, co
 		}
 		log.Info("control plane stopped")
 	}()
+	var ownImage string
+	if image != "" {
+		if ownImage, err = pushImage(startCtx, c.Registry, image, imageTag); err != nil {
+			cancel()
+			return err
+		}
+		log.Info("image pushed", "image", ownImage)
+	}
 	if argoPlugin != "" {
 		a, err := c.StartArgo(startCtx, cluster.ArgoOptions{PluginBinary: argoPlugin})
 		if err != nil {
@@ -115,6 +126,9 @@ func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton, co
 
 	env := fmt.Sprintf("export KUBECONFIG=%s\nexport PROMETHEUS_URL=%s\nexport KUBELETSIM_URL=%s\nexport REGISTRY=%s\nexport PATH=%s:$PATH\n",
 		c.Kubeconfig, c.PrometheusURL, c.Sim.MetricsURL(), c.Registry, filepath.Join(abs, "bin"))
+	if ownImage != "" {
+		env += fmt.Sprintf("export IMAGE=%s\nexport %s=%s\n", ownImage, pullerImageEnv, ownImage)
+	}
 	if c.RealNode != nil {
 		env += fmt.Sprintf("export REAL_NODE=%s\nexport PULLER_IMAGE=%s\n", c.RealNode.Name, c.PullerImage)
 	}
@@ -124,4 +138,25 @@ func run(dir string, nodes int, prom, reg, realNode bool, argoPlugin, tekton, co
 	log.Info("local control plane ready; `. " + envPath + "` to use it")
 	<-ctx.Done()
 	return nil
+}
+
+// pullerImageEnv is the variable inplace-rollout's commands take their default --puller-image
+// from; the processes started here inherit it.
+const pullerImageEnv = "INPLACE_ROLLOUT_PULLER_IMAGE"
+
+// pushImage pushes this source's image (the layout in dir) into the local registry and makes it
+// the default puller image of the processes started after it, so that the default image
+// reference of every one of them names an image that exists.
+func pushImage(ctx context.Context, registry, dir, tag string) (string, error) {
+	if registry == "" {
+		return "", fmt.Errorf("pushing the image in %s: the local control plane runs no registry; leave -registry on", dir)
+	}
+	ref, err := ocipush.Push(ctx, dir, registry+"/inplace-rollout/inplace-rollout:"+tag)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Setenv(pullerImageEnv, ref); err != nil {
+		return "", fmt.Errorf("setting %s: %w", pullerImageEnv, err)
+	}
+	return ref, nil
 }
