@@ -69,15 +69,26 @@ func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 		if rf.onTerminate != terminateLeave && rf.onTerminate != terminateRollback {
 			return badInput("--on-terminate %q: want %s or %s", rf.onTerminate, terminateLeave, terminateRollback)
 		}
+		if err := checkDryRun(rf.dryRun); err != nil {
+			return err
+		}
 		spec, client, err := rf.resolve(cmd, &cf)
 		if err != nil {
 			return err
+		}
+		if rf.dryRun != dryRunNone {
+			return runDryRun(cmd, client, spec, rf.dryRun, cf.output)
 		}
 		return drive(cmd, client, cf.events, spec, driveOptions{resume: resume, onTerminate: rf.onTerminate, resultsDir: rf.resultsDir, output: cf.output})
 	}
 	cf.register(cmd)
 	rf.register(cmd)
 	cf.registerCompletions(cmd)
+	if resume {
+		rf.dryRun = dryRunNone
+	} else {
+		registerDryRun(cmd, &rf.dryRun)
+	}
 	return cmd
 }
 
