@@ -40,9 +40,15 @@ batch fails its analysis, every pod the rollout touched goes back to the exact i
 it ran before and the workload is restored; run then exits 1.
 
 Running run again with the same arguments resumes a rollout that was interrupted
-(Ctrl-C, a lost connection, a killed process); rollback undoes it.`,
+(Ctrl-C, a lost connection, a killed process); rollback undoes it.
+
+--dry-run=server sends the writes that start the rollout (the workload's hold, and the image
+patch of each pod of the first batch) with dryRun All, for the API server's admission to judge,
+and changes nothing: exit 0 when it accepts them all, 7 when it refuses any, naming the object
+and the policy. --dry-run=client prints the batches, as plan does, and sends nothing.`,
 		Example: `  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --batches 1,50%,100%
-  inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s --analysis golden.yaml`,
+  inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s --analysis golden.yaml
+  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --dry-run=server`,
 	}, false)
 }
 
