@@ -150,6 +150,7 @@ func TestDryRunServer(t *testing.T) {
 			if r.Code != 7 {
 				t.Fatalf("%s\nwant exit 7: the API server refused", r)
 			}
+			t.Logf("refused:\n%s%s", r.Stdout, r.Stderr)
 			for _, p := range first {
 				if want := fmt.Sprintf("pod %s: ", p); !contains(r.Stderr, want) {
 					t.Errorf("stderr does not name %q:\n%s", want, r.Stderr)
@@ -185,6 +186,7 @@ func TestDryRunServer(t *testing.T) {
 				t.Errorf("report %+v; want the hold of %s and pods %v accepted", doc, tc.hold, first)
 			}
 			r = runCLI(t, append(args, "--image", "app="+appV2)...)
+			t.Logf("accepted:\n%s", r.Stdout)
 			want := fmt.Sprintf("would be accepted: %s", tc.hold)
 			if r.Code != 0 || !contains(r.Stdout, want) || !contains(r.Stdout, fmt.Sprintf("the first batch's 2 pods (batch 1: %s)", strings.Join(first, ", "))) {
 				t.Errorf("%s\nwant exit 0 saying %q and the first batch's pods %v", r, want, first)
