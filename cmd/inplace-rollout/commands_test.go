@@ -265,3 +265,27 @@ func TestNotifyURLRefusedBeforeAnyRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDryRunFlag: run's --dry-run takes kubectl's values, none, client and server; any other
+// is bad input before any request (the kubeconfig here names no server); client prints what plan
+// prints and sends nothing. resume has no dry run.
+func TestRunDryRunFlag(t *testing.T) {
+	offline := offlineKubeconfig(t)
+	_, _, err := runRoot(t, "run", "--kubeconfig", offline, "--target", "statefulset/web", "--image", "app=reg/app:v2", "--dry-run", "true")
+	if exitCode(err) != exitBadInput || !strings.Contains(err.Error(), `--dry-run "true": want none, client or server`) {
+		t.Errorf("--dry-run true: %v (exit %d), want bad input naming the values", err, exitCode(err))
+	}
+	if _, _, err := runRoot(t, "resume", "--kubeconfig", offline, "--target", "statefulset/web", "--dry-run", "server"); exitCode(err) != exitBadInput || !strings.Contains(err.Error(), "unknown flag") {
+		t.Errorf("resume --dry-run: %v, want an unknown flag", err)
+	}
+	// The fake API server answers only reads: a write would fail the command.
+	out, stderr, err := runRoot(t, "run", "--kubeconfig", observedWeb(t), "--target", "statefulset/web", "--image", "app=reg/app:v2",
+		"--batches", "1,100%", "--pin-digests", "never", "--dry-run=client")
+	if err != nil {
+		t.Fatalf("--dry-run=client: %v\n%s", err, stderr)
+	}
+	want := []string{"StatefulSet shop/web: app=reg/app:v1 -> app=reg/app:v2", "batch 1 (up to 1 pods): [web-1]", "batch 2 (up to 2 pods): [web-0]"}
+	if got := words(out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("printed:\n%s\nwant plan's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

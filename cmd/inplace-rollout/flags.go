@@ -151,6 +151,8 @@ type rolloutFlags struct {
 	file string
 	// onTerminate is --on-terminate: what Ctrl-C or SIGTERM does to the rollout in flight.
 	onTerminate string
+	// dryRun is run's --dry-run: none, client or server.
+	dryRun string
 
 	// restoreTemplate is rollback's --restore-template.
 	restoreTemplate bool

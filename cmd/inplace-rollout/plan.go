@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -43,32 +44,37 @@ func newPlanCommand() *cobra.Command {
 				return err
 			}
 			engine := &rollout.Engine{Client: client, Registry: &registry.Resolver{Client: client}}
-			plan, err := engine.Plan(context.Background(), spec)
-			if err != nil {
-				return readExit(planError(err))
-			}
-			report := planReport{Target: ref.String(), Images: plan.Images, Current: plan.Current, Already: plan.Already}
-			for i, b := range plan.Batches {
-				report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})
-			}
-			if done, err := printDocument(cmd.OutOrStdout(), cf.output, report); done {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s: %s -> %s\n", report.Target, formatImages(report.Current), formatImages(report.Images))
-			if len(report.Already) > 0 {
-				fmt.Fprintf(out, "already on the new images: %v\n", report.Already)
-			}
-			for _, b := range report.Batches {
-				fmt.Fprintf(out, "batch %d (up to %d pods): %v\n", b.Index, b.Upto, b.Pods)
-			}
-			return nil
+			return printPlan(context.Background(), cmd.OutOrStdout(), engine, spec, cf.output)
 		},
 	}
 	cf.register(cmd)
 	rf.registerPlan(cmd)
 	cf.registerCompletions(cmd)
 	return cmd
+}
+
+// printPlan prints the plan of spec, the batches and the pods each updates: what `plan` and
+// `run --dry-run=client` print.
+func printPlan(ctx context.Context, out io.Writer, engine *rollout.Engine, spec rollout.Spec, output string) error {
+	plan, err := engine.Plan(ctx, spec)
+	if err != nil {
+		return readExit(planError(err))
+	}
+	report := planReport{Target: spec.Target.String(), Images: plan.Images, Current: plan.Current, Already: plan.Already}
+	for i, b := range plan.Batches {
+		report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})
+	}
+	if done, err := printDocument(out, output, report); done {
+		return err
+	}
+	fmt.Fprintf(out, "%s: %s -> %s\n", report.Target, formatImages(report.Current), formatImages(report.Images))
+	if len(report.Already) > 0 {
+		fmt.Fprintf(out, "already on the new images: %v\n", report.Already)
+	}
+	for _, b := range report.Batches {
+		fmt.Fprintf(out, "batch %d (up to %d pods): %v\n", b.Index, b.Upto, b.Pods)
+	}
+	return nil
 }
 
 func sortedStrings(s []string) []string {

@@ -40,9 +40,15 @@ batch fails its analysis, every pod the rollout touched goes back to the exact i
 it ran before and the workload is restored; run then exits 1.
 
 Running run again with the same arguments resumes a rollout that was interrupted
-(Ctrl-C, a lost connection, a killed process); rollback undoes it.`,
+(Ctrl-C, a lost connection, a killed process); rollback undoes it.
+
+--dry-run=server sends the writes that start the rollout (the workload's hold, and the image
+patch of each pod of the first batch) with dryRun All, for the API server's admission to judge,
+and changes nothing: exit 0 when it accepts them all, 7 when it refuses any, naming the object
+and the policy. --dry-run=client prints the batches, as plan does, and sends nothing.`,
 		Example: `  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --batches 1,50%,100%
-  inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s --analysis golden.yaml`,
+  inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s --analysis golden.yaml
+  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --dry-run=server`,
 	}, false)
 }
 
@@ -69,15 +75,26 @@ func newRolloutCommand(cmd *cobra.Command, resume bool) *cobra.Command {
 		if rf.onTerminate != terminateLeave && rf.onTerminate != terminateRollback {
 			return badInput("--on-terminate %q: want %s or %s", rf.onTerminate, terminateLeave, terminateRollback)
 		}
+		if err := checkDryRun(rf.dryRun); err != nil {
+			return err
+		}
 		spec, client, err := rf.resolve(cmd, &cf)
 		if err != nil {
 			return err
+		}
+		if rf.dryRun != dryRunNone {
+			return runDryRun(cmd, client, spec, rf.dryRun, cf.output)
 		}
 		return drive(cmd, client, cf.events, spec, driveOptions{resume: resume, onTerminate: rf.onTerminate, resultsDir: rf.resultsDir, output: cf.output})
 	}
 	cf.register(cmd)
 	rf.register(cmd)
 	cf.registerCompletions(cmd)
+	if resume {
+		rf.dryRun = dryRunNone
+	} else {
+		registerDryRun(cmd, &rf.dryRun)
+	}
 	return cmd
 }
 

@@ -22,50 +22,101 @@ func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (St
 	if st != nil && st.RolloutID == target.RolloutID {
 		return continueUpdate(pod, st, opts, now), nil
 	}
+	b, err := beginUpdate(pod, st, target, opts, now)
+	if err != nil || b.step != nil {
+		return b.stepOrZero(), err
+	}
+	return enter(pod, b.next, b.stage, now, b.reason), nil
+}
+
+// ImagePatch is the write of the step that patches the pod's images to target (stage
+// Updating), composed from the pod as observed as if the steps before it (Preparing, Draining)
+// were done: byte for byte what NextUpdate's step would send, the state annotation with the
+// containers' images in one strategic-merge patch carrying the pod's resourceVersion. A dry run
+// sends it to learn whether the API server's admission lets it through. A pod NextUpdate
+// refuses is refused with the same error; nil when there is no image to patch: the pod runs the
+// target already, its images are patched already, or a superseded update must finish first.
+func ImagePatch(pod *corev1.Pod, target Target, now time.Time) ([]byte, error) {
+	st, err := ReadState(pod)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil && st.RolloutID == target.RolloutID {
+		if st.Stage != StagePreparing && st.Stage != StageDraining {
+			return nil, nil
+		}
+		return enter(pod, st.clone(), StageUpdating, now, "").Patch, nil
+	}
+	b, err := beginUpdate(pod, st, target, Options{}.withDefaults(), now)
+	if err != nil || b.step != nil {
+		return nil, err
+	}
+	return enter(pod, b.next, StageUpdating, now, "").Patch, nil
+}
+
+// begun is how an update not yet recorded on the pod begins: with step, the step NextUpdate
+// takes instead (nothing to do, a state to clear, a superseded update to finish); else the state
+// next, entered at stage with reason.
+type begun struct {
+	step   *Step
+	next   *State
+	stage  Stage
+	reason string
+}
+
+func (b begun) stepOrZero() Step {
+	if b.step == nil {
+		return Step{}
+	}
+	return *b.step
+}
+
+// beginUpdate decides how an update of the pod to target begins, from st, the pod's state of
+// another rollout or nil.
+func beginUpdate(pod *corev1.Pod, st *State, target Target, opts Options, now time.Time) (begun, error) {
+	instead := func(s Step, err error) (begun, error) { return begun{step: &s}, err }
 	superseding := supersedes(st, target)
 	if othersInFlight(pod, st, superseding, now) {
 		if !superseding {
-			return Step{}, busy(pod, st)
+			return begun{}, busy(pod, st)
 		}
 		// A superseded update whose images are already patched finishes first, so the pod is
 		// judged against one target at a time and restarts at most once more.
 		if st.Stage == StageRollingBack {
-			return continueRevert(pod, st, opts, now)
+			return instead(continueRevert(pod, st, opts, now))
 		}
-		return continueUpdate(pod, st, opts, now), nil
+		return instead(continueUpdate(pod, st, opts, now), nil)
 	}
-
 	plan, err := Diff(pod, target)
 	if err != nil {
-		return Step{}, err
+		return begun{}, err
 	}
 	if plan.NoOp() && metaSet(pod, target) {
 		if !superseding {
-			return Step{Done: true, Reason: plan.String()}, nil
+			return instead(Step{Done: true, Reason: plan.String()}, nil)
 		}
 		if !imagesChanged(pod, st) {
 			// The superseded rollout never patched this pod and the pod already runs the target.
-			return clearState(pod, st, now), nil
+			return instead(clearState(pod, st, now), nil)
 		}
 	}
 	refused := canStart(pod, plan, superseding)
 	var ie *IneligibleError
 	preparing := errors.As(refused, &ie) && ie.ImageIDPending
 	if refused != nil && !preparing {
-		return Step{}, refused
+		return begun{}, refused
 	}
 	next, err := startState(pod, st, plan, target, superseding, now)
 	if err != nil {
-		return Step{}, err
+		return begun{}, err
 	}
 	switch {
 	case preparing:
-		return enter(pod, next, StagePreparing, now, refused.Error()), nil
+		return begun{next: next, stage: StagePreparing, reason: refused.Error()}, nil
 	case hasReadinessGate(pod):
-		return enter(pod, next, StageDraining, now, ""), nil
-	default:
-		return enter(pod, next, StageUpdating, now, ""), nil
+		return begun{next: next, stage: StageDraining}, nil
 	}
+	return begun{next: next, stage: StageUpdating}, nil
 }
 
 // Refusal is why NextUpdate would neither start nor continue an update of pod at now, from the

@@ -154,12 +154,7 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 			return Status{}, 0, err
 		}
 	}
-	c := observeStart(spec, w, lock, e.PullerImage != "")
-	d := decideStart(c, spec, lock, hash, e.now())
-	for d.action == startLook {
-		e.lookFurther(ctx, spec, w, lock, c, d.look)
-		d = decideStart(c, spec, lock, hash, e.now())
-	}
+	c, d := e.observeAndDecideStart(ctx, spec, w, lock, hash)
 	switch d.action {
 	case startSucceeded:
 		return e.finished(w, lock, PhaseSucceeded, "rollout "+lock.RolloutID+" succeeded")
@@ -172,6 +167,18 @@ func (e *Engine) start(ctx context.Context, spec Spec, w workload.Workload, lock
 		return Status{Phase: PhaseSucceeded, Total: n, Updated: n, Message: d.message}, 0, nil
 	}
 	return e.begin(ctx, spec, w, lock, c, d.next)
+}
+
+// observeAndDecideStart observes the start of a rollout (observeStart) and decides it
+// (decideStart), observing what only the network tells once the decision asks for it.
+func (e *Engine) observeAndDecideStart(ctx context.Context, spec Spec, w workload.Workload, lock *Record, hash string) (*startCensus, startDecision) {
+	c := observeStart(spec, w, lock, e.PullerImage != "")
+	d := decideStart(c, spec, lock, hash, e.now())
+	for d.action == startLook {
+		e.lookFurther(ctx, spec, w, lock, c, d.look)
+		d = decideStart(c, spec, lock, hash, e.now())
+	}
+	return c, d
 }
 
 // startCensus is what the start of a rollout observes of the workload and its pods. It decides

@@ -68,6 +68,12 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	return planOf(w, spec, counts, pin), nil
+}
+
+// planOf is the plan of a rollout of spec to the images pin pinned, over the batches ending at
+// counts pods, from the workload as observed.
+func planOf(w workload.Workload, spec Spec, counts []int, pin pinning) Plan {
 	p := Plan{Target: w.Ref(), Current: currentImages(w, spec.Images), Images: pin.images}
 	var pending []string
 	for _, pod := range w.Pods() {
@@ -80,7 +86,7 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	for i, pods := range assignBatches(counts, len(p.Already), pending) {
 		p.Batches = append(p.Batches, PlannedBatch{Upto: counts[i], Pods: pods})
 	}
-	return p, nil
+	return p
 }
 
 // assignBatches gives each batch, by the cumulative pod counts it ends at, the pending pods it

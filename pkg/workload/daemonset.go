@@ -57,8 +57,8 @@ func loadDaemonSet(ctx context.Context, client kubernetes.Interface, lister PodL
 			lock: lock, template: &ds.Spec.Template, strategy: ds.Spec.UpdateStrategy,
 			onDeleteType: string(appsv1.OnDeleteDaemonSetStrategyType),
 			observed:     versionOf(ds),
-			write: func(ctx context.Context, pt types.PatchType, patch []byte) error {
-				_, err := client.AppsV1().DaemonSets(ds.Namespace).Patch(ctx, ds.Name, pt, patch, metav1.PatchOptions{})
+			write: func(ctx context.Context, pt types.PatchType, patch []byte, opts metav1.PatchOptions) error {
+				_, err := client.AppsV1().DaemonSets(ds.Namespace).Patch(ctx, ds.Name, pt, patch, opts)
 				return err
 			},
 			read: func(ctx context.Context) (objectVersion, error) {

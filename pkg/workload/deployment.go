@@ -20,7 +20,11 @@ type deployment struct {
 	lock   *Lock
 	active []*appsv1.ReplicaSet // owned ReplicaSets with replicas
 	pods   []*corev1.Pod
+	// dryRun is the dryRun every write is sent with (DryRun).
+	dryRun []string
 }
+
+func (d *deployment) setDryRun() { d.dryRun = []string{metav1.DryRunAll} }
 
 // deploymentStrategy is what the lock records of a Deployment: whether it was paused.
 type deploymentStrategy struct {
@@ -130,7 +134,7 @@ func (d *deployment) patch(ctx context.Context, p objectPatch) error {
 
 // write sends a patch of the Deployment; read gets its version now.
 func (d *deployment) write(ctx context.Context, pt types.PatchType, patch []byte) error {
-	_, err := d.client.AppsV1().Deployments(d.dep.Namespace).Patch(ctx, d.dep.Name, pt, patch, metav1.PatchOptions{})
+	_, err := d.client.AppsV1().Deployments(d.dep.Namespace).Patch(ctx, d.dep.Name, pt, patch, metav1.PatchOptions{DryRun: d.dryRun})
 	return err
 }
 
@@ -201,7 +205,7 @@ func (d *deployment) handBack(ctx context.Context, record string, images, depIma
 	}
 	if !TemplateHasImages(&rs.Spec.Template, images) {
 		p := objectPatch{resourceVersion: rs.ResourceVersion, spec: map[string]any{"template": templatePatch(&rs.Spec.Template, images)}}
-		if _, err := d.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, p.bytes(), metav1.PatchOptions{}); err != nil {
+		if _, err := d.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, p.bytes(), metav1.PatchOptions{DryRun: d.dryRun}); err != nil {
 			return false, fmt.Errorf("writing ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 		}
 		return false, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -20,10 +21,19 @@ type onDelete struct {
 	onDeleteType string // the kind's OnDelete strategy type
 	// observed is the object's version as loaded, what every write is conditional on.
 	observed objectVersion
-	// write sends a patch of the object; read gets its version now.
-	write func(ctx context.Context, pt types.PatchType, patch []byte) error
+	// write sends a patch of the object with opts; read gets its version now.
+	write func(ctx context.Context, pt types.PatchType, patch []byte, opts metav1.PatchOptions) error
 	read  func(ctx context.Context) (objectVersion, error)
+	// dryRun is the dryRun every write is sent with (DryRun).
+	dryRun []string
 }
+
+// send writes a patch of the object, as a dry run when DryRun marked it.
+func (o *onDelete) send(ctx context.Context, pt types.PatchType, patch []byte) error {
+	return o.write(ctx, pt, patch, metav1.PatchOptions{DryRun: o.dryRun})
+}
+
+func (o *onDelete) setDryRun() { o.dryRun = []string{metav1.DryRunAll} }
 
 func (o *onDelete) Ref() Ref    { return o.ref }
 func (o *onDelete) Lock() *Lock { return o.lock }
@@ -38,7 +48,7 @@ func (o *onDelete) previous() *Lock {
 func (o *onDelete) Template() *corev1.PodTemplateSpec { return o.template }
 
 func (o *onDelete) patch(ctx context.Context, p objectPatch) error {
-	if err := writeIfUnchanged(ctx, o.observed, p, o.read, o.write); err != nil {
+	if err := writeIfUnchanged(ctx, o.observed, p, o.read, o.send); err != nil {
 		return fmt.Errorf("writing %s: %w", o.ref, err)
 	}
 	return nil
@@ -63,7 +73,7 @@ func (o *onDelete) Retarget(ctx context.Context, record string, images map[strin
 }
 
 func (o *onDelete) SetLock(ctx context.Context, record string) error {
-	if err := writeLock(ctx, o.ref, o.observed, record, o.read, o.write); err != nil {
+	if err := writeLock(ctx, o.ref, o.observed, record, o.read, o.send); err != nil {
 		return fmt.Errorf("writing %s: %w", o.ref, err)
 	}
 	return nil

@@ -37,6 +37,8 @@ type owned struct {
 	od *onDelete
 }
 
+func (o *owned) setDryRun() { o.od.setDryRun() }
+
 // CheckStart refuses images the template does not run, and a strategy other than OnDelete. Pods
 // at another revision than the template's are what the rollout is for.
 func (o *owned) CheckStart(images map[string]string, includeInit bool) error {

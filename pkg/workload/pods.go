@@ -20,7 +20,11 @@ type podSet struct {
 	pods      []*corev1.Pod
 	lock      *Lock
 	configMap *corev1.ConfigMap // nil until the rollout starts
+	// dryRun is the dryRun every write is sent with (DryRun).
+	dryRun []string
 }
+
+func (p *podSet) setDryRun() { p.dryRun = []string{metav1.DryRunAll} }
 
 func loadPods(ctx context.Context, client kubernetes.Interface, lister PodLister, ref Ref) (*podSet, error) {
 	sel, err := labels.Parse(ref.Selector)
@@ -114,7 +118,7 @@ func (p *podSet) Start(ctx context.Context, record string, _ map[string]string) 
 		Name: PodLockName(p.ref.Selector), Namespace: p.ref.Namespace,
 		Annotations: map[string]string{LockAnnotation: record, SelectorAnnotation: p.ref.Selector},
 	}}
-	if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	if _, err := p.client.CoreV1().ConfigMaps(p.ref.Namespace).Create(ctx, cm, metav1.CreateOptions{DryRun: p.dryRun}); err != nil {
 		return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
 	}
 	return nil
@@ -130,7 +134,7 @@ func (p *podSet) SetLock(ctx context.Context, record string) error {
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[LockAnnotation] = record
-	if _, err := p.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if _, err := p.client.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{DryRun: p.dryRun}); err != nil {
 		return fmt.Errorf("writing the lock of %s: %w", p.ref, err)
 	}
 	return nil

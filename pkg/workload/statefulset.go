@@ -53,8 +53,8 @@ func loadStatefulSet(ctx context.Context, client kubernetes.Interface, lister Po
 			lock: lock, template: &sts.Spec.Template, strategy: sts.Spec.UpdateStrategy,
 			onDeleteType: string(appsv1.OnDeleteStatefulSetStrategyType),
 			observed:     versionOf(sts),
-			write: func(ctx context.Context, pt types.PatchType, patch []byte) error {
-				_, err := client.AppsV1().StatefulSets(sts.Namespace).Patch(ctx, sts.Name, pt, patch, metav1.PatchOptions{})
+			write: func(ctx context.Context, pt types.PatchType, patch []byte, opts metav1.PatchOptions) error {
+				_, err := client.AppsV1().StatefulSets(sts.Namespace).Patch(ctx, sts.Name, pt, patch, opts)
 				return err
 			},
 			read: func(ctx context.Context) (objectVersion, error) {

@@ -170,3 +170,13 @@ const FixAllowOwned = badinput.FixAllowOwned
 type NotReadyError struct{ Msg string }
 
 func (e *NotReadyError) Error() string { return e.Msg }
+
+// DryRun marks w, as loaded, so that each of its writes is sent with dryRun All: the API server
+// validates it and runs it through admission (ValidatingAdmissionPolicies, webhooks) as it would
+// the write itself, and stores nothing. Every write keeps its preconditions (the resourceVersion,
+// the JSON patch's tests), so a dry run against an object changed since it was loaded fails as
+// the write would. It returns w.
+func DryRun(w Workload) Workload {
+	w.(interface{ setDryRun() }).setDryRun()
+	return w
+}
