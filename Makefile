@@ -45,7 +45,9 @@ endef
 # The release is this target and small Go programs (hack/archive, hack/krewmanifest, hack/image),
 # not GoReleaser or ko: the Go module proxy serves no approved GoReleaser release, and ko cannot
 # build our image, which holds two binaries and CA certificates. Every file is built alike on
-# every machine: the same source and VERSION give the same bytes.
+# every machine: the same source and VERSION give the same bytes. The SBOM is cyclonedx-gomod's
+# `bin` mode on the shipped linux/amd64 binary, given VERSION, without timestamp or serial number:
+# its `app` mode takes the main module's version from git tags instead, and fails in a git worktree.
 RELEASE_URL ?= https://github.com/inplace-rollout/inplace-rollout/releases/download/$(VERSION)
 KREW_BIN    := kubectl-inplace_rollout
 release:
