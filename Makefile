@@ -42,12 +42,34 @@ define oci-image
 	@echo "$(IMAGE_REPO)@$$(cat dist/image.digest)"
 endef
 
-## release: static linux/amd64 and linux/arm64 binaries and their sha256 sums in dist/, dist/argo-rollouts-config.yaml and dist/argo-helm-values.yaml (for Argo's Helm chart) pointing at RELEASE_URL with the amd64 binary's sha256, and the image in dist/image; refuses when the Task's image is not this image's digest
+## release: in dist/: inplace-rollout binaries for linux, darwin and windows on amd64 and arm64 (inplace-rollout-OS-ARCH, .exe on windows) and the puller for linux; krew archives holding kubectl-inplace_rollout (kubectl-inplace_rollout-OS-ARCH.tar.gz, .zip on windows); checksums.txt (sha256sum of every binary and archive); the krew manifest inplace-rollout.yaml pointing at RELEASE_URL; sbom.cdx.json (CycloneDX, the linux/amd64 binary's modules); argo-rollouts-config.yaml and argo-helm-values.yaml (for Argo's Helm chart) pointing at RELEASE_URL with the linux/amd64 binary's sha256; and the image in dist/image; refuses when the Task's image is not this image's digest
+# The release is this target and small Go programs (hack/archive, hack/krewmanifest, hack/image),
+# not GoReleaser or ko: the Go module proxy serves no approved GoReleaser release, and ko cannot
+# build our image, which holds two binaries and CA certificates. Every file is built alike on
+# every machine: the same source and VERSION give the same bytes. The SBOM is cyclonedx-gomod's
+# `bin` mode on the shipped linux/amd64 binary, given VERSION, without timestamp or serial number:
+# its `app` mode takes the main module's version from git tags instead, and fails in a git worktree.
 RELEASE_URL ?= https://github.com/inplace-rollout/inplace-rollout/releases/download/$(VERSION)
+KREW_BIN    := kubectl-inplace_rollout
 release:
 	rm -rf dist && mkdir -p dist
 	$(call static-binaries,dist)
-	cd dist && sha256sum inplace-rollout-linux-* > checksums.txt
+	for os in darwin windows; do for arch in amd64 arm64; do \
+		ext=; [ $$os = windows ] && ext=.exe; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
+			-o dist/inplace-rollout-$$os-$$arch$$ext ./cmd/inplace-rollout || exit 1; \
+	done; done
+	$(GO) build -o dist/.archive ./hack/archive
+	for os in linux darwin windows; do for arch in amd64 arm64; do \
+		ext=; out=dist/$(KREW_BIN)-$$os-$$arch.tar.gz; \
+		[ $$os = windows ] && { ext=.exe; out=dist/$(KREW_BIN)-$$os-$$arch.zip; }; \
+		dist/.archive -o $$out -exec $(KREW_BIN)$$ext dist/inplace-rollout-$$os-$$arch$$ext=$(KREW_BIN)$$ext || exit 1; \
+	done; done
+	rm dist/.archive
+	cd dist && sha256sum inplace-rollout-* puller-* $(KREW_BIN)-* > checksums.txt
+	$(GO) run ./hack/krewmanifest -version $(VERSION) -url $(RELEASE_URL) -o dist/inplace-rollout.yaml dist/$(KREW_BIN)-*
+	hack/tools/build.sh cyclonedx-gomod
+	$(BIN)/cyclonedx-gomod bin -json -noserial -notimestamp -version $(VERSION) -output dist/sbom.cdx.json dist/inplace-rollout-linux-amd64
 	hack/argo-config.sh $(RELEASE_URL) > dist/argo-rollouts-config.yaml
 	hack/argo-config.sh $(RELEASE_URL) amd64 config/argo/helm-values.yaml > dist/argo-helm-values.yaml
 	$(call oci-image,dist)
@@ -68,7 +90,7 @@ task-digest: image
 	grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { echo "$(TASK) has no step image $(IMAGE_REPO)@sha256:... to pin"; exit 1; }; \
 	echo "$(TASK): $(IMAGE_REPO)@$$d"
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller, crane, helm (cached per machine)
+## tools: etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet, prometheus, staticcheck, rollouts-controller, kubectl-argo-rollouts, tekton-controller, crane, helm, cyclonedx-gomod, kubectl-krew, validate-krew-manifest (cached per machine)
 tools:
 	hack/tools/build.sh
 

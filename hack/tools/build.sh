@@ -43,6 +43,9 @@ specs=(
   "tekton-controller|tekton|github.com/tektoncd/pipeline/cmd/controller|-s -w"
   "crane|crane|github.com/google/go-containerregistry/cmd/crane|-s -w"
   "helm|helm|helm.sh/helm/v4/cmd/helm|-s -w"
+  "cyclonedx-gomod|cyclonedx|github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod|-s -w"
+  "kubectl-krew|krew|sigs.k8s.io/krew/cmd/krew|-s -w"
+  "validate-krew-manifest|krew|sigs.k8s.io/krew/cmd/validate-krew-manifest|-s -w"
 )
 
 # Built only when named: OpenKruise's kruise-manager, which only the benchmark runs, takes
@@ -59,10 +62,6 @@ selected() {
   return 1
 }
 
-# One build at a time per machine: parallel test packages all call this script.
-exec 9>"$cache/.lock"
-flock 9
-
 # key prints the cache key of one tool: what its binary is built from, including the Go files
 # of a package of ours (./DIR), so that a change to our main rebuilds it.
 key() { # name dir pkg ldflags
@@ -78,6 +77,21 @@ for w in "${want[@]}"; do
     [ "${spec%%|*}" = "$w" ] && specs+=("$spec")
   done
 done
+
+# When every selected tool is cached already, link them without waiting for the lock, which
+# another clone's first build may hold for many minutes.
+cached=true
+for spec in "${specs[@]}"; do
+  IFS='|' read -r name dir pkg ldflags <<<"$spec"
+  selected "$name" || continue
+  [ -x "$cache/$name-$(key "$name" "$dir" "$pkg" "$ldflags")/$name" ] || cached=false
+done
+
+# One build at a time per machine: parallel test packages all call this script.
+if [ "$cached" = false ]; then
+  exec 9>"$cache/.lock"
+  flock 9
+fi
 
 for spec in "${specs[@]}"; do
   IFS='|' read -r name dir pkg ldflags <<<"$spec"
