@@ -42,7 +42,7 @@ define oci-image
 	@echo "$(IMAGE_REPO)@$$(cat dist/image.digest)"
 endef
 
-## release: in dist/: inplace-rollout binaries for linux, darwin and windows on amd64 and arm64 (inplace-rollout-OS-ARCH, .exe on windows) and the puller for linux; krew archives holding kubectl-inplace_rollout (kubectl-inplace_rollout-OS-ARCH.tar.gz, .zip on windows); checksums.txt (sha256sum of every binary and archive); the krew manifest inplace-rollout.yaml pointing at RELEASE_URL; sbom.cdx.json (CycloneDX, the linux/amd64 binary's modules); argo-rollouts-config.yaml and argo-helm-values.yaml (for Argo's Helm chart) pointing at RELEASE_URL with the linux/amd64 binary's sha256; and the image in dist/image; refuses when the Task's image is not this image's digest
+## release: in dist/: inplace-rollout binaries for linux, darwin and windows on amd64 and arm64 (inplace-rollout-OS-ARCH, .exe on windows) and the puller for linux; krew archives holding kubectl-inplace_rollout (kubectl-inplace_rollout-OS-ARCH.tar.gz, .zip on windows); checksums.txt (sha256sum of every binary and archive); the krew manifest inplace-rollout.yaml pointing at RELEASE_URL; sbom.cdx.json (CycloneDX, the linux/amd64 binary's modules); argo-rollouts-config.yaml and argo-helm-values.yaml (for Argo's Helm chart) pointing at RELEASE_URL with the linux/amd64 binary's sha256; the image in dist/image; and the Helm chart inplace-rollout-SEMVER.tgz with that image's digest (hack/chart-package.sh); refuses when the Task's image is not this image's digest
 # The release is this target and small Go programs (hack/archive, hack/krewmanifest, hack/image),
 # not GoReleaser or ko: the Go module proxy serves no approved GoReleaser release, and ko cannot
 # build our image, which holds two binaries and CA certificates. Every file is built alike on
@@ -73,6 +73,7 @@ release:
 	hack/argo-config.sh $(RELEASE_URL) > dist/argo-rollouts-config.yaml
 	hack/argo-config.sh $(RELEASE_URL) amd64 config/argo/helm-values.yaml > dist/argo-helm-values.yaml
 	$(call oci-image,dist)
+	hack/chart-package.sh dist "$$(cat dist/image.digest)" $(VERSION)
 	@d=$$(cat dist/image.digest); grep -q "image: $(IMAGE_REPO)@$$d\$$" $(TASK) || { \
 		echo "$(TASK) does not pin this release's image $(IMAGE_REPO)@$$d"; \
 		echo "run: make task-digest VERSION=$(VERSION), commit $(TASK), and make release again"; exit 1; }

@@ -7,6 +7,9 @@
 // character semver does not allow replaced by '-'.
 //
 // Usage: go run ./hack/krewmanifest -version VERSION -url URL -o OUT ARCHIVE...
+//
+// With -print-version it prints only the semantic version VERSION is written as, which the
+// release's Helm chart takes too (hack/chart-package.sh), and writes nothing.
 package main
 
 import (
@@ -43,7 +46,12 @@ func main() {
 	version := flag.String("version", "", "the release's version (VERSION)")
 	url := flag.String("url", "", "the address the archives are downloaded from (RELEASE_URL)")
 	out := flag.String("o", "", "the manifest to write")
+	printVersion := flag.Bool("print-version", false, "print the semantic version -version is written as, and exit")
 	flag.Parse()
+	if *printVersion && *version != "" {
+		fmt.Println(Version(*version))
+		return
+	}
 	if *version == "" || *url == "" || *out == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: krewmanifest -version VERSION -url URL -o OUT ARCHIVE...")
 		os.Exit(2)

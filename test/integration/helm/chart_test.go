@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -40,7 +41,8 @@ var valueSets = []struct {
 	{"defaults", nil},
 	{"everything", []string{"tektonController.enabled=true", "image.digest=" + digest, "imagePullSecrets[0].name=regcred",
 		"controller.replicas=2", "controller.extraArgs[0]=--workers=8", "gateController.nodeSelector.role=infra", "crds.keep=false",
-		"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prometheus", "metrics.dashboard.enabled=true"}},
+		"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prometheus", "metrics.dashboard.enabled=true",
+		"metrics.argoPlugins.podMonitor.enabled=true", "metrics.argoPlugins.podMonitor.labels.release=prometheus"}},
 	{"no-crds", []string{"crds.install=false", "gateController.enabled=false", "image.tag=v9.9.9"}},
 }
 
@@ -213,6 +215,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"controller.replicas=-1", "replicas"},
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
 		{"gateController.extraArgs=--x", "extraArgs"},
+		{"metrics.argoPlugins.stepPort=0", "stepPort"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			r := helm(t, "template", release, chartDir(t), "--namespace", namespace, "--set", tc.set)
@@ -251,6 +254,7 @@ func TestChartMetrics(t *testing.T) {
 			t.Errorf("ServiceMonitor %s: the gate controller serves no /metrics", o.GetName())
 		}
 	}
+	checkArgoPodMonitor(t, find(t, objs, "PodMonitor", release+"-inplace-rollout-argo-plugins"))
 	cm := find(t, objs, "ConfigMap", release+"-inplace-rollout-dashboard")
 	if cm.GetLabels()["grafana_dashboard"] != "1" {
 		t.Errorf("ConfigMap %s labels %v, want grafana_dashboard=1", cm.GetName(), cm.GetLabels())
@@ -259,4 +263,101 @@ func TestChartMetrics(t *testing.T) {
 	if want := strings.TrimSuffix(string(grafana.JSON), "\n"); got != want {
 		t.Errorf("the dashboard in ConfigMap %s differs from config/grafana/inplace-rollout.json", cm.GetName())
 	}
+}
+
+// checkArgoPodMonitor: the PodMonitor of the Argo plugins selects Argo's controller pods in
+// Argo's namespace by its named metrics port, and scrapes each plugin at the port of the
+// --metrics-addr docs/observability.md gives it, labelled with the plugin's name.
+func checkArgoPodMonitor(t *testing.T, pm *unstructured.Unstructured) {
+	t.Helper()
+	if pm.GetNamespace() != namespace || pm.GetLabels()["release"] != "prometheus" {
+		t.Errorf("PodMonitor %s in %q with labels %v, want the release's namespace %q and release=prometheus", pm.GetName(), pm.GetNamespace(), pm.GetLabels(), namespace)
+	}
+	if ns, _, _ := unstructured.NestedStringSlice(pm.Object, "spec", "namespaceSelector", "matchNames"); !slices.Equal(ns, []string{"argo-rollouts"}) {
+		t.Errorf("PodMonitor %s namespaces %v, want [argo-rollouts]", pm.GetName(), ns)
+	}
+	if sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels"); sel["app.kubernetes.io/name"] != "argo-rollouts" {
+		t.Errorf("PodMonitor %s selector %v, want Argo Rollouts' pods", pm.GetName(), sel)
+	}
+	eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	want := map[string]string{"inplace-rollout/step": "$1:9091", "inplace-rollout/traffic": "$1:9092"}
+	if len(eps) != len(want) {
+		t.Fatalf("PodMonitor %s has %d endpoints, want one per plugin: %v", pm.GetName(), len(eps), eps)
+	}
+	for _, e := range eps {
+		ep := e.(map[string]any)
+		if ep["port"] != "metrics" || ep["path"] != "/metrics" {
+			t.Errorf("PodMonitor endpoint %v: want port metrics (Argo's) and path /metrics", ep)
+		}
+		rl, _ := ep["relabelings"].([]any)
+		if len(rl) != 2 {
+			t.Fatalf("PodMonitor endpoint relabelings %v, want the address and the plugin label", rl)
+		}
+		addr, plugin := rl[0].(map[string]any), rl[1].(map[string]any)
+		if addr["targetLabel"] != "__address__" || !slices.Equal(addr["sourceLabels"].([]any), []any{"__meta_kubernetes_pod_ip"}) {
+			t.Errorf("PodMonitor relabeling %v: want the pod IP as __address__", addr)
+		}
+		name, _ := plugin["replacement"].(string)
+		if plugin["targetLabel"] != "plugin" || want[name] == "" || addr["replacement"] != want[name] {
+			t.Errorf("PodMonitor endpoint %v: want plugin label and address %v", ep, want)
+		}
+		delete(want, name)
+	}
+	if len(want) > 0 {
+		t.Errorf("PodMonitor %s scrapes no endpoint of %v", pm.GetName(), want)
+	}
+}
+
+// TestReleaseChart packages the chart as `make release` does (hack/chart-package.sh): every
+// container of the packaged chart runs the release's image by its digest, the chart's version is
+// the release's as a semantic version and its appVersion the release's own; a digest that is not
+// one is refused and nothing is written.
+func TestReleaseChart(t *testing.T) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "hack", "chart-package.sh")
+	for _, tc := range []struct{ version, file string }{
+		{"v1.2.3", "inplace-rollout-1.2.3.tgz"},
+		{"2edb11d", "inplace-rollout-0.0.0-2edb11d.tgz"},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			out := t.TempDir()
+			if b, err := exec.Command(script, out, digest, tc.version).CombinedOutput(); err != nil {
+				t.Fatalf("%s %s %s %s: %v\n%s", script, out, digest, tc.version, err, b)
+			}
+			pkg := filepath.Join(out, tc.file)
+			meta := mustHelm(t, "show", "chart", pkg)
+			if !strings.Contains(meta, "\nappVersion: "+tc.version+"\n") {
+				t.Errorf("the packaged chart's Chart.yaml has no appVersion %s:\n%s", tc.version, meta)
+			}
+			images := 0
+			for _, o := range objects(t, mustHelm(t, "template", release, pkg, "--namespace", namespace, "--set", "tektonController.enabled=true")) {
+				if o.GetKind() != "Deployment" {
+					continue
+				}
+				ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				for _, c := range ctrs {
+					images++
+					if got, want := c.(map[string]any)["image"], "ghcr.io/inplace-rollout/inplace-rollout@"+digest; got != want {
+						t.Errorf("Deployment %s of the packaged chart runs %v, want %s", o.GetName(), got, want)
+					}
+				}
+			}
+			if images < 3 {
+				t.Errorf("the packaged chart rendered %d containers, want the three controllers'", images)
+			}
+		})
+	}
+	t.Run("not a digest", func(t *testing.T) {
+		out := t.TempDir()
+		b, err := exec.Command(script, out, "sha256:abc", "v1.2.3").CombinedOutput()
+		if err == nil || !strings.Contains(string(b), "not an image digest") {
+			t.Fatalf("%s with digest sha256:abc: %v, want a refusal naming the digest:\n%s", script, err, b)
+		}
+		if ents, _ := os.ReadDir(out); len(ents) > 0 {
+			t.Errorf("a refused package wrote %v", ents)
+		}
+	})
 }
