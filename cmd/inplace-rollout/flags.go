@@ -178,7 +178,7 @@ func (f *rolloutFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.upTo, "up-to", "", "hold point, count or percentage: stop once that many pods are updated and their batch passed analysis (exit 0, phase Holding, the workload still held); run again without it, or with a higher one, to go on")
 	cmd.Flags().StringVar(&f.onInconclusive, "on-inconclusive", rollout.InconclusivePause, "what an inconclusive analysis does: fail (roll back), pause, or continue")
 	cmd.Flags().BoolVar(&f.prePull, "pre-pull", false, "before a batch's pods restart, pull its new images onto their nodes with one short-lived pod per node, so a pod is down only for its container start")
-	cmd.Flags().StringVar(&f.pullerImage, "puller-image", defaultPullerImage(), "with --pre-pull, the image holding the puller binary (default $"+pullerImageEnv+", else this version's image)")
+	cmd.Flags().StringVar(&f.pullerImage, "puller-image", defaultPullerImage(), "with --pre-pull, the image holding the puller binary: $"+pullerImageEnv+" when set, else this version's image")
 }
 
 // notifyTokenEnv names the environment variable of the bearer token the webhook of --notify-url

@@ -49,7 +49,7 @@ func (f *controllerFlags) register(fl *pflag.FlagSet, objects, leaseName string,
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "", "namespace of the Lease (default: $POD_NAMESPACE, else inplace-rollout-system)")
 	fl.StringVar(&f.leaseName, "leader-election-id", leaseName, "name of the Lease")
 	fl.IntVar(&f.workers, "workers", workers, objects+" reconciled at once")
-	fl.StringVar(&f.pullerImage, "puller-image", defaultPullerImage(), "the image holding the puller binary that a rollout with prePull runs on each node (default $"+pullerImageEnv+", else this version's image)")
+	fl.StringVar(&f.pullerImage, "puller-image", defaultPullerImage(), "the image holding the puller binary that a rollout with prePull runs on each node: $"+pullerImageEnv+" when set, else this version's image")
 	fl.Float32Var(&f.qps, "kube-api-qps", 50, "requests per second to the Kubernetes API, sustained")
 	fl.IntVar(&f.burst, "kube-api-burst", 100, "requests to the Kubernetes API allowed in a burst above --kube-api-qps")
 	fl.StringVar(&f.notifySecret, "notify-secret", "", "a Secret in the Lease's namespace whose key url names a webhook (and key token, if any, its bearer token): each rollout's outcome (succeeded, paused, rolled back, needs a person) is posted there as a CloudEvents JSON document; read at start")
