@@ -48,7 +48,7 @@ func main() {
 
 func run(out, executable string, files []string) error {
 	if out == "" || len(files) == 0 {
-		return errors.New("usage: archive -o OUT.tar.gz|OUT.zip [-exec NAME] SRC=NAME...")
+		return errors.New("usage: archive -o OUT.tar.gz|OUT.zip [-exec NAME] SRC=NAME [SRC=NAME]")
 	}
 	var entries []entry
 	for _, f := range files {
