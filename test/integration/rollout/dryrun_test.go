@@ -9,11 +9,7 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -28,42 +24,10 @@ const appBad = "registry.example/app:bad"
 // policy goes when the test ends.
 func denyBadImages(t *testing.T, ns, pod string) string {
 	t.Helper()
-	ctx := context.Background()
 	name := "no-bad-images-" + ns
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-				}}},
-			},
-			Validations: []admissionv1.Validation{{Expression: `object.spec.containers.all(c, !c.image.contains("bad"))`, Message: "images tagged bad are not allowed"}},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
-	api := env.Client.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
-		_ = api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
-	})
-	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","image":%q}]}}`, appBad)
-	cluster.WaitFor(t, 30*time.Second, "the admission policy to refuse a bad image on "+pod, func(ctx context.Context) (bool, error) {
-		_, err := env.Client.CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
-	})
+	bindPodUpdatePolicy(t, name, ns, `object.spec.containers.all(c, !c.image.contains("bad"))`, "images tagged bad are not allowed")
+	t.Cleanup(func() { deletePodUpdatePolicy(t, name) })
+	cluster.WaitFor(t, 30*time.Second, "the admission policy to refuse a bad image on "+pod, refusesImage(ns, pod, appBad))
 	return name
 }
 

@@ -23,7 +23,6 @@ import (
 // goes through again.
 func denyImageChange(t *testing.T, ns, pod, from, to string) (remove func()) {
 	t.Helper()
-	ctx := context.Background()
 	name := "deny-" + ns
 	image := func(obj string) string {
 		return fmt.Sprintf(`%s.spec.containers.filter(c, c.name == "app").map(c, c.image)`, obj)
@@ -34,50 +33,13 @@ func denyImageChange(t *testing.T, ns, pod, from, to string) (remove func()) {
 	} else {
 		expr = fmt.Sprintf(`!(%s == [%q] && %s != [%q])`, image("oldObject"), from, image("object"), from)
 	}
-	policy := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-				}}},
-			},
-			Validations: []admissionv1.Validation{{Expression: expr, Message: "image changes of app are frozen by the cluster's policy"}},
-		},
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
-	api := env.Client.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bindPodUpdatePolicy(t, name, ns, expr, "image changes of app are frozen by the cluster's policy")
 	probe := to
 	if probe == "" {
 		probe = appV3
 	}
-	patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","image":%q}]}}`, probe)
-	refused := func(ctx context.Context) (bool, error) {
-		_, err := env.Client.CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
-	}
-	del := func() {
-		for _, err := range []error{
-			api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}),
-			api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}),
-		} {
-			if err != nil && !apierrors.IsNotFound(err) {
-				t.Error(err)
-			}
-		}
-	}
+	refused := refusesImage(ns, pod, probe)
+	del := func() { deletePodUpdatePolicy(t, name) }
 	t.Cleanup(del)
 	cluster.WaitFor(t, 30*time.Second, "the admission policy to refuse a change of "+pod, refused)
 	return func() {
@@ -155,5 +117,64 @@ func TestRefusedRequests(t *testing.T) {
 				t.Fatalf("once the policy is gone: %s", r)
 			}
 		})
+	}
+}
+
+// bindPodUpdatePolicy creates the ValidatingAdmissionPolicy name, which refuses with message every
+// update of a pod of ns for which the CEL expression expr is false, and binds it with
+// validationActions Deny, as a cluster's owner might; deletePodUpdatePolicy removes both.
+func bindPodUpdatePolicy(t *testing.T, name, ns, expr, message string) {
+	t.Helper()
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				}}},
+			},
+			Validations: []admissionv1.Validation{{Expression: expr, Message: message}},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}
+	ctx := context.Background()
+	api := env.Client.AdmissionregistrationV1()
+	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deletePodUpdatePolicy removes the policy and binding of bindPodUpdatePolicy; either gone
+// already is fine.
+func deletePodUpdatePolicy(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	api := env.Client.AdmissionregistrationV1()
+	for _, err := range []error{
+		api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{}),
+		api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{}),
+	} {
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
+}
+
+// refusesImage is a condition for cluster.WaitFor: whether admission refuses a dry run that puts
+// container app of pod on image. Policies take effect a moment after they are created.
+func refusesImage(ns, pod, image string) func(context.Context) (bool, error) {
+	patch := []byte(fmt.Sprintf(`{"spec":{"containers":[{"name":"app","image":%q}]}}`, image))
+	return func(ctx context.Context) (bool, error) {
+		_, err := env.Client.CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, patch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err) || apierrors.IsForbidden(err), nil
 	}
 }
