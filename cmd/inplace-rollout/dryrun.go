@@ -99,7 +99,7 @@ func printDryRun(out io.Writer, doc dryRunDocument) {
 			notSent = append(notSent, w.Name)
 		}
 	}
-	if !doc.Accepted {
+	if !doc.Accepted || len(doc.Writes) == 0 {
 		return
 	}
 	accepted := doc.DryRunReport.Accepted()
