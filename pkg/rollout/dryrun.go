@@ -154,7 +154,7 @@ func (e *Engine) dryRun(ctx context.Context, spec Spec) (DryRunReport, string, e
 // into r. An error other than a refusal stops it.
 func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c *startCensus, next *Record, r *DryRunReport) error {
 	r.Images = next.Images
-	kind, name := workloadObject(w.Ref())
+	kind, name := workload.LockObject(w.Ref())
 	err := workload.DryRun(w).Start(ctx, next.encode(), next.Images)
 	if err := r.add(kind, name, startWrite(w.Ref().Kind), err); err != nil {
 		return err
@@ -207,14 +207,6 @@ func startWrite(kind Kind) string {
 		return "hold: lock annotation, paused"
 	}
 	return "lock ConfigMap"
-}
-
-// workloadObject is the object that carries the lock of ref.
-func workloadObject(ref Ref) (kind, name string) {
-	if ref.Kind == workload.Pods {
-		return "ConfigMap", workload.PodLockName(ref.Selector)
-	}
-	return string(ref.Kind), ref.Name
 }
 
 // dryRunPod sends the image patch of pod, as a dry run, as the updater would: on a conflict (the

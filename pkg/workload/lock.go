@@ -59,11 +59,17 @@ func parseLock(kind Kind, ns, name string, annotations map[string]string) (*Lock
 // LockErrorOf is the *LockError for a fault err found in the lock of ref, naming the object that
 // holds the annotation: the workload, or the ConfigMap holding the lock of label-selected pods.
 func LockErrorOf(ref Ref, err error, notJSON bool) *LockError {
-	name := ref.Name
-	if ref.Kind == Pods {
-		name = PodLockName(ref.Selector)
-	}
+	_, name := LockObject(ref)
 	return &LockError{Kind: ref.Kind, Namespace: ref.Namespace, Name: name, Err: err, JSON: notJSON}
+}
+
+// LockObject is the object, in ref's namespace, that holds the lock of ref: the workload itself,
+// or for label-selected pods the ConfigMap named after their selector.
+func LockObject(ref Ref) (kind, name string) {
+	if ref.Kind == Pods {
+		return "ConfigMap", PodLockName(ref.Selector)
+	}
+	return string(ref.Kind), ref.Name
 }
 
 // LockError is a lock annotation that cannot be read: not JSON, or JSON of a shape no version
