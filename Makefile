@@ -16,12 +16,13 @@ all: build
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/inplace-rollout ./cmd/inplace-rollout
 
-# The static binaries of a release and of the image, built alike into the directory $(1): the same
-# source and VERSION give the same bytes, so the image's digest can be pinned before a release.
-# The puller is the command of pre-pull's puller pods, which copy it from the image.
+# The static binaries of a release and of the image, built alike into the directory $(1) for
+# linux on the architectures $(2) (default amd64 and arm64): the same source and VERSION give the
+# same bytes, so the image's digest can be pinned before a release. The puller is the command of
+# pre-pull's puller pods, which copy it from the image.
 define static-binaries
 	mkdir -p $(1)
-	for arch in amd64 arm64; do \
+	for arch in $(or $(2),amd64 arm64); do \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
 			-o $(1)/inplace-rollout-linux-$$arch ./cmd/inplace-rollout || exit 1; \
 		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" \
@@ -170,12 +171,11 @@ demo: cluster-up build
 LOCAL_ARCH := $(shell $(GO) env GOARCH)
 cluster-up: tools build
 	$(GO) build -o $(BIN)/localcluster ./test/integration/cmd/localcluster
-	rm -rf .dev/image .dev/image-bin && mkdir -p .dev/image-bin
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(LOCAL_ARCH) $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
-		-o .dev/image-bin/inplace-rollout ./cmd/inplace-rollout
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(LOCAL_ARCH) $(GO) build -trimpath -ldflags "-s -w" -o .dev/image-bin/puller ./cmd/puller
+	rm -rf .dev/image .dev/image-bin
+	$(call static-binaries,.dev/image-bin,$(LOCAL_ARCH))
 	$(GO) run ./hack/image -out .dev/image -ca-certs $(CA_CERTS) \
-		-binary linux/$(LOCAL_ARCH)=.dev/image-bin/inplace-rollout -puller linux/$(LOCAL_ARCH)=.dev/image-bin/puller >/dev/null
+		-binary linux/$(LOCAL_ARCH)=.dev/image-bin/inplace-rollout-linux-$(LOCAL_ARCH) \
+		-puller linux/$(LOCAL_ARCH)=.dev/image-bin/puller-linux-$(LOCAL_ARCH) >/dev/null
 	IMAGE_DIR=.dev/image IMAGE_TAG=$(VERSION) hack/cluster-up.sh
 
 ## cluster-down: stop every process cluster-up started
