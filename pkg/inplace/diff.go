@@ -19,6 +19,9 @@ type Target struct {
 	// restartPolicy Always) run beside the containers and restart on an image change as they
 	// do, so Images may name them like containers.
 	Images map[string]string
+	// Resources maps container names (containers and native sidecars) to the CPU and memory
+	// values they get, changed through the pod's resize subresource before any image.
+	Resources map[string]Resources
 	// IncludeInit lets Images name the other init containers too, which run once when a pod
 	// starts: their new image takes effect at the pod's next start.
 	IncludeInit bool
@@ -34,19 +37,26 @@ type Target struct {
 	Supersedes []string
 }
 
-// Change is one container whose image changes.
+// Change is one container whose image or resources change. A container whose image does not
+// change has To equal to From; one whose resources do not change has no Resources.
 type Change struct {
 	Container string
 	Init      bool
 	From, To  string
+	// Resources are the values the container's resources change to, FromResources what they
+	// are now.
+	FromResources, Resources *Resources
 }
 
-// Plan is the image-only difference between a pod and a target.
+// Plan is the difference, in images and resources, between a pod and a target.
 type Plan struct {
-	// Changes lists the containers whose image changes, in pod spec order.
+	// Changes lists the containers whose image or resources change, in pod spec order.
 	Changes []Change
-	// Unchanged lists the containers the target names that already run the target image.
+	// Unchanged lists the containers the target names that already run the target image with
+	// the target resources.
 	Unchanged []string
+	// resources says the target names resources, not only images.
+	resources bool
 }
 
 // NoOp reports whether nothing changes.
@@ -54,38 +64,61 @@ func (p Plan) NoOp() bool { return len(p.Changes) == 0 }
 
 func (p Plan) String() string {
 	if p.NoOp() {
+		if p.resources {
+			return fmt.Sprintf("no change: %s already on the target image and resources", strings.Join(p.Unchanged, ", "))
+		}
 		return fmt.Sprintf("no change: %s already on the target image", strings.Join(p.Unchanged, ", "))
 	}
 	parts := make([]string, 0, len(p.Changes))
 	for _, c := range p.Changes {
-		parts = append(parts, fmt.Sprintf("%s: %s -> %s", c.Container, c.From, c.To))
+		var what []string
+		if c.From != c.To {
+			what = append(what, fmt.Sprintf("%s -> %s", c.From, c.To))
+		}
+		if c.Resources != nil {
+			what = append(what, fmt.Sprintf("%s -> %s", describeResources(*c.FromResources), describeResources(*c.Resources)))
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", c.Container, strings.Join(what, ", ")))
 	}
 	return strings.Join(parts, "; ")
 }
 
 // Diff computes which containers of pod change to reach target. An unknown container name, an
-// init container other than a native sidecar without IncludeInit, or an invalid image reference
-// is an error naming it.
+// init container other than a native sidecar without IncludeInit, an invalid image reference or
+// resources CheckResources refuses is an error naming it.
 func Diff(pod *corev1.Pod, target Target) (Plan, error) {
-	if err := CheckImages(pod.Spec, target.Images, target.IncludeInit); err != nil {
+	if len(target.Images) > 0 || len(target.Resources) == 0 {
+		if err := CheckImages(pod.Spec, target.Images, target.IncludeInit); err != nil {
+			return Plan{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	if err := CheckResources(pod.Spec, target.Resources); err != nil {
 		return Plan{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	if _, ok := target.Annotations[StateAnnotation]; ok {
 		return Plan{}, fmt.Errorf("pod %s/%s: annotation %s is the in-place update's own record; a rollout cannot set it", pod.Namespace, pod.Name, StateAnnotation)
 	}
-	var plan Plan
+	plan := Plan{resources: len(target.Resources) > 0}
 	for _, list := range []struct {
 		containers []corev1.Container
 		init       bool
 	}{{pod.Spec.InitContainers, true}, {pod.Spec.Containers, false}} {
 		for _, c := range list.containers {
-			to, ok := target.Images[c.Name]
+			to, named := target.Images[c.Name]
+			if !named || SameImage(c.Image, to) {
+				to = c.Image
+			}
+			ch := Change{Container: c.Name, Init: list.init, From: c.Image, To: to}
+			r, resized := target.Resources[c.Name]
+			if resized && !HasResources(c.Resources, r) {
+				from := ResourcesOf(c.Resources, r)
+				ch.FromResources, ch.Resources = &from, r.DeepCopy()
+			}
 			switch {
-			case !ok:
-			case SameImage(c.Image, to):
+			case ch.From != ch.To || ch.Resources != nil:
+				plan.Changes = append(plan.Changes, ch)
+			case named || resized:
 				plan.Unchanged = append(plan.Unchanged, c.Name)
-			default:
-				plan.Changes = append(plan.Changes, Change{Container: c.Name, Init: list.init, From: c.Image, To: to})
 			}
 		}
 	}

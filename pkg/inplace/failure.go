@@ -26,13 +26,19 @@ const (
 	FailureDeadlineExceeded FailureCode = "DeadlineExceeded"
 	// FailureContainerGone: a container the update changes is gone from the pod spec.
 	FailureContainerGone FailureCode = "ContainerGone"
+	// FailureResizeInfeasible: the kubelet says the node can never fit the new resources
+	// (PodResizePending, reason Infeasible).
+	FailureResizeInfeasible FailureCode = "ResizeInfeasible"
+	// FailureResizeError: the kubelet failed to apply the new resources (PodResizeInProgress,
+	// reason Error).
+	FailureResizeError FailureCode = "ResizeError"
 )
 
 // Known reports whether the code is one this version writes.
 func (c FailureCode) Known() bool {
 	switch c {
 	case FailureImagePull, FailureCrashLoop, FailureConfigError, FailureContainerError, FailureRestartClimb,
-		FailureDeadlineExceeded, FailureContainerGone:
+		FailureDeadlineExceeded, FailureContainerGone, FailureResizeInfeasible, FailureResizeError:
 		return true
 	}
 	return false

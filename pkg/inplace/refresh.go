@@ -247,6 +247,12 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	if cs == nil {
 		return verdict{waiting: fmt.Sprintf("container %q has no status", c.Name)}
 	}
+	if want := c.targetResources(reverting); want != nil && (cs.Resources == nil || !HasResources(*cs.Resources, *want)) {
+		return verdict{waiting: fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, describeResources(*want))}
+	}
+	if !c.imageChanges() {
+		return c.judgeResized(cs, reverting)
+	}
 	onTarget := c.onTarget(cs, target, reverting)
 	if reason := failingReason(cs); reason != "" {
 		return c.judgeFailing(cs, reason, target, reverting, onTarget)
@@ -260,17 +266,38 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		return verdict{waiting: fmt.Sprintf("container %q: still running %s", c.Name, cs.Image)}
 	}
 	if cs.State.Running == nil || !cs.Ready {
-		if !reverting && c.FailingBefore != "" && cs.RestartCount > c.RestartsBefore+1 {
+		if !reverting && c.FailingBefore != "" && cs.RestartCount > c.RestartsBefore+c.expectedRestarts() {
 			// Between two crashes of the same loop as before the update.
 			return verdict{done: true, imageID: cs.ImageID, unhealthy: failingAsBefore(restartsClimbed(c, cs), c)}
 		}
 		return verdict{waiting: fmt.Sprintf("container %q: on %s, not Running and Ready yet", c.Name, target)}
 	}
-	if !reverting && c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+1 {
+	if !reverting && c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+c.expectedRestarts() {
 		return verdict{failed: restartsClimbed(c, cs), code: FailureRestartClimb}
 	}
 	if left := cs.State.Running.StartedAt.Add(soak).Sub(now); left > 0 {
 		return verdict{waiting: fmt.Sprintf("container %q: soaking, %s left", c.Name, left.Round(time.Second)), after: left}
+	}
+	return verdict{done: true, imageID: cs.ImageID}
+}
+
+// judgeResized judges a container whose image the update leaves alone and whose resources the
+// status already reports at their target: done once Running and Ready, with no restart beyond
+// the one its resize policy may cause. It starts no new instance to soak.
+func (c *ContainerState) judgeResized(cs *corev1.ContainerStatus, reverting bool) verdict {
+	if reason := failingReason(cs); reason != "" {
+		if c.FailingBefore != "" {
+			return verdict{done: true, imageID: cs.ImageID, failingDone: true, unhealthy: failingAsBefore(reason, c)}
+		}
+		if code := waitingFailures[reason]; code != "" {
+			return verdict{failed: fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message), code: code}
+		}
+	}
+	if !reverting && c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+c.expectedRestarts() {
+		return verdict{failed: restartsClimbed(c, cs), code: FailureRestartClimb}
+	}
+	if cs.State.Running == nil || !cs.Ready {
+		return verdict{waiting: fmt.Sprintf("container %q: resized, not Running and Ready yet", c.Name)}
 	}
 	return verdict{done: true, imageID: cs.ImageID}
 }
@@ -391,7 +418,7 @@ func CheckUpdated(pod *corev1.Pod, st *State) string {
 		if reason := failingReason(cs); reason != "" {
 			return fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)
 		}
-		if cs.RestartCount > c.RestartsBefore+1 {
+		if cs.RestartCount > c.RestartsBefore+c.expectedRestarts() {
 			return restartsClimbed(&c, cs)
 		}
 	}

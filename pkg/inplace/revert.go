@@ -40,6 +40,10 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	var pinned []string
 	for i := range next.Containers {
 		c := &next.Containers[i]
+		if !c.imageChanges() {
+			c.RevertImage = c.BeforeImage
+			continue
+		}
 		var why string
 		c.RevertImage, why = revertImage(c, tagMoved)
 		if why != "" {
@@ -51,10 +55,15 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	}
 	next.moveTo(StageRollingBack, now, "", "")
 	b := newPatch(pod)
-	if hasReadinessGate(pod) && gateTrue(pod) {
+	switch {
+	case hasReadinessGate(pod) && gateTrue(pod) && next.restarts():
 		// Drain before the restart, as for the update; the images follow after the grace period.
 		b.state(next).gate(corev1.ConditionFalse, "InPlaceRollingBack", now)
-	} else {
+	case !resizeWritten(pod, next, true):
+		// The resources go back first, through the resize subresource, which takes nothing
+		// else: the state goes on its own, and the images follow once the resize is applied.
+		b.state(next)
+	default:
 		b.patchImages(next, true)
 	}
 	s := b.step(StageRollingBack, "")
@@ -77,6 +86,20 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 			return finish(pod, judged, StageRolledBack, now, &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: " + describeChanges(st, true)}, ""), nil
 		}
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}, nil
+	}
+	if st.resizes() {
+		if !resizeWritten(pod, st, true) {
+			if left := st.StageAt.Add(opts.GracePeriod).Sub(now); left > 0 && hasReadinessGate(pod) && !gateTrue(pod) {
+				return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second))), nil
+			}
+			return resizeStep(pod, st, true), nil
+		}
+		switch p := ResizeProgress(pod, st, true, opts, now); {
+		case p.Failed:
+			return fail(pod, st, now, p.Code, "rollback failed: "+p.Reason, true), nil
+		case !p.Done:
+			return wait(st, p.RequeueAfter, p.Reason), nil
+		}
 	}
 	if !revertPatched(pod, st) {
 		if left := st.StageAt.Add(opts.GracePeriod).Sub(now); left > 0 {
@@ -148,8 +171,12 @@ func revertStarted(st *State) bool {
 	return false
 }
 
-// imagesChanged reports whether any container's spec image differs from its BeforeImage.
+// imagesChanged reports whether any container's spec image differs from its BeforeImage, or its
+// resources from its BeforeResources.
 func imagesChanged(pod *corev1.Pod, st *State) bool {
+	if !resizeWritten(pod, st, true) {
+		return true
+	}
 	for _, c := range st.Containers {
 		if spec := containerSpec(pod, c.Name, c.Init); spec != nil && spec.Image != c.BeforeImage {
 			return true
@@ -192,6 +219,9 @@ func CheckRevert(pod *corev1.Pod, st *State, allowed map[string][]string) error 
 		return nil
 	}
 	for _, c := range st.Containers {
+		if !c.imageChanges() {
+			continue // its image stays as it is
+		}
 		imgs := []string{c.BeforeImage}
 		if c.RevertImage != "" {
 			imgs = append(imgs, c.RevertImage)

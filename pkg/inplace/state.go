@@ -31,6 +31,10 @@ const (
 	StagePreparing Stage = "Preparing"
 	// StageDraining: the readiness gate is False; the images are patched after the grace period.
 	StageDraining Stage = "Draining"
+	// StageResizing: the containers' resources are changed through the pod's resize
+	// subresource; waiting for the kubelet to apply them. The images, if any change, are patched
+	// after.
+	StageResizing Stage = "Resizing"
 	// StageUpdating: the images are patched; waiting for the new containers to run and be ready.
 	StageUpdating Stage = "Updating"
 	// StageUpdated: every changed container runs its new image, Running and Ready through the soak.
@@ -100,6 +104,45 @@ type ContainerState struct {
 	// RevertImage is the image a revert patches back: BeforeImage, or its digest form when the
 	// tag may have moved since. Set when the revert starts.
 	RevertImage string `json:"revertImage,omitempty"`
+	// BeforeResources and AfterResources are the CPU and memory values the update changes on the
+	// container, as they were and as they become; nil when its resources do not change.
+	BeforeResources *Resources `json:"beforeResources,omitempty"`
+	AfterResources  *Resources `json:"afterResources,omitempty"`
+	// ResizeRestarts says the kubelet restarts the container to apply the resize: its
+	// resizePolicy is RestartContainer for a resource that changes. The restart count may
+	// climb by one more.
+	ResizeRestarts bool `json:"resizeRestarts,omitempty"`
+	// ResizeOnly says the update changes the container's resources and leaves its image:
+	// AfterImage is BeforeImage, the image it runs, and a revert puts the resources back alone.
+	ResizeOnly bool `json:"resizeOnly,omitempty"`
+}
+
+// imageChanges reports whether the update changes the container's image.
+func (c *ContainerState) imageChanges() bool { return !c.ResizeOnly }
+
+// resizes reports whether the update changes the container's resources.
+func (c *ContainerState) resizes() bool { return c.AfterResources != nil }
+
+// expectedRestarts is how many restarts the update causes: one for a new image, one for a resize
+// the container's policy restarts it for.
+func (c *ContainerState) expectedRestarts() int32 {
+	var n int32
+	if c.imageChanges() {
+		n++
+	}
+	if c.ResizeRestarts {
+		n++
+	}
+	return n
+}
+
+// targetResources are the resources the container goes to: after, or before when reverting;
+// nil when they do not change.
+func (c *ContainerState) targetResources(reverting bool) *Resources {
+	if reverting {
+		return c.BeforeResources
+	}
+	return c.AfterResources
 }
 
 // LabelChange is one label or annotation set with the images. An empty Before means the key was
@@ -188,12 +231,13 @@ func (e *StateError) Error() string {
 // is not a reference. Acting on one could patch the wrong container or a made-up image back.
 func (s *State) check(pod *corev1.Pod) error {
 	if !s.Stage.Known() {
-		return fmt.Errorf("stage %q is none of %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Stage), 64),
-			StagePreparing, StageDraining, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack)
+		return fmt.Errorf("stage %q is none of %s, %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Stage), 64),
+			StagePreparing, StageDraining, StageResizing, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack)
 	}
 	if s.Failure != "" && !s.Failure.Known() {
-		return fmt.Errorf("failure %q is none of %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Failure), 64), FailureImagePull, FailureCrashLoop,
-			FailureConfigError, FailureContainerError, FailureRestartClimb, FailureDeadlineExceeded, FailureContainerGone)
+		return fmt.Errorf("failure %q is none of %s, %s, %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Failure), 64), FailureImagePull, FailureCrashLoop,
+			FailureConfigError, FailureContainerError, FailureRestartClimb, FailureDeadlineExceeded, FailureContainerGone,
+			FailureResizeInfeasible, FailureResizeError)
 	}
 	seen := make(map[string]bool, len(s.Containers))
 	for i, c := range s.Containers {
@@ -209,6 +253,10 @@ func (s *State) check(pod *corev1.Pod) error {
 			return fmt.Errorf("%s.restartsBefore is %d, below 0", field, c.RestartsBefore)
 		case c.FromRestarts < 0:
 			return fmt.Errorf("%s.fromRestarts is %d, below 0", field, c.FromRestarts)
+		case (c.BeforeResources == nil) != (c.AfterResources == nil):
+			return fmt.Errorf("%s has only one of beforeResources and afterResources", field)
+		case c.ResizeOnly && (c.AfterResources == nil || c.BeforeImage != c.AfterImage):
+			return fmt.Errorf("%s.resizeOnly without afterResources, or with two images", field)
 		}
 		seen[c.Name] = true
 		for _, f := range []struct{ name, img string }{{"beforeImage", c.BeforeImage}, {"afterImage", c.AfterImage}, {"revertImage", c.RevertImage}} {
@@ -266,7 +314,7 @@ func (s *State) markPatched(pod *corev1.Pod, reverting bool) {
 		if reverting {
 			target = c.RevertImage
 		}
-		if spec := containerSpec(pod, c.Name, c.Init); spec == nil || spec.Image == target {
+		if spec := containerSpec(pod, c.Name, c.Init); spec == nil || spec.Image == target || !c.imageChanges() {
 			continue
 		}
 		c.FromContainerID, c.FromRestarts = "", 0
@@ -293,7 +341,7 @@ func (s *State) clone() *State {
 // or by another tool.
 func (s Stage) Known() bool {
 	switch s {
-	case StagePreparing, StageDraining, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack:
+	case StagePreparing, StageDraining, StageResizing, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack:
 		return true
 	}
 	return false

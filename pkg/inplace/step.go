@@ -95,6 +95,9 @@ func (b *patchBuilder) patchImages(st *State, reverting bool) *patchBuilder {
 	st.markPatched(b.pod, reverting)
 	b.state(st)
 	for _, c := range st.Containers {
+		if !c.imageChanges() {
+			continue // resized only: its resources go through the resize subresource
+		}
 		img := c.AfterImage
 		if reverting {
 			img = c.RevertImage

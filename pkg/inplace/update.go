@@ -3,6 +3,8 @@ package inplace
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -110,13 +112,29 @@ func beginUpdate(pod *corev1.Pod, st *State, target Target, opts Options, now ti
 	if err != nil {
 		return begun{}, err
 	}
-	switch {
-	case preparing:
+	if preparing {
 		return begun{next: next, stage: StagePreparing, reason: refused.Error()}, nil
-	case hasReadinessGate(pod):
-		return begun{next: next, stage: StageDraining}, nil
 	}
-	return begun{next: next, stage: StageUpdating}, nil
+	return begun{next: next, stage: firstStage(pod, next)}, nil
+}
+
+// firstStage is the stage an update of pod to st enters once every container to change has
+// reported what it runs: Draining when the pod has the readiness gate and a container will
+// restart, else Resizing when resources change, else Updating. A resize that restarts nothing
+// leaves the pod serving, so it is not drained.
+func firstStage(pod *corev1.Pod, st *State) Stage {
+	if hasReadinessGate(pod) && st.restarts() {
+		return StageDraining
+	}
+	return afterDrain(st)
+}
+
+// afterDrain is the stage after Draining: Resizing when resources change, else Updating.
+func afterDrain(st *State) Stage {
+	if st.resizes() {
+		return StageResizing
+	}
+	return StageUpdating
 }
 
 // Refusal is why NextUpdate would neither start nor continue an update of pod at now, from the
@@ -185,9 +203,11 @@ func startsAnyPlan(pod *corev1.Pod, target Target) bool {
 	if podRefusal(pod) != nil {
 		return false
 	}
-	for name := range target.Images {
-		if containerStatus(pod, name, containerSpec(pod, name, false) == nil) == nil {
-			return false
+	for _, names := range []iter.Seq[string]{maps.Keys(target.Images), maps.Keys(target.Resources)} {
+		for name := range names {
+			if containerStatus(pod, name, containerSpec(pod, name, false) == nil) == nil {
+				return false
+			}
 		}
 	}
 	return true
@@ -201,17 +221,25 @@ func startState(pod *corev1.Pod, st *State, plan Plan, target Target, supersedin
 	for _, ch := range plan.Changes {
 		cs := containerStatus(pod, ch.Container, ch.Init)
 		c := ContainerState{Name: ch.Container, Init: ch.Init, BeforeImage: ch.From, AfterImage: ch.To}
+		if ch.Resources != nil {
+			c.BeforeResources, c.AfterResources = ch.FromResources.DeepCopy(), ch.Resources.DeepCopy()
+			c.ResizeRestarts = restartsOnResize(containerSpec(pod, ch.Container, ch.Init), *ch.FromResources, *ch.Resources)
+		}
 		if cs != nil {
 			c.BeforeImageID, c.RestartsBefore, c.FailingBefore = cs.ImageID, cs.RestartCount, failingBeforeReason(cs)
 		}
 		if superseding {
 			if prev := st.container(ch.Container); prev != nil {
 				c.BeforeImage, c.BeforeImageID = prev.BeforeImage, prev.BeforeImageID
+				if prev.BeforeResources != nil && c.BeforeResources != nil {
+					c.BeforeResources = prev.BeforeResources.DeepCopy()
+				}
 				if c.BeforeImageID != "" && cs != nil && cs.ImageID != c.BeforeImageID {
 					c.FromImageID = cs.ImageID
 				}
 			}
 		}
+		c.ResizeOnly = c.AfterResources != nil && ch.From == ch.To && c.BeforeImage == c.AfterImage
 		next.Containers = append(next.Containers, c)
 	}
 	var prevLabels, prevAnnotations map[string]LabelChange
@@ -269,9 +297,16 @@ func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string
 	case StageDraining:
 		b.state(st).gate(corev1.ConditionFalse, "InPlaceUpdateDraining", now)
 		ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "draining before in-place update: " + describeChanges(st, false)}
+	case StageResizing:
+		// The resize subresource takes only resources, so the state goes first, on its own,
+		// and the resize is the next step's write.
+		b.state(st)
+		ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "resizing in place: " + describeChanges(st, false)}
 	case StageUpdating:
 		b.patchImages(st, false)
-		ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "updating in place: " + describeChanges(st, false)}
+		if !st.resizes() {
+			ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "updating in place: " + describeChanges(st, false)}
+		}
 	default:
 		b.state(st)
 	}
@@ -306,15 +341,14 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			}
 			return wait(st, pollInterval, fmt.Sprintf("waiting for container %s to report an imageID", strings.Join(missing, ", ")))
 		}
-		if hasReadinessGate(pod) {
-			return enter(pod, next, StageDraining, now, "")
-		}
-		return enter(pod, next, StageUpdating, now, "")
+		return enter(pod, next, firstStage(pod, next), now, "")
 	case StageDraining:
 		if left := st.StageAt.Add(opts.GracePeriod).Sub(now); left > 0 {
 			return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second)))
 		}
-		return enter(pod, st.clone(), StageUpdating, now, "")
+		return enter(pod, st.clone(), afterDrain(st), now, "")
+	case StageResizing:
+		return continueResize(pod, st, opts, now)
 	case StageUpdating:
 		p := Refresh(pod, st, opts, now)
 		switch {
@@ -431,11 +465,22 @@ func imagesPatchedTo(pod *corev1.Pod, st *State) bool {
 func describeChanges(st *State, reverting bool) string {
 	parts := make([]string, 0, len(st.Containers))
 	for _, c := range st.Containers {
-		if reverting {
-			parts = append(parts, fmt.Sprintf("%s %s -> %s", c.Name, c.AfterImage, c.RevertImage))
-		} else {
-			parts = append(parts, fmt.Sprintf("%s %s -> %s", c.Name, c.BeforeImage, c.AfterImage))
+		var what []string
+		switch {
+		case !c.imageChanges():
+		case reverting:
+			what = append(what, fmt.Sprintf("%s -> %s", c.AfterImage, c.RevertImage))
+		default:
+			what = append(what, fmt.Sprintf("%s -> %s", c.BeforeImage, c.AfterImage))
 		}
+		switch {
+		case !c.resizes():
+		case reverting:
+			what = append(what, fmt.Sprintf("%s -> %s", describeResources(*c.AfterResources), describeResources(*c.BeforeResources)))
+		default:
+			what = append(what, fmt.Sprintf("%s -> %s", describeResources(*c.BeforeResources), describeResources(*c.AfterResources)))
+		}
+		parts = append(parts, c.Name+" "+strings.Join(what, " and "))
 	}
 	return strings.Join(parts, ", ")
 }
