@@ -64,8 +64,22 @@ func qosHint(class corev1.PodQOSClass) string {
 	return "keep requests below limits in at least one container"
 }
 
-// checkContainerResources checks one container's target resources against what it declares.
-func checkContainerResources(c *corev1.Container, r Resources) error {
+// CheckResourceValues checks resources without a pod spec: each names a container, sets only
+// CPU and memory, no value below zero, and no limit below the request it gives with it. The
+// error names the container and the value.
+func CheckResourceValues(resources map[string]Resources) error {
+	for _, name := range slices.Sorted(maps.Keys(resources)) {
+		if name == "" {
+			return errors.New("resources: an entry has no container name")
+		}
+		if err := checkValues(resources[name]); err != nil {
+			return fmt.Errorf("resources of container %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func checkValues(r Resources) error {
 	if len(r.Claims) > 0 {
 		return errors.New("claims cannot change in place")
 	}
@@ -73,17 +87,39 @@ func checkContainerResources(c *corev1.Container, r Resources) error {
 		return errors.New("names no request or limit")
 	}
 	for _, part := range []struct {
-		field       string
-		want, have  corev1.ResourceList
-	}{{"requests", r.Requests, c.Resources.Requests}, {"limits", r.Limits, c.Resources.Limits}} {
-		for _, name := range slices.Sorted(maps.Keys(part.want)) {
-			q := part.want[name]
+		field string
+		list  corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for _, name := range slices.Sorted(maps.Keys(part.list)) {
+			q := part.list[name]
 			switch {
 			case !slices.Contains(resizable, name):
 				return fmt.Errorf("%s.%s: only cpu and memory change in place", part.field, name)
 			case q.Sign() < 0:
 				return fmt.Errorf("%s.%s %s is below zero", part.field, name, q.String())
 			}
+		}
+	}
+	for _, name := range resizable {
+		req, hasReq := r.Requests[name]
+		lim, hasLim := r.Limits[name]
+		if hasReq && hasLim && lim.Cmp(req) < 0 {
+			return fmt.Errorf("%s limit %s is below its request %s", name, lim.String(), req.String())
+		}
+	}
+	return nil
+}
+
+// checkContainerResources checks one container's target resources against what it declares.
+func checkContainerResources(c *corev1.Container, r Resources) error {
+	if err := checkValues(r); err != nil {
+		return err
+	}
+	for _, part := range []struct {
+		field      string
+		want, have corev1.ResourceList
+	}{{"requests", r.Requests, c.Resources.Requests}, {"limits", r.Limits, c.Resources.Limits}} {
+		for _, name := range slices.Sorted(maps.Keys(part.want)) {
 			if _, ok := part.have[name]; !ok {
 				return fmt.Errorf("%s.%s: the container declares no %s %s, and a rollout changes only the values a container has (a resize cannot remove one again on rollback): add it to the template first", part.field, name, name, strings.TrimSuffix(part.field, "s"))
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -31,6 +32,11 @@ type Spec struct {
 	Target workload.Ref
 	// Images maps container names to their new images.
 	Images map[string]string
+	// Resources maps container names (containers and native sidecars) to the CPU and memory
+	// requests and limits they get, beside or instead of Images: each pod's are changed through
+	// its resize subresource, before its images, and the template gets them as it gets the
+	// images. Only values the containers already declare change.
+	Resources map[string]inplace.Resources
 	// IncludeInit lets Images name init containers other than native sidecars (init containers
 	// with restartPolicy Always), which Images may always name.
 	IncludeInit bool
@@ -182,8 +188,11 @@ func (s Spec) Validate() error {
 	if err := checkTimeout(s.Timeout); err != nil {
 		return err
 	}
-	if len(s.Images) == 0 {
-		return invalid("no images: give at least one CONTAINER=IMAGE")
+	if len(s.Images) == 0 && len(s.Resources) == 0 {
+		return invalid("nothing to change: give at least one CONTAINER=IMAGE, or container resources")
+	}
+	if err := inplace.CheckResourceValues(s.Resources); err != nil {
+		return invalid("%v", err)
 	}
 	for name, img := range s.Images {
 		if name == "" {
@@ -333,6 +342,23 @@ func (s Spec) Hash() string {
 		b.WriteString("|keep")
 		for _, n := range slices.Sorted(maps.Keys(s.Keep)) {
 			fmt.Fprintf(&b, "|%s=%s", n, s.Keep[n])
+		}
+	}
+	// Absent when empty, likewise: a spec of images alone hashes as before resources existed.
+	if len(s.Resources) > 0 {
+		b.WriteString("|resources")
+		for _, n := range slices.Sorted(maps.Keys(s.Resources)) {
+			r := s.Resources[n]
+			for _, part := range []struct {
+				what string
+				list corev1.ResourceList
+			}{{"requests", r.Requests}, {"limits", r.Limits}} {
+				for _, res := range slices.Sorted(maps.Keys(part.list)) {
+					q := part.list[res]
+					// Canonical, so 0.5 and 500m hash alike.
+					fmt.Fprintf(&b, "|%s.%s.%s=%s", n, part.what, res, q.String())
+				}
+			}
 		}
 	}
 	// Absent unless set, likewise: the rollouts to a workload's own template hash apart, and so

@@ -82,7 +82,7 @@ func TestSpecValidate(t *testing.T) {
 		err    string
 	}{
 		{"valid", func(*Spec) {}, ""},
-		{"no images", func(s *Spec) { s.Images = nil }, "no images"},
+		{"no images", func(s *Spec) { s.Images = nil }, "nothing to change"},
 		{"empty container name", func(s *Spec) { s.Images = map[string]string{"": "x:1"} }, "has no container name"},
 		{"bad image", func(s *Spec) { s.Images = map[string]string{"app": "Reg/App:V2"} }, "not a valid image reference"},
 		{"no name", func(s *Spec) { s.Target.Name = "" }, "needs a name"},
