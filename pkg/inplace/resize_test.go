@@ -343,3 +343,26 @@ func TestResizeThenImageRestartsOnceEach(t *testing.T) {
 		t.Fatalf("step after a third restart = %+v, want Failed", s)
 	}
 }
+
+// ResizePatch is the resize NextUpdate sends, before anything is written.
+func TestResizePatchIsTheUpdatesResize(t *testing.T) {
+	target := Target{Images: map[string]string{"app": "reg.example/app:v2"},
+		Resources: map[string]Resources{"app": {Requests: list("cpu", "150m")}}, RolloutID: "r1"}
+	pod := resizablePod()
+	dry, err := ResizePatch(pod, target, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := NextUpdate(pod, target, Options{}, t0)
+	written := apply(t, pod, s)
+	s, _ = NextUpdate(written, target, Options{}, t0)
+	if s.Subresource != "resize" || string(s.Patch) != string(dry) {
+		t.Fatalf("ResizePatch = %s\nthe update's resize = %s (%s)", dry, s.Patch, s.Subresource)
+	}
+	if none, err := ResizePatch(applyResize(t, written, s), target, t0); err != nil || none != nil {
+		t.Errorf("ResizePatch once resized = %s, %v; want none", none, err)
+	}
+	if none, err := ResizePatch(testPod(), Target{Images: target.Images, RolloutID: "r1"}, t0); err != nil || none != nil {
+		t.Errorf("ResizePatch of images alone = %s, %v; want none", none, err)
+	}
+}
