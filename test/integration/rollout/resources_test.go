@@ -3,8 +3,10 @@ package rollout_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,5 +198,55 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A rollout of an image and resources killed with SIGKILL at random moments, then run again to
+// its end: every pod resized and on the new image, each container restarted exactly twice (once
+// by its memory resize, whose policy is RestartContainer, once by its image), none recreated.
+func TestKilledResizeResumes(t *testing.T) {
+	ns := env.Namespace(t)
+	labels := map[string]string{"app": "web"}
+	tmpl := template(labels)
+	withResources(&tmpl)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To(int32(6)), PodManagementPolicy: appsv1.ParallelPodManagement, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
+	_, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
+	must(t, err)
+	waitStatefulSet(t, ns, "web", "6 replicas ready", func(s *appsv1.StatefulSet) bool { return s.Status.ReadyReplicas == 6 })
+	before := identities(t, ns, "app=web")
+	file := resourcesFile(t, "StatefulSet", "web", "{app: {requests: {cpu: 150m, memory: 80Mi}, limits: {memory: 160Mi}}}")
+	args := []string{"run", "-n", ns, "-f", file, "--image", "app=" + appV2, "--batches", "2,50%,100%", "--max-unavailable", "2"}
+
+	rng := rand.New(rand.NewPCG(3, 5))
+	killed := 0
+	for range 15 {
+		was := written(t, ns)
+		cmd := startCLI(t, args...)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		if waitForAWrite(t, ns, was, exited) {
+			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+		<-exited
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no run was killed mid-way: the test exercised nothing")
+	}
+	if r := runCLI(t, args...); r.Code != 0 {
+		t.Fatalf("final run: %s", r)
+	}
+	t.Logf("%d of 15 runs killed before they finished", killed)
+	checkInPlace(t, before, identities(t, ns, "app=web"), 2)
+	podsOnImage(t, ns, "app=web", appV2)
+	for _, p := range listPods(t, ns, "app=web") {
+		cs := p.Status.ContainerStatuses[0]
+		if cs.Resources == nil || cs.Resources.Requests.Cpu().String() != "150m" || cs.Resources.Requests.Memory().String() != "80Mi" || cs.Resources.Limits.Memory().String() != "160Mi" {
+			t.Errorf("pod %s: the kubelet reports app runs with %v, want cpu request 150m, memory 80Mi/160Mi", p.Name, cs.Resources)
+		}
 	}
 }
