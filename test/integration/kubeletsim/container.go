@@ -96,6 +96,10 @@ type containerSim struct {
 	// present means the spec image is on the node already: the instance is restarted for a
 	// resize, and the start pulls nothing.
 	present bool
+	// quiet is a container the kubelet has no readiness or startup probe for (a native sidecar
+	// without them; set before each advance): it is Ready as soon as it runs, and the status
+	// shows no gap when it is restarted in place.
+	quiet bool
 
 	// The current (or most recent) container instance.
 	started     bool // an instance was ever created
@@ -218,10 +222,7 @@ func (c *containerSim) advanceLife(now time.Time, specImage string, crash, hold 
 			}
 			return time.Time{}
 		case phasePulling:
-			due := c.since.Add(t.pull)
-			if c.present || c.fromRegistry && c.pulled.onNode {
-				due = c.since // the node holds the content: nothing to download
-			}
+			due := c.since.Add(c.pullTime(t))
 			if now.Before(due) {
 				return due
 			}
@@ -238,8 +239,11 @@ func (c *containerSim) advanceLife(now time.Time, specImage string, crash, hold 
 			return time.Time{}
 		case phaseStarting:
 			delay := t.start
-			if c.beh.slow && !c.beh.crashes {
+			switch {
+			case c.beh.slow && !c.beh.crashes:
 				delay = t.slowStart
+			case c.quiet && !c.beh.crashes:
+				delay = 0 // no readiness probe to wait for
 			}
 			due := c.since.Add(delay)
 			if now.Before(due) {
@@ -270,6 +274,15 @@ func (c *containerSim) advanceLife(now time.Time, specImage string, crash, hold 
 			due := c.since.Add(t.stop)
 			if now.Before(due) {
 				return due
+			}
+			if c.quiet && !c.beh.pullFails && !c.inBackOff(due, c.lastExit, t) {
+				// The kill, the pull and the start are one sync, and the kubelet writes the
+				// status between syncs: with no probe to report the killed instance not ready,
+				// the status shows it Running until the new one runs (seen with a native sidecar
+				// on the real node: the pod stayed Ready throughout).
+				if end := due.Add(c.pullTime(t)); now.Before(end) {
+					return end
+				}
 			}
 			// The kubelet kills the container and starts the new image in one sync, deciding on
 			// the status it read before the kill: the newest exited instance is then the one
@@ -319,7 +332,7 @@ func (c *containerSim) backOff(now, exited time.Time, t timings) (in bool, backo
 	key := c.img.normalized
 	e := c.backoffs[key]
 	expired := e != nil && exited.Sub(e.lastUpdate) > 2*limit
-	if e != nil && !expired && now.Sub(exited) < e.backoff {
+	if c.inBackOff(now, exited, t) {
 		return true, e.backoff
 	}
 	if c.backoffs == nil {
@@ -333,6 +346,23 @@ func (c *containerSim) backOff(now, exited time.Time, t timings) (in bool, backo
 	}
 	e.lastUpdate = now
 	return false, 0
+}
+
+// inBackOff is backOff's check alone: whether a start at now waits, changing nothing.
+func (c *containerSim) inBackOff(now, exited time.Time, t timings) bool {
+	if exited.IsZero() || t.backoff <= 0 {
+		return false
+	}
+	e := c.backoffs[c.img.normalized]
+	return e != nil && exited.Sub(e.lastUpdate) <= 2*backOffCap*t.backoff && now.Sub(exited) < e.backoff
+}
+
+// pullTime is how long pulling the spec image takes: nothing when the node holds it.
+func (c *containerSim) pullTime(t timings) time.Duration {
+	if c.present || c.fromRegistry && c.pulled.onNode {
+		return 0
+	}
+	return t.pull
 }
 
 // changeImage stops the running instance, if any, and starts the new spec image's lifecycle:

@@ -47,7 +47,11 @@
 // (exit 137). Pre-pull's puller pods are such pods. Pods with any other restartPolicy report
 // their init containers completed at once, and their containers run until their image changes;
 // so do their native sidecars (init containers with restartPolicy Always), whose readiness counts
-// in the pod's, as a kubelet runs them.
+// in the pod's, as a kubelet runs them. A native sidecar with no readiness or startup probe is
+// Ready as soon as it runs, and while it is restarted in place the status keeps showing the
+// instance it replaces, Running and Ready, until the new one runs: the kubelet kills, pulls and
+// starts in one sync and writes the status between syncs, so the pod stays Ready, as it did on the
+// real node. Containers behave as if a readiness probe watched them: not Ready for the start delay.
 //
 // A resize (KEP-1287: the pods/resize subresource, cpu and memory) goes as it went with kubelet
 // v1.34.5 and containerd 1.6 (allocation_manager.go, kuberuntime computePodResizeAction). Each

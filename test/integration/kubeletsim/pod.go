@@ -216,6 +216,7 @@ func (p *podSim) advanceLive(pod *corev1.Pod, secrets []string, now time.Time, t
 		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
 		c.pod = fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
 		c.allocated = p.allocated[spec.Name]
+		c.quiet = sidecar && spec.ReadinessProbe == nil && spec.StartupProbe == nil
 		lives = append(lives, &liveContainer{c: c, spec: spec, sidecar: sidecar})
 	}
 	for _, spec := range pod.Spec.Containers {
