@@ -292,23 +292,40 @@ func TestResizeNativeSidecar(t *testing.T) {
 	}
 }
 
-// A running container's status always carries resources, {} when it has none: the API server
-// refuses a resize of a pod whose running container reports none.
+// A running container's status always carries the resources it runs with, {} when it has none,
+// in a pod run to completion too: the API server refuses a resize of a pod whose running
+// container reports none.
 func TestRunningContainerReportsResources(t *testing.T) {
-	pod := podOn("web-0", "sim-node-0", "")
-	pod.Status = corev1.PodStatus{}
-	p := newResizeSim(pod)
-	st, _ := p.sync(pod, time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC), resizeTimings, &registry{})
-	cs := st.ContainerStatuses[0]
-	if cs.State.Running == nil || cs.Resources == nil {
-		t.Fatalf("status %+v: want running, with resources", cs)
+	tests := []struct {
+		name   string
+		policy corev1.RestartPolicy
+		res    corev1.ResourceRequirements
+		want   string
+	}{
+		{"no resources", corev1.RestartPolicyAlways, corev1.ResourceRequirements{}, `"resources":{}`},
+		{"resources", corev1.RestartPolicyAlways, resources("100m", "64Mi"), `"resources":{"limits":{"cpu":"100m","memory":"64Mi"},"requests":{"cpu":"100m","memory":"64Mi"}}`},
+		{"run to completion", corev1.RestartPolicyNever, resources("100m", "64Mi"), `"resources":{"limits":{"cpu":"100m","memory":"64Mi"},"requests":{"cpu":"100m","memory":"64Mi"}}`},
 	}
-	data, err := json.Marshal(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(data), `"resources":{}`) {
-		t.Errorf("status JSON %s has no \"resources\":{}", data)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := podOn("web-0", "sim-node-0", "")
+			pod.Status = corev1.PodStatus{}
+			pod.Spec.RestartPolicy = tt.policy
+			pod.Spec.Containers[0].Resources = tt.res
+			p := newResizeSim(pod)
+			st, _ := p.sync(pod, time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC), resizeTimings, &registry{})
+			cs := st.ContainerStatuses[0]
+			if cs.State.Running == nil {
+				t.Fatalf("status %+v: want running", cs)
+			}
+			data, err := json.Marshal(cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(data), tt.want) {
+				t.Errorf("status JSON %s has no %s", data, tt.want)
+			}
+		})
 	}
 }
 
