@@ -694,6 +694,6 @@ func TestConformanceNativeSidecarImage(t *testing.T) {
 				break
 			}
 		}
-		t.Logf("sidecar restartCount %d, app restartCount %d, %d statuses watched, pod Ready in each", cs.RestartCount, app.RestartCount, len(versions))
+		t.Logf("sidecar restartCount %d, app restartCount %d, %d statuses watched", cs.RestartCount, app.RestartCount, len(versions))
 	})
 }
