@@ -499,8 +499,8 @@ func resize(t *testing.T, ns string, res corev1.ResourceRequirements) *corev1.Po
 	return p
 }
 
-// sameResources reports whether a and b have the same cpu and memory requests and limits.
-func sameResources(a, b corev1.ResourceRequirements) bool {
+// equalResources reports whether a and b have the same cpu and memory requests and limits.
+func equalResources(a, b corev1.ResourceRequirements) bool {
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		if a.Requests.Name(name, resource.DecimalSI).Cmp(*b.Requests.Name(name, resource.DecimalSI)) != 0 ||
 			a.Limits.Name(name, resource.DecimalSI).Cmp(*b.Limits.Name(name, resource.DecimalSI)) != 0 {
@@ -512,7 +512,7 @@ func sameResources(a, b corev1.ResourceRequirements) bool {
 
 // reports reports whether the container status reports res as its resources.
 func reports(cs corev1.ContainerStatus, res corev1.ResourceRequirements) bool {
-	return cs.Resources != nil && sameResources(*cs.Resources, res)
+	return cs.Resources != nil && equalResources(*cs.Resources, res)
 }
 
 func describeResources(cs corev1.ContainerStatus) string {
@@ -624,7 +624,7 @@ func TestConformanceResizeInfeasible(t *testing.T) {
 		if c := condition(p, corev1.PodResizePending); c == nil || c.Reason != corev1.PodReasonInfeasible {
 			t.Errorf("PodResizePending %+v 3 s later, want it still Infeasible", c)
 		}
-		if !sameResources(p.Spec.Containers[0].Resources, asked) {
+		if !equalResources(p.Spec.Containers[0].Resources, asked) {
 			t.Errorf("spec resources %+v, want those asked", p.Spec.Containers[0].Resources)
 		}
 		if !reports(cs, guaranteed("100m", "64Mi")) {
