@@ -57,12 +57,22 @@ func template(labels map[string]string) corev1.PodTemplateSpec {
 // replica is Ready.
 func statefulSet(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
+	statefulSetOf(t, ns, name, replicas, nil)
+}
+
+// statefulSetOf is statefulSet with the template changed by mutate first, when not nil.
+func statefulSetOf(t *testing.T, ns, name string, replicas int32, mutate func(*corev1.PodTemplateSpec)) {
+	t.Helper()
 	labels := map[string]string{"app": name}
+	tmpl := template(labels)
+	if mutate != nil {
+		mutate(&tmpl)
+	}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl,
 		},
 	}
 	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
