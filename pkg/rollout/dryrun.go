@@ -155,7 +155,7 @@ func (e *Engine) dryRun(ctx context.Context, spec Spec) (DryRunReport, string, e
 func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c *startCensus, next *Record, r *DryRunReport) error {
 	r.Images = next.Images
 	kind, name := workload.LockObject(w.Ref())
-	err := workload.DryRun(w).Start(ctx, next.encode(), next.Images)
+	err := workload.DryRun(w).Start(ctx, next.encode(), next.target())
 	if err := r.add(kind, name, startWrite(w.Ref().Kind), err); err != nil {
 		return err
 	}
@@ -173,11 +173,11 @@ func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c
 	// The revision labels: a StatefulSet's or DaemonSet's controller names the revision only
 	// once the template has the images, which a dry run leaves as it is; the patches then keep
 	// the pods' labels.
-	labels, _, err := w.RevisionLabels(next.Images)
+	labels, _, err := w.RevisionLabels(next.target())
 	if err != nil {
 		return err
 	}
-	target := inplace.Target{Images: next.Images, IncludeInit: spec.IncludeInit, RolloutID: next.RolloutID,
+	target := inplace.Target{Images: next.Images, Resources: next.Resources, IncludeInit: spec.IncludeInit, RolloutID: next.RolloutID,
 		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations}
 	byName := map[string]*corev1.Pod{}
 	for _, p := range w.Pods() {

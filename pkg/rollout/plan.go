@@ -54,7 +54,7 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 			return Plan{}, err
 		}
 	}
-	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
+	if err := w.CheckStart(spec.change(), spec.IncludeInit); err != nil {
 		return Plan{}, err
 	}
 	counts, err := ResolveBatches(spec.Batches, w.Replicas())
@@ -77,7 +77,7 @@ func planOf(w workload.Workload, spec Spec, counts []int, pin pinning) Plan {
 	p := Plan{Target: w.Ref(), Current: currentImages(w, spec.Images), Images: pin.images}
 	var pending []string
 	for _, pod := range w.Pods() {
-		if pin.onContent(w, pod, spec.Images) {
+		if pin.onContent(w, pod, spec.change()) {
 			p.Already = append(p.Already, pod.Name)
 		} else {
 			pending = append(pending, pod.Name)

@@ -121,7 +121,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	}
 	next := *lock
 	next.Phase, next.Message, next.Reason = PhaseRollingBack, "rollback requested", ReasonRollbackRequested
-	if err := w.Start(ctx, next.encode(), next.Images); err != nil {
+	if err := w.Start(ctx, next.encode(), next.target()); err != nil {
 		return Status{}, 0, err
 	}
 	e.collectPodLocks(ctx, w.Ref())
@@ -192,8 +192,9 @@ type rollbackCensus struct {
 	// adoption is what a stray is recorded as updated from: the previous images, and the
 	// imageIDs and labels the rollout's pods had before.
 	adoption inplace.Adoption
-	// foreign are the images someone else put in the template during the rollout, or nil.
-	foreign map[string]string
+	// foreign are the images and resources someone else put in the template during the
+	// rollout, or nil.
+	foreign *workload.Change
 	// revertImages are the images a revert may put back (see revertImages).
 	revertImages map[string][]string
 }
@@ -203,7 +204,7 @@ type rollbackCensus struct {
 func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byName map[string]*corev1.Pod, now time.Time) (*rollbackCensus, error) {
 	ours := lock.Rollouts()
 	before := lockBeforeImages(lock)
-	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.ForeignImages(w, lock.Images),
+	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.Foreign(w, lock.target()),
 		revertImages: revertImages(w, lock, before),
 		adoption:     inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}}
 	// found are the pods that carry a state of the rollout, or go back with it as strays.
@@ -418,11 +419,16 @@ func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *Record, rolle
 	if lock.TemplateOwned {
 		return fmt.Sprintf("rolled back %d pods; %s keeps its template, which its owner wrote: %s", rolledBack, c.ref, lock.Message)
 	}
+	previous := describeChange(lock.previous())
 	if c.foreign != nil && !spec.RestoreTemplate {
 		return fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
-			rolledBack, mustJSON(lock.PreviousImages), mustJSON(c.foreign), c.ref, mustJSON(lock.PreviousImages), lock.Message)
+			rolledBack, previous, describeChange(*c.foreign), c.ref, previous, lock.Message)
 	}
-	return fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", rolledBack, c.ref, mustJSON(lock.PreviousImages), lock.Message)
+	what := "images"
+	if len(lock.Resources) > 0 {
+		what = "images and resources"
+	}
+	return fmt.Sprintf("rolled back %d pods; %s restored to its previous %s (%s): %s", rolledBack, c.ref, what, previous, lock.Message)
 }
 
 // adoptStrays records the strays as updated from the previous images, so that they go back with
@@ -470,7 +476,7 @@ func needsPerson(d rollbackDecision, st Status) (Status, time.Duration, error) {
 func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	final := *lock
 	final.Phase = PhaseRolledBack
-	done, err := w.Restore(ctx, final.encode(), lock.Images, spec.RestoreTemplate)
+	done, err := w.Restore(ctx, final.encode(), lock.target(), spec.RestoreTemplate)
 	if err != nil {
 		return st, 0, err
 	}
@@ -504,7 +510,7 @@ func rollbackRequested(lock *Record, spec RollbackSpec) string {
 	}
 	what := "the other person's template stays"
 	if spec.RestoreTemplate {
-		what = "the template goes back to " + mustJSON(lock.PreviousImages)
+		what = "the template goes back to " + describeChange(lock.previous())
 	}
 	return fmt.Sprintf("rollback requested after %s; %s", lock.Message, what)
 }
@@ -623,7 +629,8 @@ func revertImages(w workload.Observed, lock *Record, before map[string][]string)
 }
 
 // untouched reports whether a pod, judged without its state, is one the rollout did not change:
-// its spec runs recorded before images, and it does not carry the new revision's labels.
+// its spec runs recorded before images, has no target resources instead of the previous ones,
+// and it does not carry the new revision's labels.
 func untouched(w workload.Observed, lock *Record, before map[string][]string, p *corev1.Pod) bool {
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range list {
@@ -632,7 +639,11 @@ func untouched(w workload.Observed, lock *Record, before map[string][]string, p 
 			}
 		}
 	}
-	labels, ok, err := w.RevisionLabels(lock.Images)
+	if len(lock.Resources) > 0 && workload.Runs(p, workload.Change{Resources: lock.Resources}) &&
+		!workload.Runs(p, workload.Change{Resources: lock.PreviousResources}) {
+		return false
+	}
+	labels, ok, err := w.RevisionLabels(lock.target())
 	switch {
 	case err != nil:
 		return false // cannot tell: a person looks rather than the pod be passed over

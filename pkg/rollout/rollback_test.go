@@ -34,7 +34,7 @@ type stubWorkload struct {
 func (s *stubWorkload) Ref() workload.Ref                 { return s.ref }
 func (s *stubWorkload) Replicas() int                     { return s.replicas }
 func (s *stubWorkload) Template() *corev1.PodTemplateSpec { return s.template }
-func (s *stubWorkload) RevisionLabels(map[string]string) (map[string]string, bool, error) {
+func (s *stubWorkload) RevisionLabels(workload.Change) (map[string]string, bool, error) {
 	return s.labels, s.labelsOK, s.labelsErr
 }
 
