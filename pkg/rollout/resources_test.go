@@ -237,6 +237,43 @@ func TestResourcesRollback(t *testing.T) {
 	}
 }
 
+// TestResourcesSupersede: a rollout that supersedes one of images alone and changes resources
+// too records, as previous, the resources the template had (the first rollout left them alone),
+// so that a rollback puts back both the first images and those resources.
+func TestResourcesSupersede(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 3, resources: burstable})
+	e := fc.engine()
+	first := fc.spec(imageV2, one, all)
+	fc.mustDrive(e, first, Status{}, func(st Status) bool { return st.Updated == 1 })
+
+	second := fc.spec(imageV3, one, all)
+	second.Resources = map[string]inplace.Resources{testApp: resourcesOf("cpu=500m", "")}
+	second.Supersede = true
+	st, _, err := e.Reconcile(context.Background(), second, Status{})
+	if err != nil || st.Reason != ReasonSuperseded {
+		t.Fatalf("superseding = %+v, %v; want Superseded", st, err)
+	}
+	if l := fc.lock(); l.PreviousImages[testApp] != imageV1 || !inplace.HasResources(l.PreviousResources[testApp], resourcesOf("cpu=250m", "")) ||
+		len(l.PreviousResources[testApp].Limits) != 0 {
+		t.Errorf("lock = %+v, want previous image %s and previous resources cpu 250m alone", l, imageV1)
+	}
+	fc.play()
+	st = fc.mustDrive(e, second, st, nil)
+	if st.Phase != PhaseSucceeded {
+		t.Fatalf("status = %+v, want Succeeded", st)
+	}
+	fc.play()
+	fc.assertOnImage(imageV3)
+	fc.assertResources(resourcesOf("cpu=500m", ""))
+	st = driveRollback(fc, e, second, st)
+	if st.Phase != PhaseRolledBack {
+		t.Fatalf("rollback = %+v, want RolledBack", st)
+	}
+	fc.play()
+	fc.assertOnImage(imageV1)
+	fc.assertResources(burstable)
+}
+
 // equalRestarts compares restart counts by pod.
 func equalRestarts(a, b map[string]int32) bool {
 	if len(a) != len(b) {
