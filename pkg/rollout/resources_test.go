@@ -274,6 +274,23 @@ func TestResourcesSupersede(t *testing.T) {
 	fc.assertResources(burstable)
 }
 
+// TestResourcesPlan: a plan of resources counts a pod that has them already, by quantity, as
+// updated, and names the resources.
+func TestResourcesPlan(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 3, resources: burstable})
+	p := fc.pod("web-1")
+	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("500m")
+	fc.updatePod(p)
+	spec := resourcesSpec(fc, resourcesOf("cpu=0.5", ""))
+	plan, err := fc.engine().Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Already) != 1 || plan.Already[0] != "web-1" || len(plan.Images) != 0 || !inplace.HasResources(plan.Resources[testApp], resourcesOf("cpu=500m", "")) {
+		t.Errorf("plan = %+v, want web-1 already there, no images, resources cpu 500m", plan)
+	}
+}
+
 // equalRestarts compares restart counts by pod.
 func equalRestarts(a, b map[string]int32) bool {
 	if len(a) != len(b) {
