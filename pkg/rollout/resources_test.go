@@ -291,6 +291,42 @@ func TestResourcesPlan(t *testing.T) {
 	}
 }
 
+// TestResourcesStrayGoesBack: a pod the StatefulSet's controller created from the template with
+// the new resources while the rollout held it is adopted by the rollback and resized back with
+// the rest, as a pod on the new images is taken back to the previous ones.
+func TestResourcesStrayGoesBack(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 2, resources: burstable})
+	e := fc.engine()
+	spec := resourcesSpec(fc, resourcesOf("cpu=500m", ""))
+	st := fc.mustDrive(e, spec, Status{}, func(st Status) bool { return st.RolloutID != "" })
+	fc.play()
+	sts := fc.sts()
+	sts.Spec.Replicas = ptr(int32(3))
+	if _, err := fc.client.AppsV1().StatefulSets(testNS).Update(context.Background(), sts, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := runningPod("web-2", imageV1)
+	p.Spec.Containers[0].Resources = *sts.Spec.Template.Spec.Containers[0].Resources.DeepCopy()
+	p.Status.ContainerStatuses[0].Resources = sts.Spec.Template.Spec.Containers[0].Resources.DeepCopy()
+	p.CreationTimestamp = metav1.NewTime(fc.now)
+	p.Labels[appsv1.ControllerRevisionHashLabelKey] = sts.Status.UpdateRevision
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: testName, UID: "uid-sts-web", Controller: ptr(true)}}
+	fc.createPod(p)
+	st, err := rollBack(fc, e, spec, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = driveRollback(fc, e, spec, st)
+	if st.Phase != PhaseRolledBack {
+		t.Fatalf("rollback = %+v, want RolledBack", st)
+	}
+	fc.play()
+	fc.assertResources(burstable)
+	if s := fc.state(fc.pod("web-2")); s == nil || s.Stage != inplace.StageRolledBack {
+		t.Errorf("web-2's state %+v, want it rolled back", s)
+	}
+}
+
 // equalRestarts compares restart counts by pod.
 func equalRestarts(a, b map[string]int32) bool {
 	if len(a) != len(b) {

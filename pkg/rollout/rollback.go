@@ -206,7 +206,8 @@ func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byNa
 	before := lockBeforeImages(lock)
 	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.Foreign(w, lock.target()),
 		revertImages: revertImages(w, lock, before),
-		adoption:     inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}}
+		adoption: inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, Resources: lock.PreviousResources,
+			ImageIDs: map[string]string{}, Labels: map[string]string{}}}
 	// found are the pods that carry a state of the rollout, or go back with it as strays.
 	found := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
@@ -269,12 +270,12 @@ func (c *rollbackCensus) add(lock *Record, ps podState) {
 
 // stray reports whether a pod with no state of the rollout (s names another rollout, or is nil)
 // was created by the workload's controller from the new template while the rollout held it: it
-// runs the rollout's images and not the previous ones. One that does not run (unscheduled,
+// has the rollout's images and resources and not the previous ones. One that does not run (unscheduled,
 // pending) is left to the controller once the template is restored: a revert could never
 // complete on it. Another rollout's state counts once that update is over (inplace.Over).
 func stray(kind workload.Kind, lock *Record, p *corev1.Pod, s *inplace.State, now time.Time) bool {
 	return kind != workload.Pods && (s == nil || inplace.Over(p, s, now)) && p.Status.Phase == corev1.PodRunning &&
-		workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages)
+		workload.Runs(p, lock.target()) && !workload.Runs(p, lock.previous())
 }
 
 // pullersOf are the puller pods of the rollouts named among the namespace's pods, by name, but
