@@ -231,3 +231,67 @@ func TestDeploymentResources(t *testing.T) {
 		t.Errorf("the Deployment's template and its ReplicaSet's differ after the rollback:\n%+v\n%+v", d, r)
 	}
 }
+
+// TestDaemonSetResources: a DaemonSet's rollout of resources freezes it with them in its
+// template, so that its controller computes the revision the pods are relabelled with, counts a
+// pod as updated once its spec has them, and hands it back with them and its strategy.
+func TestDaemonSetResources(t *testing.T) {
+	ctx := context.Background()
+	ds := newDaemonSet()
+	ds.Spec.Template = resourcedTemplate("reg/app:v1")
+	ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}
+	client := fake.NewClientset(append(dsRevisions(), ds)...)
+	ref := Ref{Kind: DaemonSet, Namespace: "ns", Name: "agent"}
+	target := Change{Resources: map[string]inplace.Resources{"app": cpu("500m", "")}}
+	w := mustLoad(t, client, ref)
+	if err := w.CheckStart(target, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := w.RevisionLabels(target); ok {
+		t.Error("revision labels before the template has the resources")
+	}
+	prev, _ := w.Previous(target)
+	lock := &testLock{Holder: "cli", Phase: "Progressing", Resources: target.Resources, PreviousResources: prev.Resources,
+		PreviousStrategy: json.RawMessage(`{"type":"RollingUpdate"}`)}
+	if err := w.Start(ctx, lock.encode(), target); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() *appsv1.DaemonSet {
+		t.Helper()
+		d, err := client.AppsV1().DaemonSets("ns").Get(ctx, "agent", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := stored(); d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType || !TemplateHas(&d.Spec.Template, target) {
+		t.Fatalf("after Start: strategy %s, template resources %v; want OnDelete and cpu 500m", d.Spec.UpdateStrategy.Type, d.Spec.Template.Spec.Containers[0].Resources)
+	}
+	w = mustLoad(t, client, ref)
+	labels, ok, err := w.RevisionLabels(target)
+	if err != nil || !ok {
+		t.Fatalf("revision labels %v, %v, %v once the template has the resources", labels, ok, err)
+	}
+	pod := dsPod("agent-a", labels[revisionLabel], "3")
+	pod.Spec.Containers[0].Resources = cpu("250m", "1")
+	if w.Counted(pod, target, labels) {
+		t.Error("a pod on the previous resources counted as updated")
+	}
+	pod.Spec.Containers[0].Resources = cpu("0.5", "1")
+	if !w.Counted(pod, target, labels) {
+		t.Error("a pod with the resources, spelled another way, not counted as updated")
+	}
+	if done, err := w.Finalize(ctx, lock.encode(), target); err != nil || !done {
+		t.Fatalf("Finalize = %v, %v", done, err)
+	}
+	if d := stored(); d.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType || !TemplateHas(&d.Spec.Template, target) {
+		t.Errorf("after Finalize: strategy %s, template resources %v; want RollingUpdate and cpu 500m", d.Spec.UpdateStrategy.Type, d.Spec.Template.Spec.Containers[0].Resources)
+	}
+	w = mustLoad(t, client, ref)
+	if done, err := w.Restore(ctx, lock.encode(), target, false); err != nil || !done {
+		t.Fatalf("Restore = %v, %v", done, err)
+	}
+	if d := stored(); !TemplateHas(&d.Spec.Template, Change{Resources: map[string]inplace.Resources{"app": cpu("250m", "1")}}) {
+		t.Errorf("after Restore: template resources %v, want cpu 250m back", d.Spec.Template.Spec.Containers[0].Resources)
+	}
+}
