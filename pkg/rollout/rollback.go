@@ -551,7 +551,8 @@ func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []s
 }
 
 // lostPods are the pods the lock names as touched that the rollback did not find by their state
-// (found, by UID) and that still run an image the rollout put there: their state annotation was
+// (found, by UID) and that still run an image, or have resources, the rollout put there: their
+// state annotation was
 // removed, names another rollout, or the pod went to another owner. Each is for a person, who
 // puts its images back by hand; a touched pod deleted since (another may have its name now), or
 // back on a before image, is not. note says how many pods touched beyond those the lock names
@@ -564,6 +565,9 @@ func lostPods(lock *Record, before map[string][]string, byName map[string]*corev
 		}
 		img := rolloutImage(p, lock, before)
 		if img == "" {
+			img = rolloutResources(p, lock)
+		}
+		if img == "" {
 			continue
 		}
 		why := "its state annotation " + inplace.StateAnnotation + " is gone"
@@ -573,8 +577,12 @@ func lostPods(lock *Record, before map[string][]string, byName map[string]*corev
 		if owner := metav1.GetControllerOf(p); owner != nil {
 			why += fmt.Sprintf(", and %s %s owns it", owner.Kind, owner.Name)
 		}
-		lost = append(lost, fmt.Sprintf("pod %s was updated by rollout %s and still runs %s, but %s; put its images back by hand (%s), then run rollback again",
-			t.Name, lock.RolloutID, img, why, mustJSON(lock.PreviousImages)))
+		what := "images"
+		if len(lock.Resources) > 0 {
+			what = "images and resources"
+		}
+		lost = append(lost, fmt.Sprintf("pod %s was updated by rollout %s and still runs %s, but %s; put its %s back by hand (%s), then run rollback again",
+			t.Name, lock.RolloutID, img, why, what, describeChange(lock.previous())))
 	}
 	if lock.TouchedMore > 0 {
 		unnamed := 0
@@ -602,6 +610,35 @@ func rolloutImage(p *corev1.Pod, lock *Record, before map[string][]string) strin
 		}
 	}
 	return ""
+}
+
+// rolloutResources says, of the rollout's containers, the first whose spec has the resources
+// the rollout sets and not the previous ones: resources a rollout put there. It is "" when there
+// is none.
+func rolloutResources(p *corev1.Pod, lock *Record) string {
+	for _, name := range slices.Sorted(maps.Keys(lock.Resources)) {
+		target := workload.Change{Resources: map[string]inplace.Resources{name: lock.Resources[name]}}
+		previous := workload.Change{Resources: map[string]inplace.Resources{}}
+		if r, ok := lock.PreviousResources[name]; ok {
+			previous.Resources[name] = r
+		}
+		if workload.Runs(p, target) && (len(previous.Resources) == 0 || !workload.Runs(p, previous)) && runsContainer(p, name) {
+			return fmt.Sprintf("container %s with resources %s", name, describeResources(lock.Resources[name]))
+		}
+	}
+	return ""
+}
+
+// runsContainer reports whether the pod's spec has a container (or an init container) name.
+func runsContainer(p *corev1.Pod, name string) bool {
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lockBeforeImages are the images, by container, the lock records as run before the rollout:
