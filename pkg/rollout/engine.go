@@ -466,7 +466,7 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 		return Status{}, 0, err
 	}
 	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)
-	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images))
+	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images), "resources", mustJSON(d.next.Resources))
 	e.recordOn(ctx, w, d.next.RolloutID, startedEvent(d.next, spec.Batches, w.Replicas(), lock.RolloutID))
 	st := Status{RolloutID: d.next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
 	return st, 0, nil

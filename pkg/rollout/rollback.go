@@ -593,7 +593,7 @@ func lostPods(lock *Record, before map[string][]string, byName map[string]*corev
 		}
 		if unnamed < lock.TouchedMore {
 			note = fmt.Sprintf("; %d of the pods set out to update beyond the %d the lock names were not found by their state (a pod never written has none): look for pods still on %s",
-				lock.TouchedMore-unnamed, len(lock.Touched), mustJSON(lock.Images))
+				lock.TouchedMore-unnamed, len(lock.Touched), describeChange(lock.target()))
 		}
 	}
 	return lost, note
