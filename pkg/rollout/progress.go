@@ -403,13 +403,24 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 		return st, busyRequeue, nil
 	}
 	e.collectPodLocks(ctx, w.Ref())
-	st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new images", st.Updated, st.Total, w.Ref())
+	st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new %s", st.Updated, st.Total, w.Ref(), changed(lock))
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
 	}
 	e.outcome(ctx, w, lock.RolloutID, milestone(corev1.EventTypeNormal, EventRolloutSucceeded, lock.RolloutID, "succeeded: %s", st.Message), NotifySucceeded, st)
 	e.logFor(w.Ref(), lock.RolloutID).Info("rollout succeeded", "updated", st.Updated, "unhealthy", st.Unhealthy)
 	return st, 0, nil
+}
+
+// changed says what the rollout changes: images, resources, or both.
+func changed(lock *Record) string {
+	switch {
+	case len(lock.Resources) == 0:
+		return "images"
+	case len(lock.Images) == 0:
+		return "resources"
+	}
+	return "images and resources"
 }
 
 // halt stops the rollout on a template someone else changed: nothing is rolled back and their

@@ -81,8 +81,8 @@ func TestResourcesOnly(t *testing.T) {
 			restarts := fc.restarts()
 			spec := resourcesSpec(fc, resourcesOf("cpu=0.5", ""))
 			st := fc.mustDrive(fc.engine(), spec, Status{}, nil)
-			if st.Phase != PhaseSucceeded || st.Updated != 3 {
-				t.Fatalf("status = %+v, want Succeeded with 3 pods updated", st)
+			if st.Phase != PhaseSucceeded || st.Updated != 3 || !strings.Contains(st.Message, "handed back with the new resources") {
+				t.Fatalf("status = %+v, want Succeeded with 3 pods updated, handed back with the new resources", st)
 			}
 			fc.play()
 			fc.assertResources(resourcesOf("cpu=500m memory=64Mi", "cpu=1 memory=128Mi"))
@@ -219,7 +219,7 @@ func TestResourcesRollback(t *testing.T) {
 			if st.Phase != PhaseRolledBack || st.RolledBack == 0 {
 				t.Fatalf("status = %+v, want RolledBack", st)
 			}
-			if !strings.Contains(st.Message, "restored to its previous images and resources") {
+			if !strings.Contains(st.Message, "restored to its previous resources") {
 				t.Errorf("message %q does not say the resources were restored", st.Message)
 			}
 			fc.play()

@@ -425,11 +425,7 @@ func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *Record, rolle
 		return fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
 			rolledBack, previous, describeChange(*c.foreign), c.ref, previous, lock.Message)
 	}
-	what := "images"
-	if len(lock.Resources) > 0 {
-		what = "images and resources"
-	}
-	return fmt.Sprintf("rolled back %d pods; %s restored to its previous %s (%s): %s", rolledBack, c.ref, what, previous, lock.Message)
+	return fmt.Sprintf("rolled back %d pods; %s restored to its previous %s (%s): %s", rolledBack, c.ref, changed(lock), previous, lock.Message)
 }
 
 // adoptStrays records the strays as updated from the previous images, so that they go back with
