@@ -124,7 +124,9 @@ func TestRunRefusesBadResources(t *testing.T) {
 		{"a container twice", func(*testing.T) []string { return []string{"--requests", "app=cpu=1", "--requests", "app=memory=1Gi"} },
 			`--requests: container "app" given twice`},
 		{"limit below request", func(*testing.T) []string { return []string{"--requests", "app=cpu=2", "--limits", "app=cpu=1"} }, "cpu limit 1 is below its request 2"},
-		{"both forms", func(*testing.T) []string { return []string{"--requests", "app=cpu=1", "--resources", "{app: {limits: {cpu: 2}}}"} }, "not both"},
+		{"both forms", func(*testing.T) []string {
+			return []string{"--requests", "app=cpu=1", "--resources", "{app: {limits: {cpu: 2}}}"}
+		}, "not both"},
 		{"--resources unknown field", func(*testing.T) []string { return []string{"--resources", "{app: {request: {cpu: 1}}}"} }, `--resources: unknown field "app.request"`},
 		{"--resources bad quantity", func(*testing.T) []string { return []string{"--resources", "{app: {requests: {cpu: lots}}}"} },
 			`--resources: app.requests.cpu: want a quantity`},
