@@ -24,9 +24,9 @@ type Config struct {
 	// restartPolicy Always) of the Rollout's pod template, and of its other init containers
 	// when includeInit is set, for the target's container of the same name. Without
 	// includeInit, those other init containers must already run the template's images on the
-	// target: one that would change is refused, rather than left undone. It takes as well the
-	// cpu and memory requests and limits the template's containers and native sidecars declare
-	// (TemplateResources).
+	// target: one that would change is refused, rather than left undone. For the step plugin
+	// (Decode) it takes as well the cpu and memory requests and limits the template's
+	// containers and native sidecars declare (TemplateResources).
 	FromRollout bool `json:"fromRollout,omitempty"`
 }
 
@@ -53,9 +53,22 @@ const HolderPrefix = "argo:"
 func Holder(ro *argov1alpha1.Rollout) string { return HolderPrefix + ro.Namespace + "/" + ro.Name }
 
 // Decode reads raw, the config found at field (such as "steps[].plugin.config"), for the Rollout
-// ro. Its error is bad input naming the Rollout and the field; nothing is written for it. Argo
-// passes the Rollout through gob, which drops zero values: nothing here relies on one.
+// ro, the step plugin's way: fromRollout takes the template's images and its cpu and memory. Its
+// error is bad input naming the Rollout and the field; nothing is written for it. Argo passes the
+// Rollout through gob, which drops zero values: nothing here relies on one.
 func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Request, error) {
+	return decode(ro, raw, field, true)
+}
+
+// DecodeImagesFromRollout is Decode for the traffic router: fromRollout takes the template's
+// images alone. The router's sentinel pod runs from that template, so its resources are the
+// sentinel's (tiny, by our advice), not the target's.
+func DecodeImagesFromRollout(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Request, error) {
+	return decode(ro, raw, field, false)
+}
+
+// decode is Decode; fromRollout takes the template's resources too when withResources.
+func decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string, withResources bool) (Request, error) {
 	if ro == nil {
 		return Request{}, errors.New("the call carries no Rollout")
 	}
@@ -83,7 +96,9 @@ func Decode(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (Reques
 		if len(c.Images) == 0 {
 			return req, fmt.Errorf("%s of Rollout %s: fromRollout is set but spec.template of the Rollout has no containers", field, name)
 		}
-		c.Resources = TemplateResources(ro)
+		if withResources {
+			c.Resources = TemplateResources(ro)
+		}
 	}
 	spec, err := rollout.FromV1alpha1(&c.InPlaceRolloutSpec, rollout.Caller{Namespace: ro.Namespace, Holder: req.Holder, HolderUID: ro.UID})
 	if err != nil {
