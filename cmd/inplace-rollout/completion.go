@@ -21,13 +21,19 @@ var targetKinds = []string{"statefulset/", "daemonset/", "deployment/", "pods"}
 
 // registerCompletions completes, from the cluster the connection flags name, --namespace (the
 // namespaces), --target (the kinds, then the workloads of the kind in the namespace) and, for
-// the commands that take it, --image (CONTAINER= of the target's containers). A request that
-// fails completes nothing: a shell shows no error.
+// the commands that take them, --image (CONTAINER= of the target's containers) and --requests and
+// --limits (CONTAINER=, then cpu= and memory=). A request that fails completes nothing: a shell
+// shows no error.
 func (f *clusterFlags) registerCompletions(cmd *cobra.Command) {
 	_ = cmd.RegisterFlagCompletionFunc("namespace", f.completeNamespaces)
 	_ = cmd.RegisterFlagCompletionFunc("target", f.completeTarget)
 	if cmd.Flags().Lookup("image") != nil {
 		_ = cmd.RegisterFlagCompletionFunc("image", f.completeImage)
+	}
+	for _, flag := range []string{"requests", "limits"} {
+		if cmd.Flags().Lookup(flag) != nil {
+			_ = cmd.RegisterFlagCompletionFunc(flag, f.completeResources)
+		}
 	}
 }
 
@@ -167,6 +173,32 @@ func (f *clusterFlags) completeImage(_ *cobra.Command, _ []string, toComplete st
 	}
 	// No space after "app=": the image follows.
 	return matching, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeResources completes a --requests or --limits value: CONTAINER= as --image does, then
+// the resources a resize changes that the value does not name yet (app=cpu=200m,memory=).
+func (f *clusterFlags) completeResources(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	container, values, ok := strings.Cut(toComplete, "=")
+	if !ok {
+		return f.completeImage(cmd, args, toComplete)
+	}
+	done, typing := "", values
+	if i := strings.LastIndex(values, ","); i >= 0 {
+		done, typing = values[:i+1], values[i+1:]
+	}
+	if strings.Contains(typing, "=") {
+		// A quantity follows: nothing to offer.
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, name := range resourceNames {
+		n := string(name)
+		if strings.HasPrefix(n, typing) && !strings.HasPrefix(done, n+"=") && !strings.Contains(done, ","+n+"=") {
+			out = append(out, container+"="+done+n+"=")
+		}
+	}
+	// No space after "cpu=": the quantity follows.
+	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 }
 
 // templateOf reads the pod template of the workload KIND/NAME in ns.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
@@ -43,6 +44,8 @@ type dryRunDocument struct {
 	Target string `json:"target"`
 	// Accepted says the API server accepted every write sent.
 	Accepted bool `json:"accepted"`
+	// Resources are the container resources of the rollout, as given.
+	Resources map[string]inplace.Resources `json:"resources,omitempty"`
 	rollout.DryRunReport
 }
 
@@ -63,7 +66,7 @@ func runDryRun(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spe
 		return dryRunExit(err)
 	}
 	refused := r.Refused()
-	doc := dryRunDocument{Target: spec.Target.String(), Accepted: len(refused) == 0, DryRunReport: r}
+	doc := dryRunDocument{Target: spec.Target.String(), Accepted: len(refused) == 0, Resources: spec.Resources, DryRunReport: r}
 	if done, err := printDocument(out, output, doc); !done {
 		printDryRun(out, doc)
 	} else if err != nil {
@@ -87,7 +90,11 @@ func printDryRun(out io.Writer, doc dryRunDocument) {
 		fmt.Fprintf(out, "%s: %s\n", doc.Target, doc.Message)
 		return
 	}
-	fmt.Fprintf(out, "%s: dry run of the start, images %s (nothing was changed)\n", doc.Target, formatImages(doc.Images))
+	what := "images " + formatImages(doc.Images)
+	if len(doc.Resources) > 0 {
+		what += ", resources " + formatResources(doc.Resources)
+	}
+	fmt.Fprintf(out, "%s: dry run of the start, %s (nothing was changed)\n", doc.Target, what)
 	var notSent []string
 	for _, w := range doc.Writes {
 		line := fmt.Sprintf("  %s %s, %s: %s", w.Kind, w.Name, w.Write, w.Result)

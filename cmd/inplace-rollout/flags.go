@@ -124,7 +124,12 @@ func (f *clusterFlags) ref(ns string) (rollout.Ref, error) {
 
 // rolloutFlags describe the rollout itself.
 type rolloutFlags struct {
-	images         []string
+	images []string
+	// requests and limits are --requests and --limits, CONTAINER=RESOURCE=QUANTITY,... each.
+	requests, limits []string
+	// resourcesText is --resources: the spec's resources as YAML or JSON, for callers that
+	// cannot repeat a flag per container, such as a Tekton step given it as a param.
+	resourcesText  string
 	batches        string
 	maxUnavailable string
 	grace          time.Duration
@@ -210,6 +215,9 @@ func (f *rolloutFlags) registerTakeOver(cmd *cobra.Command) {
 // batches: all that `plan` takes.
 func (f *rolloutFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.images, "image", nil, "CONTAINER=IMAGE to roll out (repeatable)")
+	cmd.Flags().StringArrayVar(&f.requests, "requests", nil, "CONTAINER=RESOURCE=QUANTITY[,RESOURCE=QUANTITY]: the cpu and memory requests a container gets, in place through each pod's resize subresource, e.g. app=cpu=200m,memory=64Mi (repeatable, one container each; only values the container declares)")
+	cmd.Flags().StringArrayVar(&f.limits, "limits", nil, "CONTAINER=RESOURCE=QUANTITY[,RESOURCE=QUANTITY]: the cpu and memory limits a container gets, as --requests, e.g. app=cpu=400m")
+	cmd.Flags().StringVar(&f.resourcesText, "resources", "", "the container resources as the spec's resources field (YAML or JSON), e.g. '{app: {requests: {cpu: 200m}}}', instead of --requests and --limits; empty: none")
 	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
 	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers that run once when a pod starts; their new image takes effect at its next start (native sidecars, restartPolicy Always, need no flag)")
 	cmd.Flags().StringVar(&f.pinDigests, "pin-digests", rollout.PinAuto, "resolve each image tag to the digest its registry serves now, with the pods' pull credentials, and patch pods to TAG@DIGEST: auto (when the registry answers, else the tag, said once), always (refuse when it does not), never")
@@ -291,6 +299,9 @@ func (f *rolloutFlags) podsSpec(ref rollout.Ref) (rollout.Spec, error) {
 		return spec, err
 	}
 	spec.Images = images
+	if spec.Resources, err = f.resources(); err != nil {
+		return spec, err
+	}
 	batches, err := rollout.ParseBatches(f.batches)
 	if err != nil {
 		return spec, badInput("--batches: %v", err)

@@ -8,17 +8,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/registry"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 )
 
 // planReport is the output of `plan`.
 type planReport struct {
-	Target  string            `json:"target"`
-	Images  map[string]string `json:"images"`
-	Batches []planBatch       `json:"batches"`
-	Already []string          `json:"alreadyUpdated,omitempty"`
-	Current map[string]string `json:"currentImages"`
+	Target string            `json:"target"`
+	Images map[string]string `json:"images"`
+	// Resources are the container resources the pods would be resized to, as given.
+	Resources map[string]inplace.Resources `json:"resources,omitempty"`
+	Batches   []planBatch                  `json:"batches"`
+	Already   []string                     `json:"alreadyUpdated,omitempty"`
+	Current   map[string]string            `json:"currentImages"`
 }
 
 type planBatch struct {
@@ -31,7 +34,7 @@ func newPlanCommand() *cobra.Command {
 	var cf clusterFlags
 	var rf rolloutFlags
 	cmd := &cobra.Command{
-		Use:   "plan --target KIND/NAME --image CONTAINER=IMAGE [flags]",
+		Use:   "plan --target KIND/NAME [--image CONTAINER=IMAGE] [--requests|--limits CONTAINER=RESOURCE=QUANTITY,...] [flags]",
 		Short: "Print the batches and pods a run would update; writes nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,14 +63,19 @@ func printPlan(ctx context.Context, out io.Writer, engine *rollout.Engine, spec 
 	if err != nil {
 		return readExit(planError(err))
 	}
-	report := planReport{Target: spec.Target.String(), Images: plan.Images, Current: plan.Current, Already: plan.Already}
+	report := planReport{Target: spec.Target.String(), Images: plan.Images, Resources: spec.Resources, Current: plan.Current, Already: plan.Already}
 	for i, b := range plan.Batches {
 		report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})
 	}
 	if done, err := printDocument(out, output, report); done {
 		return err
 	}
-	fmt.Fprintf(out, "%s: %s -> %s\n", report.Target, formatImages(report.Current), formatImages(report.Images))
+	if len(report.Images) > 0 || len(report.Resources) == 0 {
+		fmt.Fprintf(out, "%s: %s -> %s\n", report.Target, formatImages(report.Current), formatImages(report.Images))
+	}
+	if len(report.Resources) > 0 {
+		fmt.Fprintf(out, "%s: resources -> %s\n", report.Target, formatResources(report.Resources))
+	}
 	if len(report.Already) > 0 {
 		fmt.Fprintf(out, "already on the new images: %v\n", report.Already)
 	}

@@ -32,12 +32,17 @@ const exitInterrupted = 130
 
 func newRunCommand() *cobra.Command {
 	return newRolloutCommand(&cobra.Command{
-		Use:   "run --target KIND/NAME --image CONTAINER=IMAGE [flags]",
+		Use:   "run --target KIND/NAME [--image CONTAINER=IMAGE] [--requests|--limits CONTAINER=RESOURCE=QUANTITY,...] [flags]",
 		Short: "Roll new images out to a workload's live pods, in place, batch by batch",
 		Long: `run updates the images of a workload's live pods in place, batch by batch, and
 waits for each pod to run its new image, Running and Ready. If a pod fails, or a
 batch fails its analysis, every pod the rollout touched goes back to the exact image
 it ran before and the workload is restored; run then exits 1.
+
+--requests and --limits change containers' cpu and memory in place too, beside or
+instead of images, through each pod's resize subresource (before its image patch): only
+values a container declares, and the pod's QoS class stays as it is. A rollback resizes
+the pods back.
 
 Running run again with the same arguments resumes a rollout that was interrupted
 (Ctrl-C, a lost connection, a killed process); rollback undoes it.
@@ -48,13 +53,14 @@ and changes nothing: exit 0 when it accepts them all, 7 when it refuses any, nam
 and the policy. --dry-run=client prints the batches, as plan does, and sends nothing.`,
 		Example: `  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --batches 1,50%,100%
   inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s --analysis golden.yaml
-  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --dry-run=server`,
+  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --dry-run=server
+  inplace-rollout run -n shop --target statefulset/db --requests postgres=cpu=500m,memory=1Gi --limits postgres=cpu=1,memory=1Gi`,
 	}, false)
 }
 
 func newResumeCommand() *cobra.Command {
 	return newRolloutCommand(&cobra.Command{
-		Use:   "resume --target KIND/NAME --image CONTAINER=IMAGE [flags]",
+		Use:   "resume --target KIND/NAME [--image CONTAINER=IMAGE] [--requests|--limits CONTAINER=RESOURCE=QUANTITY,...] [flags]",
 		Short: "Accept the batch an inconclusive analysis paused on, and continue the rollout",
 		Long: `resume takes the same arguments as the run it continues. When the rollout is paused
 by an inconclusive analysis, resume accepts the paused batch, as a person who looked

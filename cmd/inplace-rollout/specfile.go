@@ -65,6 +65,13 @@ func (f *rolloutFlags) overlay(cmd *cobra.Command, cf *clusterFlags, ns string, 
 		}
 		s.Images = images
 	}
+	resources, err := f.resources()
+	if err != nil {
+		return err
+	}
+	if resources != nil {
+		s.Resources = overlayResources(s.Resources, resources, f.resourcesText != "")
+	}
 	if changed("batches") {
 		batches, err := rollout.ParseBatches(f.batches)
 		if err != nil {

@@ -34,6 +34,7 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 	spec := Spec{
 		Target:            workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
 		Images:            s.Images,
+		Resources:         s.Resources,
 		IncludeInit:       s.IncludeInit,
 		Batches:           s.Batches,
 		UpTo:              s.UpTo,

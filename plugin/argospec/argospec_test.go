@@ -3,11 +3,13 @@ package argospec
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	argov1alpha1 "github.com/argoproj/argo-rollouts/pkg/apis/rollouts/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -162,5 +164,144 @@ func TestDecodeRefusesInlineCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// withResources gives the Rollout template's container name the requests and limits of r
+// ("cpu=200m,memory=64Mi", "" for none), a container or, failing that, an init container.
+func withResources(t *testing.T, ro *argov1alpha1.Rollout, name, requests, limits string) *argov1alpha1.Rollout {
+	t.Helper()
+	list := func(s string) corev1.ResourceList {
+		if s == "" {
+			return nil
+		}
+		l := corev1.ResourceList{}
+		for _, kv := range strings.Split(s, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			l[corev1.ResourceName(k)] = resource.MustParse(v)
+		}
+		return l
+	}
+	for _, cs := range [][]corev1.Container{ro.Spec.Template.Spec.Containers, ro.Spec.Template.Spec.InitContainers} {
+		for i := range cs {
+			if cs[i].Name == name {
+				cs[i].Resources = corev1.ResourceRequirements{Requests: list(requests), Limits: list(limits)}
+				return ro
+			}
+		}
+	}
+	t.Fatalf("the Rollout has no container %q", name)
+	return nil
+}
+
+// TestDecodeResources: resources in the config pass through; fromRollout takes the cpu and
+// memory each container and native sidecar of the Rollout's template declares, and nothing
+// else.
+func TestDecodeResources(t *testing.T) {
+	const target = `"target":{"kind":"StatefulSet","name":"db"}`
+	tests := []struct {
+		name    string
+		ro      func(t *testing.T) *argov1alpha1.Rollout
+		config  string
+		want    map[string]string // container: "requests cpu=200m limits cpu=400m", when no error
+		wantErr string
+	}{
+		{name: "resources alone", ro: func(*testing.T) *argov1alpha1.Rollout { return testRollout("abc") },
+			config: `{` + target + `,"resources":{"app":{"requests":{"cpu":"200m"},"limits":{"cpu":"400m"}}}}`,
+			want:   map[string]string{"app": "requests cpu=200m limits cpu=400m"}},
+		{name: "resources beside images", ro: func(*testing.T) *argov1alpha1.Rollout { return testRollout("abc") },
+			config: "target: {kind: StatefulSet, name: db}\nimages: {app: reg/app:v3}\nresources: {app: {limits: {memory: 1Gi}}}\n",
+			want:   map[string]string{"app": "limits memory=1Gi"}},
+		{name: "fromRollout takes cpu and memory of containers and native sidecars", ro: func(t *testing.T) *argov1alpha1.Rollout {
+			ro := withNativeSidecar(testRollout("abc"))
+			withResources(t, ro, "app", "cpu=200m,memory=64Mi,ephemeral-storage=1Gi", "cpu=400m,nvidia.com/gpu=1")
+			withResources(t, ro, "mesh", "cpu=50m", "")
+			return withResources(t, ro, "init", "cpu=1", "cpu=1")
+		}, config: `{` + target + `,"fromRollout":true}`,
+			want: map[string]string{"app": "requests cpu=200m,memory=64Mi limits cpu=400m", "mesh": "requests cpu=50m"}},
+		{name: "fromRollout with no resources declared takes none", ro: func(*testing.T) *argov1alpha1.Rollout { return testRollout("abc") },
+			config: `{` + target + `,"fromRollout":true}`, want: map[string]string{}},
+		{name: "fromRollout with only other resources takes none", ro: func(t *testing.T) *argov1alpha1.Rollout {
+			return withResources(t, testRollout("abc"), "app", "ephemeral-storage=1Gi", "")
+		}, config: `{` + target + `,"fromRollout":true}`, want: map[string]string{}},
+		{name: "both resources and fromRollout", ro: func(*testing.T) *argov1alpha1.Rollout { return testRollout("abc") },
+			config:  `{` + target + `,"fromRollout":true,"resources":{"app":{"requests":{"cpu":"1"}}}}`,
+			wantErr: "steps[].plugin.config of Rollout ns/web: resources and fromRollout both given"},
+		{name: "a bad quantity named by its path", ro: func(*testing.T) *argov1alpha1.Rollout { return testRollout("abc") },
+			config:  `{` + target + `,"resources":{"app":{"requests":{"cpu":"lots"}}}}`,
+			wantErr: `steps[].plugin.config of Rollout ns/web: resources.app.requests.cpu: want a quantity`},
+		{name: "another resource refused", ro: func(*testing.T) *argov1alpha1.Rollout { return testRollout("abc") },
+			config:  `{` + target + `,"resources":{"app":{"limits":{"nvidia.com/gpu":"1"}}}}`,
+			wantErr: `resources of container "app": limits.nvidia.com/gpu: only cpu and memory change in place`},
+		{name: "an unknown field named by its path", ro: func(*testing.T) *argov1alpha1.Rollout { return testRollout("abc") },
+			config:  `{` + target + `,"resources":{"app":{"request":{"cpu":"1"}}}}`,
+			wantErr: `unknown field "resources.app.request"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := Decode(tt.ro(t), json.RawMessage(tt.config), "steps[].plugin.config")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Decode = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			got := map[string]string{}
+			for name, r := range req.Spec.Resources {
+				got[name] = describe(r)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("resources %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// describe says r as "requests cpu=200m limits cpu=400m", quantities canonical.
+func describe(r corev1.ResourceRequirements) string {
+	var words []string
+	for _, part := range []struct {
+		field string
+		list  corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		if len(part.list) == 0 {
+			continue
+		}
+		var vals []string
+		for _, name := range slices.Sorted(maps.Keys(part.list)) {
+			q := part.list[name]
+			vals = append(vals, string(name)+"="+q.String())
+		}
+		words = append(words, part.field, strings.Join(vals, ","))
+	}
+	return strings.Join(words, " ")
+}
+
+// TestCanonicalTellsResourcesApart: new cpu or memory in the Rollout's template is another
+// config and another rollout, and the same values given another way are the same config.
+func TestCanonicalTellsResourcesApart(t *testing.T) {
+	const config = `{"target":{"kind":"StatefulSet","name":"db"},"fromRollout":true}`
+	decode := func(ro *argov1alpha1.Rollout) Request {
+		t.Helper()
+		r, err := Decode(ro, json.RawMessage(config), "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a := decode(withResources(t, testRollout("abc"), "app", "cpu=200m", "cpu=400m"))
+	b := decode(withResources(t, testRollout("abc"), "app", "cpu=300m", "cpu=400m"))
+	if a.Canonical == b.Canonical || a.Spec.Hash() == b.Spec.Hash() {
+		t.Errorf("new cpu in the Rollout's template gives the same canonical config %s or spec hash %s", a.Canonical, a.Spec.Hash())
+	}
+	c := decode(withResources(t, testRollout("abc"), "app", "cpu=0.2", "cpu=0.4"))
+	if a.Spec.Hash() != c.Spec.Hash() {
+		t.Errorf("cpu 0.2 and 200m hash apart: %s, %s", a.Spec.Hash(), c.Spec.Hash())
+	}
+	if a.Canonical != decode(withResources(t, testRollout("abc"), "app", "cpu=200m", "cpu=400m")).Canonical {
+		t.Error("the same Rollout gives two canonical configs: the plugin would supersede its own rollout")
 	}
 }

@@ -16,8 +16,8 @@ type request struct {
 	key drivers.Key
 }
 
-// decode reads the Rollout's config. The images are the Rollout's template's; the weights are
-// the hold points. Its error is bad input naming the Rollout and the field, and nothing is
+// decode reads the Rollout's config. The images are the Rollout's template's, and its resources
+// are the sentinel's, left alone; the weights are the hold points. Its error is bad input naming the Rollout and the field, and nothing is
 // written for it.
 func (p *Plugin) decode(ro *argov1alpha1.Rollout) (request, error) {
 	var raw json.RawMessage
@@ -28,7 +28,7 @@ func (p *Plugin) decode(ro *argov1alpha1.Rollout) (request, error) {
 	if err != nil {
 		return request{}, err
 	}
-	r, err := argospec.Decode(ro, raw, configField)
+	r, err := argospec.DecodeImagesFromRollout(ro, raw, configField)
 	if err != nil {
 		return request{Request: r}, err
 	}
@@ -48,6 +48,9 @@ func withFromRollout(ro *argov1alpha1.Rollout, raw json.RawMessage) (json.RawMes
 	name := ro.Namespace + "/" + ro.Name
 	if _, ok := fields["images"]; ok {
 		return nil, fmt.Errorf("%s of Rollout %s: images: the traffic router rolls out the images of the Rollout's pod template, since only a template change starts a revision in Argo; remove images and put the new images in spec.template", configField, name)
+	}
+	if _, ok := fields["resources"]; ok {
+		return nil, fmt.Errorf("%s of Rollout %s: resources: the traffic router rolls out images alone, from the Rollout's pod template, which its sentinel pod runs too; remove resources, and change the target's cpu and memory with the step plugin (fromRollout or resources) or inplace-rollout run --requests and --limits", configField, name)
 	}
 	if _, ok := fields["upTo"]; ok {
 		return nil, fmt.Errorf("%s of Rollout %s: upTo: the weights of the Rollout's setWeight steps are the hold points; remove upTo", configField, name)

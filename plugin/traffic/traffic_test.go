@@ -13,6 +13,7 @@ import (
 	argorpc "github.com/argoproj/argo-rollouts/rollout/trafficrouting/plugin/rpc"
 	"github.com/argoproj/argo-rollouts/utils/plugin/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -357,6 +358,7 @@ func TestBadConfig(t *testing.T) {
 		{"null", "null", configField},
 		{"images given", `{"target":{"kind":"StatefulSet","name":"web"},"images":{"app":"reg.example/app:v9"}}`, "images"},
 		{"upTo given", `{"target":{"kind":"StatefulSet","name":"web"},"upTo":"20%"}`, "upTo"},
+		{"resources given", `{"target":{"kind":"StatefulSet","name":"web"},"resources":{"app":{"requests":{"cpu":"1"}}}}`, "resources: the traffic router rolls out images alone"},
 		{"fromRollout false", `{"target":{"kind":"StatefulSet","name":"web"},"fromRollout":false}`, "fromRollout"},
 		{"unknown field", `{"target":{"kind":"StatefulSet","name":"web"},"batchez":["50%"]}`, "batchez"},
 		{"wrong type", `{"target":{"kind":"StatefulSet","name":"web"},"maxUnavailable":true}`, "maxUnavailable"},
@@ -394,6 +396,23 @@ func TestBadConfig(t *testing.T) {
 				t.Errorf("wrote %v, want nothing", w)
 			}
 		})
+	}
+}
+
+// TestSentinelResourcesLeftAlone: the Rollout's template is its sentinel pod's, whose cpu and
+// memory are kept tiny: the traffic router rolls out the template's images and never its
+// resources.
+func TestSentinelResourcesLeftAlone(t *testing.T) {
+	p := newPlugin(t, pt.NewClient(t, 1))
+	ro := argoRollout(`{"target":{"kind":"StatefulSet","name":"web"}}`, pt.ImageV2, hashV1, hashV2)
+	ro.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("8Mi")}}
+	req, err := p.decode(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Spec.Images[pt.Container] != pt.ImageV2 || req.Spec.Resources != nil {
+		t.Errorf("images %v, resources %v: want the template's images and no resources", req.Spec.Images, req.Spec.Resources)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tektoncd/pipeline/pkg/apis/pipeline/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,6 +26,7 @@ const (
 	ParamTarget         = "target"
 	ParamSelector       = "selector"
 	ParamImages         = "images"
+	ParamResources      = "resources"
 	ParamBatches        = "batches"
 	ParamMaxUnavailable = "max-unavailable"
 	ParamSoak           = "soak"
@@ -36,7 +38,7 @@ const (
 	ParamPrePull        = "pre-pull"
 )
 
-var knownParams = []string{ParamTarget, ParamSelector, ParamImages, ParamBatches, ParamMaxUnavailable,
+var knownParams = []string{ParamTarget, ParamSelector, ParamImages, ParamResources, ParamBatches, ParamMaxUnavailable,
 	ParamSoak, ParamTimeout, ParamAnalysis, ParamPrometheusURL, ParamOnInconclusive, ParamPinDigests, ParamPrePull}
 
 // HolderPrefix begins the lock holder of every CustomRun's rollout.
@@ -80,6 +82,9 @@ func decodeSpec(ctx context.Context, run *v1beta1.CustomRun, objects SpecGetter)
 	promURL, err := applyParams(doc, run.Spec.Params)
 	if err != nil {
 		return rollout.Spec{}, err
+	}
+	if len(doc.Images) == 0 && len(doc.Resources) == 0 {
+		return rollout.Spec{}, specErrorf("nothing to change: give the %s param or spec.images (CONTAINER=IMAGE), or the %s param or spec.resources (cpu and memory by container)", ParamImages, ParamResources)
 	}
 	if doc.UpTo != nil {
 		return rollout.Spec{}, specErrorf("spec.upTo: a CustomRun's rollout ends with its run, so it cannot hold part way; remove upTo")
@@ -197,6 +202,16 @@ func applyParam(doc *v1alpha1.InPlaceRolloutSpec, p v1beta1.Param) error {
 		} else {
 			doc.Timeout = &metav1.Duration{Duration: d}
 		}
+	case ParamResources:
+		if v == "" {
+			doc.Resources = nil
+			return nil
+		}
+		resources := map[string]corev1.ResourceRequirements{}
+		if err := v1alpha1.DecodeInto([]byte(v), &resources); err != nil {
+			return err
+		}
+		doc.Resources = resources
 	case ParamAnalysis:
 		if v == "" {
 			doc.Analysis = nil

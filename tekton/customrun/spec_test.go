@@ -123,6 +123,25 @@ func TestDecodeSpec(t *testing.T) {
 				t.Errorf("target %+v", s.Target)
 			}
 		}},
+		{"resources in the embedded spec, no images", embedded(`{"target": {"kind": "StatefulSet", "name": "web"}, "resources": {"app": {"requests": {"cpu": "200m"}, "limits": {"cpu": "400m"}}}}`),
+			func(t *testing.T, s rollout.Spec) {
+				r := s.Resources["app"]
+				if len(s.Images) != 0 || len(s.Resources) != 1 || r.Requests.Cpu().String() != "200m" || r.Limits.Cpu().String() != "400m" {
+					t.Errorf("images %v, resources %v", s.Images, s.Resources)
+				}
+			}},
+		{"resources param over the referenced object", referenced("web", str("resources", "{app: {requests: {memory: 64Mi}}}")), func(t *testing.T, s rollout.Spec) {
+			r := s.Resources["app"]
+			if s.Images["app"] != "registry.example/app:v2" || len(s.Resources) != 1 || r.Requests.Memory().String() != "64Mi" || len(r.Limits) != 0 {
+				t.Errorf("images %v, resources %v", s.Images, s.Resources)
+			}
+		}},
+		{"an empty resources param clears the spec's", embedded(`{"target": {"kind": "StatefulSet", "name": "web"}, "resources": {"app": {"requests": {"cpu": "1"}}}}`,
+			arr("images", "app=x:2"), str("resources", "")), func(t *testing.T, s rollout.Spec) {
+			if s.Resources != nil {
+				t.Errorf("resources %v, want none", s.Resources)
+			}
+		}},
 		{"analysis and prometheus-url", embedded(target, arr("images", "app=x:2"), str("prometheus-url", "http://other:9090"), str("analysis", analysisYAML)), func(t *testing.T, s rollout.Spec) {
 			if s.Analysis == nil || s.Analysis.Prometheus.Address != "http://other:9090" {
 				t.Errorf("analysis %+v", s.Analysis)
@@ -161,7 +180,13 @@ func TestDecodeSpecErrors(t *testing.T) {
 		{"inline password", embedded(target, arr("images", "app=x:2"), str("analysis", "prometheus: {address: 'http://p:9090', basicAuth: {username: u, password: hunter2}}\nchecks: {errorRate: {maxRatio: 0.01}}")), specs{}, []string{"basicAuth.password", "Secret"}, true},
 		{"credential file", embedded(target, arr("images", "app=x:2"), str("analysis", "prometheus: {address: 'http://p:9090', bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}\nchecks: {errorRate: {maxRatio: 0.01}}")), specs{}, []string{"bearerTokenFile"}, true},
 		{"hold point", embedded(`{"target": {"kind": "StatefulSet", "name": "web"}, "upTo": 1}`, arr("images", "app=x:2")), specs{}, []string{"spec.upTo"}, true},
-		{"no images", embedded(target), specs{}, []string{"images"}, true},
+		{"no images", embedded(target), specs{}, []string{"nothing to change", "images param", "resources param"}, true},
+		{"resources param not a map", embedded(target, str("resources", "[app]")), specs{}, []string{"params[resources]"}, true},
+		{"resources param bad quantity", embedded(target, str("resources", "{app: {limits: {cpu: lots}}}")), specs{}, []string{"params[resources]", "app.limits.cpu", "want a quantity"}, true},
+		{"resources param unknown field", embedded(target, str("resources", "{app: {limit: {cpu: 1}}}")), specs{}, []string{"params[resources]", `unknown field "app.limit"`}, true},
+		{"resources param array", embedded(target, arr("resources", "app", "x")), specs{}, []string{"params[resources]", "want a string"}, true},
+		{"resources of another resource", embedded(target, str("resources", "{app: {requests: {ephemeral-storage: 1Gi}}}")), specs{}, []string{"requests.ephemeral-storage: only cpu and memory change in place"}, true},
+		{"resources in the spec misspelt", embedded(`{"target": {"kind": "StatefulSet", "name": "web"}, "resources": {"app": {"requets": {"cpu": "1"}}}}`), specs{}, []string{"taskSpec.spec", `unknown field "resources.app.requets"`}, true},
 		{"referenced object missing", referenced("gone"), specs{docs: map[string]string{}}, []string{"taskRef.name", "ns/gone not found"}, true},
 		{"referenced object misspelt", referenced("web"), specs{docs: map[string]string{"web": strings.Replace(refDoc, "batches", "batchez", 1)}}, []string{"InPlaceRollout ns/web", "batchez"}, true},
 		{"API trouble reading the object", referenced("web"), specs{err: errors.New("connection refused")}, []string{"reading InPlaceRollout ns/web", "connection refused"}, false},

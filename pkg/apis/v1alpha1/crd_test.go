@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -15,9 +16,13 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
 	"sigs.k8s.io/yaml"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
@@ -205,6 +210,7 @@ var (
 	metaDuration  = reflect.TypeFor[metav1.Duration]()
 	analysisDurat = reflect.TypeFor[analysis.Duration]()
 	metaTime      = reflect.TypeFor[metav1.Time]()
+	quantity      = reflect.TypeFor[resource.Quantity]()
 )
 
 func (w *walker) compare(path string, typ reflect.Type, s *apiextensionsv1.JSONSchemaProps) {
@@ -216,6 +222,12 @@ func (w *walker) compare(path string, typ reflect.Type, s *apiextensionsv1.JSONS
 	case typ == intOrString:
 		if !s.XIntOrString || s.Type != "" {
 			w.t.Errorf("%s: want x-kubernetes-int-or-string: true and no type (a pod count or a percentage), have type %q int-or-string %v", path, s.Type, s.XIntOrString)
+		}
+		return
+	case typ == quantity:
+		// As Kubernetes' own schemas give a quantity: "250m" or 2, checked by its pattern.
+		if !s.XIntOrString || s.Type != "" || s.Pattern == "" {
+			w.t.Errorf("%s: a quantity wants x-kubernetes-int-or-string: true, no type and a pattern, have type %q int-or-string %v pattern %q", path, s.Type, s.XIntOrString, s.Pattern)
 		}
 		return
 	case typ == metaTime:
@@ -364,4 +376,52 @@ func fieldDocs(t *testing.T) map[string]string {
 		t.Fatal("no field doc comments found")
 	}
 	return docs
+}
+
+// TestCRDQuantities: the schema takes a quantity as the API server takes a container's, a string
+// or an integer, and refuses at apply time one the rollout could not read, naming its field.
+func TestCRDQuantities(t *testing.T) {
+	tests := []struct {
+		name      string
+		resources string
+		want      string // empty: accepted
+	}{
+		{"cpu and memory", `{app: {requests: {cpu: 200m, memory: 64Mi}, limits: {cpu: "1", memory: 128Mi}}}`, ""},
+		{"an integer", `{app: {limits: {cpu: 2}}}`, ""},
+		{"an exponent", `{app: {requests: {memory: 1e9}}}`, ""},
+		{"not a quantity", `{app: {requests: {cpu: lots}}}`, "spec.resources.app.requests.cpu"},
+		{"a unit of its own", `{app: {limits: {memory: 64MB}}}`, "spec.resources.app.limits.memory"},
+		{"not a map", `{app: {requests: [cpu]}}`, "spec.resources.app.requests"},
+	}
+	// The CRD's schema as OpenAPI, which the API server's validation of a custom resource runs.
+	raw, err := json.Marshal(readCRD(t).Spec.Versions[0].Schema.OpenAPIV3Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema spec.Schema
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		t.Fatal(err)
+	}
+	validator := validate.NewSchemaValidator(&schema, nil, "", strfmt.Default)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var resources any
+			if err := yaml.Unmarshal([]byte(tt.resources), &resources); err != nil {
+				t.Fatal(err)
+			}
+			obj := map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": v1alpha1.Kind, "metadata": map[string]any{"name": "r"},
+				"spec": map[string]any{"target": map[string]any{"kind": "StatefulSet", "name": "web"}, "resources": resources}}
+			res := validator.Validate(obj)
+			var got []string
+			for _, e := range res.Errors {
+				got = append(got, e.Error())
+			}
+			switch {
+			case tt.want == "" && len(got) > 0:
+				t.Errorf("refused: %v", got)
+			case tt.want != "" && !strings.Contains(strings.Join(got, "\n"), tt.want):
+				t.Errorf("errors %q, want one naming %q", got, tt.want)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -15,6 +16,7 @@ import (
 var describeTypes = []strictdecode.Option{
 	strictdecode.Describe(intstr.IntOrString{}, `a pod count or a percentage such as "25%"`),
 	strictdecode.Describe(metav1.Duration{}, `a duration such as "30s" or "5m"`),
+	strictdecode.Describe(resource.Quantity{}, `a quantity such as "250m", "1" or "64Mi"`),
 }
 
 // Decode parses an InPlaceRollout document, YAML or JSON. An unknown field, a value of the

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -15,7 +16,8 @@ const (
 	Kind       = "InPlaceRollout"
 )
 
-// InPlaceRollout is a rollout of new images to a workload's live pods, in place.
+// InPlaceRollout is a rollout of new images, or new CPU and memory, to a workload's live pods, in
+// place.
 type InPlaceRollout struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -84,6 +86,11 @@ type InPlaceRolloutSpec struct {
 	Target Target `json:"target"`
 	// Images maps container names to their new images.
 	Images map[string]string `json:"images,omitempty"`
+	// Resources maps container names (containers and native sidecars) to the CPU and memory
+	// requests and limits they get, changed in place through each pod's resize subresource,
+	// beside or instead of Images: only the values named change, only cpu and memory, and only
+	// values the container already declares.
+	Resources map[string]corev1.ResourceRequirements `json:"resources,omitempty"`
 	// IncludeInit lets Images name init containers that run once when a pod starts, whose new
 	// image takes effect at its next start. Native sidecars (restartPolicy Always) need no
 	// IncludeInit, since they are restarted on a new image as containers are.
