@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -127,6 +128,12 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 	// Prometheus sees their traffic while the commands before their analyses run.
 	clitest.CreateStatefulSet(t, env, namespace, "analysed", 2)
 	clitest.CreateStatefulSet(t, env, namespace, "paused", 2)
+	clitest.CreateStatefulSetWith(t, env, namespace, "resized", 2, func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+		}
+	})
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: promSecret, Namespace: namespace},
 		Data:       map[string][]byte{"password": []byte(promPassword)},
@@ -167,6 +174,7 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 		{"run analysed --analysis", append([]string{"run"}, analysed("statefulset/analysed", passes)...), "analysed", clitest.AppV2, 0},
 		{"run paused --analysis", append([]string{"run"}, analysed("statefulset/paused", inconclusive)...), "paused", clitest.AppV2, 4},
 		{"resume paused", append([]string{"resume"}, analysed("statefulset/paused", inconclusive)...), "paused", clitest.AppV2, 0},
+		{"run resized --requests", append([]string{"run", "--target", "statefulset/resized", "--requests", "app=cpu=150m"}, short...), "resized", clitest.AppV1, 0},
 	}
 	// Someone else writes every pod meanwhile, as kubelets do: the command's pod writes, which
 	// carry the resourceVersion they were decided on, meet conflicts and read the pod again.
@@ -278,6 +286,7 @@ func needs() []cluster.Need {
 		need("create", "", "pods", "", "run api --pre-pull"),
 		need("delete", "", "pods", "", "run api --pre-pull"),
 		need("patch", "", "pods", "status", "run loose"),
+		need("patch", "", "pods", "resize", "run resized --requests"),
 		need("get", "", "configmaps", "", "status loose"),
 		need("list", "", "configmaps", "", "run loose,tier=web"),
 		need("create", "", "configmaps", "", "run loose"),
