@@ -180,7 +180,7 @@ func (c *decider) toTemplate() decision {
 	if c.ours && o.lock.TemplateOwned && o.lock.Labels[appsv1.ControllerRevisionHashLabelKey] == o.current.Hash {
 		// The rollout in flight is to the template's revision: the same rollout, as its lock
 		// records it, whichever pods are still behind.
-		spec, err := specOf(o, change{images: o.lock.Images, labels: o.lock.Labels, annotations: o.lock.Annotations}, c.holder, c.uid)
+		spec, err := specOf(o, change{images: o.lock.Images, resources: o.lock.Resources, labels: o.lock.Labels, annotations: o.lock.Annotations}, c.holder, c.uid)
 		if err != nil {
 			d := c.record(string(rollout.PhaseFailed), ReasonInvalidPolicy, fmt.Sprintf("policy %s: %v; the rollout in flight stays where it is until the policy is fixed", o.policy.Name, err))
 			d.requeue = waitRequeue

@@ -277,7 +277,7 @@ func TestPolicyResizesWhatGitApplies(t *testing.T) {
 	applyPolicy(t, ns, `{batches: [1, "100%"], timeout: 2m}`)
 	withCPU := func(cpu string) string {
 		return strings.Replace(manifest("StatefulSet", ns, clitest.AppV1, "1.0"), "      - {name: app, image: ",
-			fmt.Sprintf("      - resources: {requests: {cpu: %s}, limits: {cpu: 400m}}\n        name: app\n        image: ", cpu), 1)
+			fmt.Sprintf("      - {resources: {requests: {cpu: %s}, limits: {cpu: 400m}}, name: app, image: ", cpu), 1)
 	}
 	mustKubectl(t, withCPU("100m"), "apply", "-f", "-")
 	cluster.WaitFor(t, rolloutTimeout, "the pods of StatefulSet web Ready", func(context.Context) (bool, error) {
@@ -285,10 +285,13 @@ func TestPolicyResizesWhatGitApplies(t *testing.T) {
 		return len(pods) == 3 && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return !inplace.PodReady(&p) }), nil
 	})
 	before := podsOf(t, ns)
+	first := policyEntry(t, ns, "StatefulSet", "its revision recorded", func(e v1alpha1.PolicyWorkloadStatus) bool { return e.Revision != "" })
 
 	mustKubectl(t, withCPU("200m"), "apply", "-f", "-")
 	applied, generation := workloadSpec(t, "StatefulSet", ns)
-	policyEntry(t, ns, "StatefulSet", "Succeeded", func(e v1alpha1.PolicyWorkloadStatus) bool { return e.Phase == "Succeeded" })
+	policyEntry(t, ns, "StatefulSet", "the new revision Succeeded", func(e v1alpha1.PolicyWorkloadStatus) bool {
+		return e.Phase == "Succeeded" && e.Revision != first.Revision
+	})
 	after := podsOf(t, ns)
 	for i, p := range after {
 		b := before[i]
