@@ -56,8 +56,8 @@ type Config struct {
 	StopDelay time.Duration
 	// ResizeDelay is how long a resize the node has room for, and that restarts no container,
 	// takes to reach the container: PodResizeInProgress shows meanwhile, and then the
-	// container's status reports the new resources. A real kubelet reported them about a second
-	// after the patch; scaled as StopDelay [200ms].
+	// container's status reports the new resources. A real kubelet reported them 1 to 3 s after
+	// the patch (docs/conformance.md); scaled as StopDelay [200ms].
 	ResizeDelay time.Duration
 	// RequestRate is how many requests per second each Ready pod serves [20].
 	RequestRate float64
