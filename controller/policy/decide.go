@@ -256,15 +256,17 @@ func (c *decider) start(spec rollout.Spec) decision {
 const ReasonInvalidPolicy = "InvalidPolicy"
 
 // change is what the template's revision changes in place on the pods behind it: the images
-// by container, and the labels and annotations with their new values ("" for a removed key).
+// and the CPU and memory values by container, and the labels and annotations with their new
+// values ("" for a removed key).
 type change struct {
 	images, labels, annotations map[string]string
+	resources                   map[string]inplace.Resources
 }
 
 // changeOf is what the pods not at the template's revision take in place to be at it, from the
 // revisions they run, or an error naming the pod and field that cannot change in place.
 func changeOf(o *observation) (change, error) {
-	c := change{images: map[string]string{}, labels: map[string]string{}, annotations: map[string]string{}}
+	c := change{images: map[string]string{}, labels: map[string]string{}, annotations: map[string]string{}, resources: map[string]inplace.Resources{}}
 	includeInit := o.policy.Spec.IncludeInit
 	seen := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(o.podRevisions)) {
@@ -282,6 +284,7 @@ func changeOf(o *observation) (change, error) {
 			return change{}, fmt.Errorf("revision %s of %s's template cannot be taken in place by pod %s, at revision %s: %w", o.current.Name, o.ref, name, rev.Name, err)
 		}
 		maps.Copy(c.images, tc.Images)
+		maps.Copy(c.resources, tc.Resources)
 		for _, m := range []struct {
 			from map[string]*string
 			to   map[string]string
@@ -294,7 +297,7 @@ func changeOf(o *observation) (change, error) {
 			}
 		}
 	}
-	if len(c.images) == 0 {
+	if len(c.images) == 0 && len(c.resources) == 0 {
 		// Labels or annotations alone: the pods take them with the images they run.
 		for _, list := range [][]corev1.Container{o.template.Spec.Containers} {
 			for _, ct := range list {
@@ -318,6 +321,9 @@ func specOf(o *observation, c change, holder string, uid types.UID) (rollout.Spe
 	}
 	spec.TemplateOwned, spec.Supersede = true, true
 	spec.Labels, spec.Annotations = c.labels, c.annotations
+	if len(c.resources) > 0 {
+		spec.Resources = c.resources
+	}
 	if len(spec.Annotations) == 0 {
 		spec.Annotations = nil
 	}

@@ -183,7 +183,17 @@ func NativeSidecar(c corev1.Container) bool {
 // containers and native sidecars (and of the other init containers when includeInit) is an
 // error naming the first differing field.
 func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]string, error) {
+	images, _, err := diffSpecs(current, desired, includeInit, false)
+	return images, err
+}
+
+// diffSpecs is DiffSpecs that, withResources, also takes the CPU and memory requests and limits
+// of containers and native sidecars as changing in place: each value both specs declare and
+// that differs is returned, by container, in resources. A value one spec declares and the other
+// does not is an error: a resize cannot add one, nor remove it again.
+func diffSpecs(current, desired corev1.PodSpec, includeInit, withResources bool) (map[string]string, map[string]Resources, error) {
 	images := map[string]string{}
+	resources := map[string]Resources{}
 	normalized := *desired.DeepCopy()
 	align := func(field string, cur, want []corev1.Container, allowed func(corev1.Container) bool) error {
 		if len(cur) != len(want) {
@@ -192,6 +202,15 @@ func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]st
 		for i := range want {
 			if cur[i].Name != want[i].Name {
 				return fmt.Errorf("%s[%d].name: %q, want %q: containers cannot be renamed or reordered in place", field, i, cur[i].Name, want[i].Name)
+			}
+			if withResources {
+				r, err := resourceChange(field, i, cur[i], want[i])
+				if err != nil {
+					return err
+				}
+				if r != nil {
+					resources[want[i].Name] = *r
+				}
 			}
 			if cur[i].Image == want[i].Image {
 				continue
@@ -211,15 +230,61 @@ func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]st
 	// restartPolicy differs, and the comparison below names it.
 	initAllowed := func(c corev1.Container) bool { return includeInit || NativeSidecar(c) }
 	if err := align("spec.initContainers", current.InitContainers, normalized.InitContainers, initAllowed); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := align("spec.containers", current.Containers, normalized.Containers, func(corev1.Container) bool { return true }); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !equality.Semantic.DeepEqual(current, normalized) {
-		return nil, fmt.Errorf("%s differs: only container images can change in place", firstDifference(current, normalized))
+		what := "only container images"
+		if withResources {
+			what = "only container images and CPU and memory values"
+		}
+		return nil, nil, fmt.Errorf("%s differs: %s can change in place", firstDifference(current, normalized), what)
 	}
-	return images, nil
+	if len(resources) > 0 {
+		if err := CheckResources(current, resources); err != nil {
+			return nil, nil, fmt.Errorf("spec.%w", err)
+		}
+	}
+	return images, resources, nil
+}
+
+// resourceChange compares the CPU and memory values of the i-th container of field in two specs
+// (cur and want, of one name) and returns those of want that differ, nil for none, aligning
+// want's values to cur's so that any other difference shows. A value only one of them declares
+// is an error naming it.
+func resourceChange(field string, i int, cur corev1.Container, want corev1.Container) (*Resources, error) {
+	var out Resources
+	for _, part := range []struct {
+		name      string
+		cur, want corev1.ResourceList
+		set       *corev1.ResourceList
+	}{{"requests", cur.Resources.Requests, want.Resources.Requests, &out.Requests}, {"limits", cur.Resources.Limits, want.Resources.Limits, &out.Limits}} {
+		for _, name := range resizable {
+			c, inCur := part.cur[name]
+			w, inWant := part.want[name]
+			switch {
+			case inCur != inWant:
+				verb := "adds"
+				if inCur {
+					verb = "removes"
+				}
+				return nil, fmt.Errorf("%s[%d].resources.%s.%s (container %q): the template %s it, and a resize changes only the values a container has", field, i, part.name, name, want.Name, verb)
+			case !inCur || c.Cmp(w) == 0:
+				continue
+			}
+			if *part.set == nil {
+				*part.set = corev1.ResourceList{}
+			}
+			(*part.set)[name] = w.DeepCopy()
+			part.want[name] = c.DeepCopy()
+		}
+	}
+	if len(out.Requests)+len(out.Limits) == 0 {
+		return nil, nil
+	}
+	return &out, nil
 }
 
 // TemplateChange is what changes, in place, from one pod template to another: container images,
@@ -228,16 +293,20 @@ func DiffSpecs(current, desired corev1.PodSpec, includeInit bool) (map[string]st
 type TemplateChange struct {
 	// Images maps container names to their new images.
 	Images map[string]string
+	// Resources maps container names to the CPU and memory values that change, as the desired
+	// template has them.
+	Resources map[string]Resources
 	// Labels and Annotations map keys to their new values; a removed key maps to nil.
 	Labels, Annotations map[string]*string
 }
 
 // DiffTemplates compares two workload templates, the one a pod runs and the desired one, and
-// returns what changes in place: images (as DiffSpecs), labels and annotations. Any other
-// difference (env, command, volumes, probes, ...) is an error naming the first differing field,
-// as a JSON path under the template.
+// returns what changes in place: images (as DiffSpecs), the CPU and memory values of containers
+// and native sidecars (through the pods' resize subresource; CheckResources's rules), labels and
+// annotations. Any other difference (env, command, volumes, probes, ...) is an error naming the
+// first differing field, as a JSON path under the template.
 func DiffTemplates(current, desired corev1.PodTemplateSpec, includeInit bool) (TemplateChange, error) {
-	images, err := DiffSpecs(current.Spec, desired.Spec, includeInit)
+	images, resources, err := diffSpecs(current.Spec, desired.Spec, includeInit, true)
 	if err != nil {
 		return TemplateChange{}, fmt.Errorf("template.%w", err)
 	}
@@ -246,7 +315,7 @@ func DiffTemplates(current, desired corev1.PodTemplateSpec, includeInit bool) (T
 	if !equality.Semantic.DeepEqual(cur, want) {
 		return TemplateChange{}, errors.New("template.metadata differs beyond labels and annotations: only container images, labels and annotations can change in place")
 	}
-	return TemplateChange{Images: images, Labels: mapChanges(current.Labels, desired.Labels),
+	return TemplateChange{Images: images, Resources: resources, Labels: mapChanges(current.Labels, desired.Labels),
 		Annotations: mapChanges(current.Annotations, desired.Annotations)}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -195,7 +196,7 @@ func TestNormalizeImageRemembersABoundedNumber(t *testing.T) {
 // TestDiffTemplates: images, labels and annotations change in place, each label or annotation
 // with its new value (nil: removed); any other difference names its field.
 func TestDiffTemplates(t *testing.T) {
-	base := corev1.PodTemplateSpec{Spec: testPod().Spec}
+	base := corev1.PodTemplateSpec{Spec: resizablePod().Spec}
 	base.Labels = map[string]string{"app": "web", "app.kubernetes.io/version": "1.0", "helm.sh/chart": "web-1.0"}
 	base.Annotations = map[string]string{"checksum/config": "aaa", "team": "shop"}
 	v := func(s string) *string { return &s }
@@ -203,6 +204,7 @@ func TestDiffTemplates(t *testing.T) {
 		name        string
 		mutate      func(*corev1.PodTemplateSpec)
 		images      map[string]string
+		resources   map[string]Resources
 		labels      map[string]*string
 		annotations map[string]*string
 		err         string
@@ -225,6 +227,23 @@ func TestDiffTemplates(t *testing.T) {
 		}, err: "template.spec.containers[0].env differs"},
 		{name: "metadata beyond labels and annotations", mutate: func(p *corev1.PodTemplateSpec) { p.Finalizers = []string{"x"} },
 			err: "template.metadata differs beyond labels and annotations"},
+		{name: "CPU with the image", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Image = "reg.example/app:v2"
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+		}, images: map[string]string{"app": "reg.example/app:v2"}, resources: map[string]Resources{"app": {Requests: list("cpu", "150m")}},
+			labels: map[string]*string{}, annotations: map[string]*string{}},
+		{name: "0.1 and 100m are one value", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("0.1")
+		}, images: map[string]string{}, labels: map[string]*string{}, annotations: map[string]*string{}},
+		{name: "a limit removed", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Resources.Limits = nil
+		}, err: "template.spec.containers[0].resources.limits.cpu (container \"app\"): the template removes it"},
+		{name: "a resource other than cpu and memory", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+		}, err: "template.spec.containers[0].resources.limits.ephemeral-storage differs: only container images and CPU and memory values can change in place"},
+		{name: "a limit below its request", mutate: func(p *corev1.PodTemplateSpec) {
+			p.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("50m")
+		}, err: "cpu limit 50m is below its request 100m"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,8 +259,12 @@ func TestDiffTemplates(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}
-			if !reflect.DeepEqual(got.Images, tt.images) || !reflect.DeepEqual(got.Labels, tt.labels) || !reflect.DeepEqual(got.Annotations, tt.annotations) {
-				t.Errorf("DiffTemplates = %s, want images %v, labels %s, annotations %s", spew(got), tt.images, spew(tt.labels), spew(tt.annotations))
+			if tt.resources == nil {
+				tt.resources = map[string]Resources{}
+			}
+			if !reflect.DeepEqual(got.Images, tt.images) || !reflect.DeepEqual(got.Labels, tt.labels) || !reflect.DeepEqual(got.Annotations, tt.annotations) ||
+				spew(got.Resources) != spew(tt.resources) {
+				t.Errorf("DiffTemplates = %s, want images %v, resources %s, labels %s, annotations %s", spew(got), tt.images, spew(tt.resources), spew(tt.labels), spew(tt.annotations))
 			}
 		})
 	}

@@ -120,6 +120,12 @@ func continueResize(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 		return wait(st, p.RequeueAfter, p.Reason)
 	case st.imagesChange():
 		return enter(pod, st.clone(), StageUpdating, now, "")
+	case !st.metaAt(pod, false):
+		// No image changes, so no image patch carries the labels and annotations the target
+		// sets (a workload's revision labels): they go on their own, before the update ends.
+		s := newPatch(pod).patchImages(st.clone(), false).step(st.Stage, "setting the labels and annotations of the update")
+		s.RequeueAfter = pollInterval
+		return s
 	}
 	return finish(pod, st.clone(), StageUpdated, now, &Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "resized in place: " + describeChanges(st, false)}, "")
 }

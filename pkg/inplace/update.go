@@ -56,6 +56,33 @@ func ImagePatch(pod *corev1.Pod, target Target, now time.Time) ([]byte, error) {
 	return enter(pod, b.next, StageUpdating, now, "").Patch, nil
 }
 
+// ResizePatch is the write of the step that resizes the pod's containers to target (stage
+// Resizing), composed from the pod as observed as if the steps before it were done: byte for
+// byte what NextUpdate's step would send to the pod's resize subresource. A dry run sends it to
+// learn whether the API server lets it through. A pod NextUpdate refuses is refused with the
+// same error; nil when no resource changes, or the resize is written already.
+func ResizePatch(pod *corev1.Pod, target Target, now time.Time) ([]byte, error) {
+	st, err := ReadState(pod)
+	if err != nil {
+		return nil, err
+	}
+	var next *State
+	if st != nil && st.RolloutID == target.RolloutID {
+		next = st.clone()
+	} else {
+		b, err := beginUpdate(pod, st, target, Options{}.withDefaults(), now)
+		if err != nil || b.step != nil {
+			return nil, err
+		}
+		next = b.next
+	}
+	if !next.resizes() || resizeWritten(pod, next, false) {
+		return nil, nil
+	}
+	next.moveTo(StageResizing, now, "", "")
+	return resizeStep(pod, next, false).Patch, nil
+}
+
 // begun is how an update not yet recorded on the pod begins: with step, the step NextUpdate
 // takes instead (nothing to do, a state to clear, a superseded update to finish); else the state
 // next, entered at stage with reason.
@@ -304,9 +331,7 @@ func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string
 		ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "resizing in place: " + describeChanges(st, false)}
 	case StageUpdating:
 		b.patchImages(st, false)
-		if !st.resizes() {
-			ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "updating in place: " + describeChanges(st, false)}
-		}
+		ev = &Event{Type: corev1.EventTypeNormal, Reason: EventUpdating, Message: "updating in place: " + describeChanges(st, false)}
 	default:
 		b.state(st)
 	}
@@ -442,10 +467,16 @@ func metaSet(pod *corev1.Pod, target Target) bool {
 }
 
 // imagesPatched reports whether the pod spec already carries any after image of st that differs
-// from its before image.
+// from its before image, or after resources that differ from its before resources: the kubelet
+// may be acting on them.
 func imagesPatched(pod *corev1.Pod, st *State) bool {
 	for _, c := range st.Containers {
-		if spec := containerSpec(pod, c.Name, c.Init); spec != nil && spec.Image != c.BeforeImage && spec.Image == c.AfterImage {
+		spec := containerSpec(pod, c.Name, c.Init)
+		switch {
+		case spec == nil:
+		case c.imageChanges() && spec.Image != c.BeforeImage && spec.Image == c.AfterImage:
+			return true
+		case c.resizes() && !HasResources(spec.Resources, *c.BeforeResources) && HasResources(spec.Resources, *c.AfterResources):
 			return true
 		}
 	}

@@ -110,7 +110,9 @@ func TestRollbackCausesDecided(t *testing.T) {
 		{cause: causePrePullFailed, name: "the new images could not be pulled", census: func(c *census) {
 			c.pullers = []corev1.Pod{puller("node-1", corev1.PodPending, "ErrImagePull")}
 		}, spec: func(s *Spec) { s.PrePull = true }, detail: "pre-pull failed, before any pod of the batch restarted: pulling reg.example/app:v2 on node node-1: ErrImagePull"},
-		{name: "someone else changed the template: the rollout halts", census: func(c *census) { *c = census{foreign: map[string]string{testApp: "reg.example/app:v3"}} },
+		{name: "someone else changed the template: the rollout halts", census: func(c *census) {
+			*c = census{foreign: &workload.Change{Images: map[string]string{testApp: "reg.example/app:v3"}}}
+		},
 			want: actHalt},
 	}
 	seen := map[rollbackCause]bool{}

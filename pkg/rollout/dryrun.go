@@ -25,6 +25,8 @@ type DryRunReport struct {
 	Target workload.Ref `json:"-"`
 	// Images are the images the pods would be patched to (pinned as the rollout would pin them).
 	Images map[string]string `json:"images,omitempty"`
+	// Resources are the resources the pods would be resized to, by container.
+	Resources map[string]inplace.Resources `json:"resources,omitempty"`
 	// Batch is the first batch with pods to update (from 1), and Pods its pods, in update order.
 	Batch int      `json:"batch,omitempty"`
 	Pods  []string `json:"pods,omitempty"`
@@ -153,9 +155,9 @@ func (e *Engine) dryRun(ctx context.Context, spec Spec) (DryRunReport, string, e
 // tryStart sends the start's writes as a dry run, the workload's and the first batch's pods',
 // into r. An error other than a refusal stops it.
 func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c *startCensus, next *Record, r *DryRunReport) error {
-	r.Images = next.Images
+	r.Images, r.Resources = next.Images, next.Resources
 	kind, name := workload.LockObject(w.Ref())
-	err := workload.DryRun(w).Start(ctx, next.encode(), next.Images)
+	err := workload.DryRun(w).Start(ctx, next.encode(), next.target())
 	if err := r.add(kind, name, startWrite(w.Ref().Kind), err); err != nil {
 		return err
 	}
@@ -173,11 +175,11 @@ func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c
 	// The revision labels: a StatefulSet's or DaemonSet's controller names the revision only
 	// once the template has the images, which a dry run leaves as it is; the patches then keep
 	// the pods' labels.
-	labels, _, err := w.RevisionLabels(next.Images)
+	labels, _, err := w.RevisionLabels(next.target())
 	if err != nil {
 		return err
 	}
-	target := inplace.Target{Images: next.Images, IncludeInit: spec.IncludeInit, RolloutID: next.RolloutID,
+	target := inplace.Target{Images: next.Images, Resources: next.Resources, IncludeInit: spec.IncludeInit, RolloutID: next.RolloutID,
 		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations}
 	byName := map[string]*corev1.Pod{}
 	for _, p := range w.Pods() {

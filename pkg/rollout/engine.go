@@ -192,19 +192,19 @@ type startCensus struct {
 	pods  []*corev1.Pod
 	// canPrePull says the driver has the image holding the puller binary.
 	canPrePull bool
-	// applied says every pod still has the images of the rollout the lock records.
+	// applied says every pod still has the images and resources of the rollout the lock records.
 	applied bool
 	// startErr, keepErr, ownedErr, statesErr and beforeErr are what each check of the workload
 	// found, in the order they are reported; before are the images a revert may go back to.
 	startErr, keepErr, ownedErr, statesErr, beforeErr error
 	before                                            map[string][]string
-	// unready name the pods not Ready; onTarget counts the pods on the spec's images as given,
-	// and templateOnTarget says the template has them (or there is none).
+	// unready name the pods not Ready; onTarget counts the pods on the spec's images as given
+	// and its resources, and templateOnTarget says the template has them (or there is none).
 	unready          []string
 	onTarget         int
 	templateOnTarget bool
-	// previousImages and previousStrategy are what the workload records to be handed back.
-	previousImages   map[string]string
+	// previous and previousStrategy are what the workload records to be handed back.
+	previous         workload.Change
 	previousStrategy json.RawMessage
 
 	// looked are the facts lookFurther observed, below.
@@ -236,9 +236,9 @@ func observeStart(spec Spec, w workload.Observed, lock *Record, canPrePull bool)
 	pods := w.Pods()
 	c := &startCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, canPrePull: canPrePull, looked: map[startFact]bool{}}
 	if lock != nil {
-		c.applied = stillApplied(pods, lock.Images)
+		c.applied = stillApplied(pods, lock.target())
 	}
-	c.startErr = w.CheckStart(spec.Images, spec.IncludeInit)
+	c.startErr = w.CheckStart(spec.change(), spec.IncludeInit)
 	c.keepErr = workload.CheckKeep(w, spec.Keep)
 	c.ownedErr = workload.CheckOwned(w, spec.AllowOwned)
 	c.statesErr = checkStates(w)
@@ -247,13 +247,13 @@ func observeStart(spec Spec, w workload.Observed, lock *Record, canPrePull bool)
 		if !inplace.PodReady(p) {
 			c.unready = append(c.unready, p.Name)
 		}
-		if w.Counted(p, spec.Images, spec.Labels) && annotated(p, spec.Annotations) {
+		if w.Counted(p, spec.change(), spec.Labels) && annotated(p, spec.Annotations) {
 			c.onTarget++
 		}
 	}
 	tmpl := w.Template()
-	c.templateOnTarget = tmpl == nil || workload.TemplateHasImages(tmpl, spec.Images)
-	c.previousImages, c.previousStrategy = w.Previous(spec.Images)
+	c.templateOnTarget = tmpl == nil || workload.TemplateHas(tmpl, spec.change())
+	c.previous, c.previousStrategy = w.Previous(spec.change())
 	return c
 }
 
@@ -278,12 +278,12 @@ func (e *Engine) lookFurther(ctx context.Context, spec Spec, w workload.Workload
 		// Pods count as on the target by content: the pinned spelling, or the tag as the digest
 		// it names now.
 		for _, p := range c.pods {
-			if c.pin.onContent(w, p, spec.Images) {
+			if c.pin.onContent(w, p, spec.change()) {
 				c.onContent++
 			}
 		}
 		tmpl := w.Template()
-		c.templateOnPin = tmpl != nil && workload.TemplateHasImages(tmpl, c.pin.images)
+		c.templateOnPin = tmpl != nil && workload.TemplateHas(tmpl, workload.Change{Images: c.pin.images, Resources: spec.Resources})
 	}
 }
 
@@ -353,6 +353,9 @@ func decideStart(c *startCensus, spec Spec, lock *Record, hash string, now time.
 	}
 	if onTarget == len(c.pods) && (c.templateOnTarget || c.templateOnPin) {
 		msg := alreadyThere(c.ref.String(), c.pods, spec.Images)
+		if len(spec.Images) == 0 {
+			msg = fmt.Sprintf("%s already has these resources; nothing to do", c.ref)
+		}
 		if checked := c.pin.checked(); len(checked) > 0 {
 			msg = fmt.Sprintf("%s already runs these images, as %s; nothing to do", c.ref, describePinned(checked, spec.Images))
 		}
@@ -364,15 +367,17 @@ func decideStart(c *startCensus, spec Spec, lock *Record, hash string, now time.
 		RolloutID:    rolloutID(hash, now),
 		SpecHash:     hash,
 		Images:       c.pin.images,
+		Resources:    spec.Resources,
 		BeforeImages: c.before,
 		Phase:        PhaseProgressing,
 		StartedAt:    now.UTC().Truncate(time.Second),
 		// Recorded now, for the workload to be handed back as it was.
-		PreviousImages:   c.previousImages,
-		PreviousStrategy: c.previousStrategy,
-		TemplateOwned:    spec.TemplateOwned,
-		Labels:           spec.Labels,
-		Annotations:      spec.Annotations,
+		PreviousImages:    c.previous.Images,
+		PreviousResources: c.previous.Resources,
+		PreviousStrategy:  c.previousStrategy,
+		TemplateOwned:     spec.TemplateOwned,
+		Labels:            spec.Labels,
+		Annotations:       spec.Annotations,
 	}
 	if lock != nil && next.RolloutID == lock.RolloutID {
 		// Started again within the second the last one did: the pods must tell them apart.
@@ -428,7 +433,7 @@ func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock
 			return Status{}, 0, err
 		}
 	}
-	if err := w.Start(ctx, next.encode(), next.Images); err != nil {
+	if err := w.Start(ctx, next.encode(), next.target()); err != nil {
 		return Status{}, 0, err
 	}
 	e.collectPodLocks(ctx, w.Ref())
@@ -436,7 +441,7 @@ func (e *Engine) begin(ctx context.Context, spec Spec, w workload.Workload, lock
 		e.warnTagDigests(ctx, w.Ref(), next.RolloutID, c.pods, tags, spec.Images)
 	}
 	e.warnUnresolved(w.Ref(), next.RolloutID, spec.Images, c.pin.unresolved)
-	e.logFor(w.Ref(), next.RolloutID).Info("rollout started", "images", mustJSON(next.Images), "pods", len(c.pods))
+	e.logFor(w.Ref(), next.RolloutID).Info("rollout started", "images", mustJSON(next.Images), "resources", mustJSON(next.Resources), "pods", len(c.pods))
 	e.recordOn(ctx, w, next.RolloutID, startedEvent(next, spec.Batches, w.Replicas(), ""))
 	st := Status{RolloutID: next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Message: "started"}
 	return st, 0, nil
@@ -457,11 +462,11 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 	if d.err != nil {
 		return Status{}, 0, d.err
 	}
-	if err := w.Retarget(ctx, d.next.encode(), d.next.Images); err != nil {
+	if err := w.Retarget(ctx, d.next.encode(), d.next.target()); err != nil {
 		return Status{}, 0, err
 	}
 	e.warnUnresolved(w.Ref(), d.next.RolloutID, spec.Images, c.pin.unresolved)
-	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images))
+	e.logFor(w.Ref(), d.next.RolloutID).Info("rollout superseded", "superseded", lock.RolloutID, "images", mustJSON(d.next.Images), "resources", mustJSON(d.next.Resources))
 	e.recordOn(ctx, w, d.next.RolloutID, startedEvent(d.next, spec.Batches, w.Replicas(), lock.RolloutID))
 	st := Status{RolloutID: d.next.RolloutID, Phase: PhaseProgressing, Total: w.Replicas(), Reason: ReasonSuperseded, Message: "superseded " + lock.RolloutID}
 	return st, 0, nil
@@ -472,8 +477,8 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 type supersedeCensus struct {
 	ref workload.Ref
 	// imagesErr, keepErr and statesErr are what each check of the workload found, in the order
-	// they are reported. The pods are mid-rollout, so only the images are checked, not the
-	// controller's state.
+	// they are reported. The pods are mid-rollout, so only the images and resources are
+	// checked, not the controller's state.
 	imagesErr, keepErr, statesErr error
 	// before are the images a revert may go back to, the lock's with those of containers the
 	// earlier rollouts left alone, or beforeErr why they cannot be recorded; nil when the lock
@@ -485,17 +490,24 @@ type supersedeCensus struct {
 	pinned bool
 	pin    pinning
 	pinErr error
+	// previous are the template's resources now, of the values the spec names: the previous
+	// resources of those the lock does not record yet (the earlier rollouts left them alone).
+	previous map[string]inplace.Resources
 }
 
 // observeSupersede reads what a rollout that supersedes lock's is decided on from the workload
 // as loaded.
 func observeSupersede(spec Spec, w workload.Observed, lock *Record) *supersedeCensus {
 	c := &supersedeCensus{ref: w.Ref()}
-	c.imagesErr = workload.CheckImages(w, spec.Images, spec.IncludeInit)
+	c.imagesErr = workload.CheckChange(w, spec.change(), spec.IncludeInit)
 	if spec.TemplateOwned && lock.TemplateOwned {
 		// The owner's template must have the new images: w is Owned (load), whose CheckStart
 		// says so, and that its strategy is still OnDelete.
-		c.imagesErr = w.CheckStart(spec.Images, spec.IncludeInit)
+		c.imagesErr = w.CheckStart(spec.change(), spec.IncludeInit)
+	}
+	if len(spec.Resources) > 0 {
+		prev, _ := w.Previous(workload.Change{Resources: spec.Resources})
+		c.previous = prev.Resources
 	}
 	c.keepErr = workload.CheckKeep(w, spec.Keep)
 	c.statesErr = checkStates(w)
@@ -521,7 +533,7 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, n
 	refuse := func(err error) supersedeDecision { return supersedeDecision{err: err} }
 	if !spec.Supersede {
 		return refuse(&InvalidError{Msg: fmt.Sprintf("%s has rollout %s in progress to other images (%s)",
-			c.ref, lock.RolloutID, mustJSON(lock.Images)), Fix: FixSupersede})
+			c.ref, lock.RolloutID, describeChange(lock.target())), Fix: FixSupersede})
 	}
 	if spec.TemplateOwned != lock.TemplateOwned {
 		return refuse(invalid("%s: rollout %s brings its pods to %s, and this one to %s; roll it back first, then start the new rollout",
@@ -559,12 +571,15 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, n
 	next.RolloutID = rolloutID(hash, now)
 	next.SpecHash = hash
 	next.Images = c.pin.images
+	next.Resources = spec.Resources
+	next.PreviousResources = withPrevious(lock.PreviousResources, c.previous)
 	next.Labels, next.Annotations = spec.Labels, spec.Annotations
 	if lock.TemplateOwned {
 		// The previous images are the owner's template, now the new one: a pod its controller
 		// creates from it is the template's, not a stray a rollback takes back (see
 		// workload.Owned).
 		next.PreviousImages = maps.Clone(c.pin.images)
+		next.PreviousResources = spec.Resources
 	}
 	next.StartedAt = now.UTC().Truncate(time.Second)
 	next.Phase, next.Message, next.Reason = PhaseProgressing, "", ""
@@ -748,4 +763,38 @@ func permanentAPIError(err error) bool {
 		return true
 	}
 	return false
+}
+
+// withPrevious is recorded, the previous resources a lock records, with the values of now it
+// lacks: a rollout that supersedes another and changes resources the other left alone records
+// what the template had of them, as the first rollout recorded its own.
+func withPrevious(recorded, now map[string]inplace.Resources) map[string]inplace.Resources {
+	if len(now) == 0 {
+		return recorded
+	}
+	out := make(map[string]inplace.Resources, len(recorded)+len(now))
+	for name, r := range recorded {
+		out[name] = *r.DeepCopy()
+	}
+	for name, r := range now {
+		have := out[name]
+		for res, q := range r.Requests {
+			if _, ok := have.Requests[res]; !ok {
+				if have.Requests == nil {
+					have.Requests = corev1.ResourceList{}
+				}
+				have.Requests[res] = q
+			}
+		}
+		for res, q := range r.Limits {
+			if _, ok := have.Limits[res]; !ok {
+				if have.Limits == nil {
+					have.Limits = corev1.ResourceList{}
+				}
+				have.Limits[res] = q
+			}
+		}
+		out[name] = have
+	}
+	return out
 }

@@ -73,16 +73,39 @@ func startedEvent(next *Record, batches []intstr.IntOrString, total int, superse
 		started = "started, superseding " + superseded + ","
 	}
 	return inplace.Event{Type: corev1.EventTypeNormal, Reason: EventRolloutStarted, Message: fmt.Sprintf(
-		"rollout %s %s to update %d pods in place (%s) in batches %s", next.RolloutID, started, total, imageChanges(next.Images), strings.ReplaceAll(formatBatches(batches), ",", ", "))}
+		"rollout %s %s to update %d pods in place (%s) in batches %s", next.RolloutID, started, total, changesOf(next.Images, next.Resources), strings.ReplaceAll(formatBatches(batches), ",", ", "))}
 }
 
-// imageChanges says which container goes to which image.
-func imageChanges(images map[string]string) string {
+// changesOf says which container goes to which image, and to which resources.
+func changesOf(images map[string]string, resources map[string]inplace.Resources) string {
 	var changes []string
 	for _, c := range slices.Sorted(maps.Keys(images)) {
 		changes = append(changes, c+" -> "+images[c])
 	}
+	for _, c := range slices.Sorted(maps.Keys(resources)) {
+		changes = append(changes, c+" -> "+describeResources(resources[c]))
+	}
 	return strings.Join(changes, ", ")
+}
+
+// describeResources says r as kubectl set resources takes it: "requests cpu=200m,memory=64Mi
+// limits cpu=400m".
+func describeResources(r inplace.Resources) string {
+	var parts []string
+	for _, part := range []struct {
+		field string
+		list  corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		var vals []string
+		for _, name := range slices.Sorted(maps.Keys(part.list)) {
+			q := part.list[name]
+			vals = append(vals, fmt.Sprintf("%s=%s", name, q.String()))
+		}
+		if len(vals) > 0 {
+			parts = append(parts, part.field+" "+strings.Join(vals, ","))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // batchEvent is the Event of the batch d starts: which pods, to which images. Its related object
@@ -96,7 +119,7 @@ func batchEvent(d decision, st Status, target inplace.Target) inplace.Event {
 	first.ResourceVersion = ""
 	return inplace.Event{Type: corev1.EventTypeNormal, Reason: EventBatchUpdating, Related: &first, Message: fmt.Sprintf(
 		"batch %d/%d: updating %d pods in place (%s): %s; %d/%d pods updated before it",
-		d.batch+1, len(d.counts), len(d.work), strings.Join(firstN(names, 5), ", "), imageChanges(target.Images), st.Updated, st.Total)}
+		d.batch+1, len(d.counts), len(d.work), strings.Join(firstN(names, 5), ", "), changesOf(target.Images, target.Resources), st.Updated, st.Total)}
 }
 
 // milestone is the Event of a milestone of rollout id other than a start or a batch: what

@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -89,6 +90,8 @@ type clusterOpts struct {
 	owned bool
 	// image is what the template and the pods run [imageV1].
 	image string
+	// resources are the app container's, in the template and the pods [none].
+	resources corev1.ResourceRequirements
 }
 
 // newFakeCluster builds a cluster with n Running, Ready pods on imageV1, all at the
@@ -103,19 +106,20 @@ func newFakeCluster(t testing.TB, o clusterOpts) *fakeCluster {
 	}
 	fc := &fakeCluster{t: t, client: fake.NewClientset(), now: t0, kind: o.kind, query: &fakeQuerier{}}
 	ctx := context.Background()
-	rev := revisionOf(map[string]string{testApp: o.image})
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": testName}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: testApp, Image: o.image, Resources: *o.resources.DeepCopy()}}},
+	}
+	rev := templateRevision(&template)
 	if o.kind == workload.StatefulSet {
 		replicas := int32(o.pods)
 		sts := &appsv1.StatefulSet{
 			// Generation 1, as the API server starts every apps/v1 object, observed by the controller.
 			ObjectMeta: metav1.ObjectMeta{Name: testName, Namespace: testNS, UID: "uid-sts-web", Generation: 1},
 			Spec: appsv1.StatefulSetSpec{
-				Replicas: &replicas,
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": testName}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": testName}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: testApp, Image: o.image}}},
-				},
+				Replicas:       &replicas,
+				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": testName}},
+				Template:       template,
 				UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			},
 			Status: appsv1.StatefulSetStatus{ObservedGeneration: 1, Replicas: replicas, CurrentRevision: rev, UpdateRevision: rev},
@@ -126,6 +130,10 @@ func newFakeCluster(t testing.TB, o clusterOpts) *fakeCluster {
 	}
 	for i := range o.pods {
 		p := runningPod(fmt.Sprintf("%s-%d", testName, i), o.image)
+		if len(o.resources.Requests)+len(o.resources.Limits) > 0 {
+			p.Spec.Containers[0].Resources = *o.resources.DeepCopy()
+			p.Status.ContainerStatuses[0].Resources = o.resources.DeepCopy()
+		}
 		if o.kind == workload.StatefulSet || o.owned {
 			p.Labels[appsv1.ControllerRevisionHashLabelKey] = rev
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: testName, UID: "uid-sts-web", Controller: ptr(true)}}
@@ -230,6 +238,19 @@ func imageIDOf(image string) string {
 func revisionOf(images map[string]string) string {
 	sum := sha256.Sum256([]byte(mustJSON(images)))
 	return testName + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// templateRevision is the revision name the StatefulSet player computes for a template: of its
+// app image, and of the app container's resources when it declares any (their JSON spells each
+// quantity canonically, as the API server stores it).
+func templateRevision(tmpl *corev1.PodTemplateSpec) string {
+	images := workload.TemplateImages(tmpl, map[string]string{testApp: ""})
+	for _, c := range tmpl.Spec.Containers {
+		if c.Name == testApp && len(c.Resources.Requests)+len(c.Resources.Limits) > 0 {
+			images["resources"] = mustJSON(c.Resources)
+		}
+	}
+	return revisionOf(images)
 }
 
 func (fc *fakeCluster) createPod(p *corev1.Pod) {
@@ -353,8 +374,7 @@ func (fc *fakeCluster) play() {
 	ctx := context.Background()
 	if fc.kind == workload.StatefulSet {
 		sts := fc.sts()
-		images := workload.TemplateImages(&sts.Spec.Template, map[string]string{testApp: ""})
-		if rev := revisionOf(images); sts.Status.UpdateRevision != rev {
+		if rev := templateRevision(&sts.Spec.Template); sts.Status.UpdateRevision != rev {
 			sts.Status.UpdateRevision = rev
 			if _, err := fc.client.AppsV1().StatefulSets(testNS).UpdateStatus(ctx, sts, metav1.UpdateOptions{}); err != nil {
 				fc.t.Fatal(err)
@@ -380,7 +400,9 @@ const kubeletLag = tick / 2
 
 // kubelet brings the container statuses of p to its spec, as a kubelet reports a restart on a
 // new image, and says whether anything changed. The new container runs and is Ready at once
-// (kubeletLag after the step); imageCrash crash-loops instead, and imageHang is never pulled.
+// (kubeletLag after the step); imageCrash crash-loops instead, and imageHang is never pulled. A
+// container's resources, when it declares any, are applied in place at once, without a restart
+// (a resize's NotRequired policy).
 func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 	changed := false
 	for _, c := range p.Spec.Containers {
@@ -389,6 +411,9 @@ func (fc *fakeCluster) kubelet(p *corev1.Pod) bool {
 			continue
 		}
 		cs := &p.Status.ContainerStatuses[i]
+		if len(c.Resources.Requests)+len(c.Resources.Limits) > 0 && (cs.Resources == nil || !equality.Semantic.DeepEqual(*cs.Resources, c.Resources)) {
+			cs.Resources, changed = c.Resources.DeepCopy(), true
+		}
 		id := imageIDOf(c.Image)
 		if d, ok := fc.pulled[c.Image]; ok {
 			repo, _, _ := strings.Cut(id, "@")

@@ -61,8 +61,8 @@ func (l *lockWrites) SetLock(ctx context.Context, record string) error {
 	return err
 }
 
-func (l *lockWrites) Finalize(ctx context.Context, record string, images map[string]string) (bool, error) {
-	done, err := l.Workload.Finalize(ctx, record, images)
+func (l *lockWrites) Finalize(ctx context.Context, record string, ch workload.Change) (bool, error) {
+	done, err := l.Workload.Finalize(ctx, record, ch)
 	l.wrote = l.wrote || done && err == nil
 	return done, err
 }

@@ -159,10 +159,11 @@ func runsImage(p *corev1.Pod, name, image string) bool {
 	return false
 }
 
-// onContent reports whether the pod runs the target content already: each container spelled
-// the pinned way, or spelled as the tag with the digest the tag resolved to reported.
-func (p pinning) onContent(w workload.Workload, pod *corev1.Pod, given map[string]string) bool {
-	if w.Counted(pod, p.images, nil) {
+// onContent reports whether the pod runs the target content already, with the target resources:
+// each container spelled the pinned way, or spelled as the tag with the digest the tag resolved
+// to reported. given is the spec's target, its images as given.
+func (p pinning) onContent(w workload.Workload, pod *corev1.Pod, given workload.Change) bool {
+	if w.Counted(pod, workload.Change{Images: p.images, Resources: given.Resources}, nil) {
 		return true
 	}
 	if !w.Counted(pod, given, nil) {
@@ -223,10 +224,15 @@ func (e *Engine) stillPinned(ctx context.Context, spec Spec, w workload.Workload
 	return true
 }
 
-// stillApplied reports whether every pod's spec still has images for the containers that name
-// them: what a rollout that succeeded left, unless someone changed it since.
-func stillApplied(pods []*corev1.Pod, images map[string]string) bool {
+// stillApplied reports whether every pod's spec still has the target's images (as spelled) and
+// resources for the containers that name them: what a rollout that succeeded left, unless
+// someone changed it since.
+func stillApplied(pods []*corev1.Pod, target workload.Change) bool {
+	images := target.Images
 	for _, p := range pods {
+		if !workload.Runs(p, workload.Change{Resources: target.Resources}) {
+			return false
+		}
 		for _, list := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
 			for _, c := range list {
 				if img, ok := images[c.Name]; ok && c.Image != img {

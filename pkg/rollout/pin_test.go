@@ -355,7 +355,7 @@ func TestStillApplied(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := stillApplied(tt.pods, target); got != tt.want {
+			if got := stillApplied(tt.pods, workload.Images(target)); got != tt.want {
 				t.Errorf("stillApplied = %v, want %v", got, tt.want)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -26,6 +27,9 @@ type Plan struct {
 	// Images are the images the pods would be patched to: each tag pinned to the digest its
 	// registry serves now (TAG@DIGEST), or as given when not pinned.
 	Images map[string]string
+	// Resources are the resources the pods would be resized to, by container: only the values
+	// named change.
+	Resources map[string]inplace.Resources
 }
 
 // PlannedBatch is one batch of a Plan.
@@ -54,7 +58,7 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 			return Plan{}, err
 		}
 	}
-	if err := w.CheckStart(spec.Images, spec.IncludeInit); err != nil {
+	if err := w.CheckStart(spec.change(), spec.IncludeInit); err != nil {
 		return Plan{}, err
 	}
 	counts, err := ResolveBatches(spec.Batches, w.Replicas())
@@ -74,10 +78,10 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 // planOf is the plan of a rollout of spec to the images pin pinned, over the batches ending at
 // counts pods, from the workload as observed.
 func planOf(w workload.Workload, spec Spec, counts []int, pin pinning) Plan {
-	p := Plan{Target: w.Ref(), Current: currentImages(w, spec.Images), Images: pin.images}
+	p := Plan{Target: w.Ref(), Current: currentImages(w, spec.Images), Images: pin.images, Resources: spec.Resources}
 	var pending []string
 	for _, pod := range w.Pods() {
-		if pin.onContent(w, pod, spec.Images) {
+		if pin.onContent(w, pod, spec.change()) {
 			p.Already = append(p.Already, pod.Name)
 		} else {
 			pending = append(pending, pod.Name)

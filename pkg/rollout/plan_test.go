@@ -239,6 +239,8 @@ func TestRolloutContainers(t *testing.T) {
 	}{
 		{"no rollout: every container", nil, []string{"app", "init", "sidecar"}},
 		{"the rollout's containers", &Record{Images: map[string]string{"sidecar": "s2", "app": "a2"}}, []string{"app", "sidecar"}},
+		{"a container the rollout resizes", &Record{Images: map[string]string{"app": "a2"}, Resources: map[string]inplace.Resources{"sidecar": resourcesOf("cpu=1", "")}},
+			[]string{"app", "sidecar"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,6 +85,10 @@ func decidePrePull(c *census, spec Spec, now time.Time, d *decision) {
 	if !spec.PrePull || d.action != actStep && d.action != actSoak && d.action != actAnalyze {
 		return
 	}
+	if len(c.target.Images) == 0 {
+		// A rollout of resources alone pulls nothing.
+		return
+	}
 	plan := decidePulls(c.pullers, upcoming(c, *d), now, spec.progressDeadline())
 	switch {
 	case plan.failed != "":

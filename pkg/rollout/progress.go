@@ -162,11 +162,11 @@ func (e *Engine) stepBatch(ctx context.Context, spec Spec, w workload.Workload, 
 // census is what progress observes of the workload, each pod sorted by where it stands in the
 // rollout. It decides nothing.
 type census struct {
-	// foreign are the images someone else put in the template; halted says the lock records
+	// foreign are the images and resources someone else put in the template; halted says the lock records
 	// such a halt and the template has the rollout's images again; revisionPending says the
 	// workload controller has not recorded the revision of the rollout's images yet. Any of
 	// them leaves the rest of the census empty: the pods are not looked at then.
-	foreign         map[string]string
+	foreign         *workload.Change
 	halted          bool
 	revisionPending bool
 	// target is what the pods are updated to.
@@ -223,14 +223,14 @@ type podFailure struct {
 // the rollout's puller pods.
 func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lock *Record, now time.Time) (*census, error) {
 	c := &census{}
-	if c.foreign = workload.ForeignImages(w, lock.Images); c.foreign != nil {
+	if c.foreign = workload.Foreign(w, lock.target()); c.foreign != nil {
 		return c, nil
 	}
 	if lock.Phase == PhaseHalted {
 		c.halted = true
 		return c, nil
 	}
-	labels, ok, err := w.RevisionLabels(lock.Images)
+	labels, ok, err := w.RevisionLabels(lock.target())
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +238,7 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 		c.revisionPending = true
 		return c, nil
 	}
-	c.target = inplace.Target{Images: lock.Images, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID,
+	c.target = inplace.Target{Images: lock.Images, Resources: lock.Resources, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID,
 		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations, Supersedes: lock.Superseded}
 	c.refused, c.waiting = map[string]*inplace.IneligibleError{}, map[string]bool{}
 	c.read = e.stateReader()
@@ -318,10 +318,10 @@ func (c *census) observePod(w workload.Workload, lock *Record, p *corev1.Pod, so
 		c.inflight = append(c.inflight, p)
 		c.down = append(c.down, p.Name)
 		c.refusal(p, s, now)
-	case w.Counted(p, lock.Images, c.target.Labels) && inplace.PodReady(p):
+	case w.Counted(p, lock.target(), c.target.Labels) && inplace.PodReady(p):
 		c.updated = append(c.updated, p.Name)
 		c.batchDone = latest(c.batchDone, readySince(p))
-	case w.Counted(p, lock.Images, c.target.Labels):
+	case w.Counted(p, lock.target(), c.target.Labels):
 		// Created from the new template (a pod deleted or added meanwhile): it counts once
 		// it is Ready, and until then it is down.
 		c.arriving = append(c.arriving, p)
@@ -394,7 +394,7 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 	}
 	final := *lock
 	final.Phase = PhaseSucceeded
-	done, err := w.Finalize(ctx, final.encode(), lock.Images)
+	done, err := w.Finalize(ctx, final.encode(), lock.target())
 	if err != nil {
 		return st, 0, err
 	}
@@ -403,7 +403,7 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 		return st, busyRequeue, nil
 	}
 	e.collectPodLocks(ctx, w.Ref())
-	st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new images", st.Updated, st.Total, w.Ref())
+	st.Phase, st.Message = PhaseSucceeded, fmt.Sprintf("%d/%d pods updated in place; %s handed back with the new %s", st.Updated, st.Total, w.Ref(), changed(lock))
 	if len(c.unhealthy) > 0 {
 		st.Message += fmt.Sprintf("; %s", unhealthyNote(c.unhealthy))
 	}
@@ -412,13 +412,24 @@ func (e *Engine) finalize(ctx context.Context, w workload.Workload, lock *Record
 	return st, 0, nil
 }
 
+// changed says what the rollout changes: images, resources, or both.
+func changed(lock *Record) string {
+	switch {
+	case len(lock.Resources) == 0:
+		return "images"
+	case len(lock.Images) == 0:
+		return "resources"
+	}
+	return "images and resources"
+}
+
 // halt stops the rollout on a template someone else changed: nothing is rolled back and their
 // template stays, and a person decides. The lock records it (phase Halted, reason
 // TemplateChanged), so every driver, and `status`, sees the same until the template has the
 // rollout's images again (progress then resumes) or the rollout is rolled back.
-func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, foreign map[string]string, st Status) (Status, time.Duration, error) {
+func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, foreign *workload.Change, st Status) (Status, time.Duration, error) {
 	reason := fmt.Sprintf("someone else changed the template of %s during rollout %s: it has %s now, the rollout wants %s",
-		w.Ref(), lock.RolloutID, mustJSON(foreign), mustJSON(lock.Images))
+		w.Ref(), lock.RolloutID, describeChange(*foreign), describeChange(lock.target()))
 	halting := lock.Phase != PhaseHalted
 	if halting {
 		next := *lock
@@ -426,10 +437,10 @@ func (e *Engine) halt(ctx context.Context, w workload.Workload, lock *Record, fo
 		if err := w.SetLock(ctx, next.encode()); err != nil {
 			return st, 0, err
 		}
-		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", mustJSON(foreign), "wanted", mustJSON(lock.Images))
+		e.logFor(w.Ref(), lock.RolloutID).Warn("halted: the template changed under the rollout", "template", describeChange(*foreign), "wanted", describeChange(lock.target()))
 	}
 	st.Updated = countStages(w, lock.RolloutID, e.now())[inplace.StageUpdated]
-	st.Phase, st.Reason, st.PreviousImages = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages
+	st.Phase, st.Reason, st.PreviousImages, st.PreviousResources = PhaseFailed, ReasonTemplateChanged, lock.PreviousImages, lock.PreviousResources
 	st.Message = fmt.Sprintf("TemplateChanged: %s. Nothing was rolled back (%d/%d pods run the rollout's images) and %s stays frozen until you decide",
 		reason, st.Updated, st.Total, w.Ref())
 	if lock.TemplateOwned {

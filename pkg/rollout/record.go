@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -44,6 +45,13 @@ type Record struct {
 	// PreviousImages are the template images before the first of the rollouts chained by
 	// superseding, by container.
 	PreviousImages map[string]string `json:"previousImages"`
+	// Resources are the target resources by container, only the values they name; none for a
+	// rollout of images alone.
+	Resources map[string]inplace.Resources `json:"resources,omitempty"`
+	// PreviousResources are, of the template's resources before the first of the rollouts
+	// chained by superseding, the values Resources names, by container: what a rollback puts
+	// back in the template. Each pod records its own in its state.
+	PreviousResources map[string]inplace.Resources `json:"previousResources,omitempty"`
 	// BeforeImages are the distinct images, by container, that the template and the pods ran
 	// when the rollout started (a few per container, bounded): the only images a revert may put
 	// back. Records written before this field have none; PreviousImages then stands for them.
@@ -181,8 +189,9 @@ func (e *Engine) load(ctx context.Context, ref Ref) (workload.Workload, *Record,
 }
 
 // check refuses a decoded Record that no version writes: an unknown phase, no holder, a negative
-// count, an image that is not a reference. Each error names the field. The workload checks the
-// fields it reads itself (previousImages, previousStrategy) when it reads the annotation.
+// count, an image that is not a reference, resources no rollout sets. Each error names the
+// field. The workload checks the fields it reads itself (previousImages, previousResources,
+// previousStrategy) when it reads the annotation.
 func (r *Record) check() error {
 	switch r.Phase {
 	case PhaseProgressing, PhasePaused, PhaseRollingBack, PhaseSucceeded, PhaseRolledBack, PhaseHalted, PhaseHolding, PhaseReleased:
@@ -206,6 +215,9 @@ func (r *Record) check() error {
 			return err
 		}
 	}
+	if err := workload.CheckLockResources("resources", r.Resources); err != nil {
+		return err
+	}
 	for _, c := range slices.Sorted(maps.Keys(r.BeforeImages)) {
 		for _, img := range r.BeforeImages[c] {
 			if err := workload.CheckLockImage("beforeImages", c, img); err != nil {
@@ -214,6 +226,16 @@ func (r *Record) check() error {
 		}
 	}
 	return nil
+}
+
+// target is what the rollout sets on the containers: its images and resources.
+func (r *Record) target() workload.Change {
+	return workload.Change{Images: r.Images, Resources: r.Resources}
+}
+
+// previous is what the template had before the rollout, which a rollback puts back.
+func (r *Record) previous() workload.Change {
+	return workload.Change{Images: r.PreviousImages, Resources: r.PreviousResources}
 }
 
 // encode is the annotation that stores r, for the workload to write.

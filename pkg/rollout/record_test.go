@@ -40,7 +40,7 @@ func TestRecordOneGet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Start(context.Background(), (&Record{Holder: "argo:shop/web", RolloutID: "abc-1", Phase: PhaseSucceeded}).encode(), nil); err != nil {
+		if err := w.Start(context.Background(), (&Record{Holder: "argo:shop/web", RolloutID: "abc-1", Phase: PhaseSucceeded}).encode(), workload.Change{}); err != nil {
 			t.Fatal(err)
 		}
 		cms, err := client.CoreV1().ConfigMaps(testNS).List(context.Background(), metav1.ListOptions{})
@@ -324,7 +324,10 @@ func TestRecordJSONNames(t *testing.T) {
 		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
 		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
 		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0,
-		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`), stored: "not encoded"}
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`),
+		Resources:         resourcesJSON(t, `{"app":{"requests":{"cpu":"500m"}}}`),
+		PreviousResources: resourcesJSON(t, `{"app":{"limits":{"memory":"64Mi"}}}`),
+		stored:            "not encoded"}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +339,8 @@ func TestRecordJSONNames(t *testing.T) {
 	want := map[string]string{"holder": `"argo:shop/web"`, "holderUID": `"u1"`, "rolloutID": `"r1"`, "specHash": `"h"`,
 		"phase": `"Holding"`, "reason": `"why"`, "reasonCode": `"PodFailed"`, "touchedMore": `1`, "acceptedPods": `2`,
 		"acceptedAll": `true`, "heldAt": `3`, "reported": `4`, "analysis": `{"batch":1}`, "previousStrategy": `{"paused":true}`,
-		"superseded": `["r0"]`, "touched": `[{"name":"web-0","uid":"p0"}]`}
+		"superseded": `["r0"]`, "touched": `[{"name":"web-0","uid":"p0"}]`,
+		"resources": `{"app":{"requests":{"cpu":"500m"}}}`, "previousResources": `{"app":{"limits":{"memory":"64Mi"}}}`}
 	for name, value := range want {
 		if got := string(fields[name]); got != value {
 			t.Errorf("field %s = %s, want %s", name, got, value)
@@ -360,9 +364,21 @@ func TestRecordJSONNames(t *testing.T) {
 	}
 }
 
+// resourcesJSON decodes resources by container from JSON, as a lock's are read back: a
+// quantity keeps the spelling it was decoded from, so values compared after a round trip are
+// decoded alike.
+func resourcesJSON(t testing.TB, data string) map[string]inplace.Resources {
+	t.Helper()
+	var out map[string]inplace.Resources
+	if err := json.Unmarshal([]byte(data), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // lockOf is the lock a workload reads from the annotation that stores r.
 func lockOf(r *Record) *workload.Lock {
-	return &workload.Lock{Record: r.encode(), PreviousImages: r.PreviousImages, PreviousStrategy: r.PreviousStrategy}
+	return &workload.Lock{Record: r.encode(), PreviousImages: r.PreviousImages, PreviousResources: r.PreviousResources, PreviousStrategy: r.PreviousStrategy}
 }
 
 // mustRecordOf is recordOf of a lock that must decode.
@@ -385,7 +401,10 @@ func TestRecordRoundTrip(t *testing.T) {
 		BeforeImages: map[string][]string{testApp: {imageV1}}, PreviousStrategy: json.RawMessage(`{"paused":true}`),
 		Superseded: []string{"r0"}, Touched: []TouchedPod{{Name: "web-0", UID: "p0"}}, TouchedMore: 1,
 		Phase: PhaseHolding, Message: "why", Reason: ReasonPodFailed, StartedAt: t0, ProgressAt: t0.Add(time.Second),
-		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`), TemplateOwned: true, Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"}, stored: "set below"}
+		AcceptedPods: 2, AcceptedAll: true, HeldAt: 3, Reported: 4, Analysis: json.RawMessage(`{"batch":1}`), TemplateOwned: true, Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "1"},
+		Resources:         resourcesJSON(t, `{"app":{"requests":{"cpu":"500m"}}}`),
+		PreviousResources: resourcesJSON(t, `{"app":{"requests":{"cpu":"250m"}}}`),
+		stored:            "set below"}
 	// Every field is set above: a field added to the Record and not round-tripped fails here first.
 	v := reflect.ValueOf(*rec)
 	for i := range v.NumField() {
@@ -423,6 +442,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	if l := again.Lock(); !reflect.DeepEqual(l.PreviousImages, rec.PreviousImages) || string(l.PreviousStrategy) != string(rec.PreviousStrategy) {
 		t.Errorf("the workload reads previous images %v and strategy %s, want %v and %s", l.PreviousImages, l.PreviousStrategy, rec.PreviousImages, rec.PreviousStrategy)
 	}
+	if l := again.Lock(); !reflect.DeepEqual(l.PreviousResources, rec.PreviousResources) {
+		t.Errorf("the workload reads previous resources %v, want %v", l.PreviousResources, rec.PreviousResources)
+	}
 }
 
 // TestRecordDecode: a record no version writes is refused with a *workload.LockError naming the
@@ -452,6 +474,17 @@ func TestRecordDecode(t *testing.T) {
 			wantErr: prefix + "previousImages has an empty container name"},
 		{name: "previous strategy, the workload's", raw: `{"holder":"cli","phase":"RollingBack","previousStrategy":null}`,
 			wantErr: prefix + "previousStrategy is null, not an update strategy object"},
+		{name: "resources", raw: `{"holder":"cli","phase":"Succeeded","resources":{"app":{"requests":{"cpu":"0.5"},"limits":{"cpu":"1"}}},"previousResources":{"app":{"requests":{"cpu":"250m"},"limits":{"cpu":"1"}}}}`},
+		{name: "resources not a quantity", raw: `{"holder":"cli","phase":"Succeeded","resources":{"app":{"requests":{"cpu":"lots"}}}}`, notJSON: true,
+			wantErr: "StatefulSet " + testNS + "/" + testName + ": annotation inplace-rollout.io/rollout is not valid JSON: quantities must match"},
+		{name: "resources not cpu or memory", raw: `{"holder":"cli","phase":"Succeeded","resources":{"app":{"limits":{"nvidia.com/gpu":"1"}}}}`,
+			wantErr: prefix + `resources: resources of container "app": limits.nvidia.com/gpu: only cpu and memory change in place`},
+		{name: "resources with a limit below the request", raw: `{"holder":"cli","phase":"Succeeded","resources":{"app":{"requests":{"memory":"1Gi"},"limits":{"memory":"64Mi"}}}}`,
+			wantErr: prefix + `resources: resources of container "app": memory limit 64Mi is below its request 1Gi`},
+		{name: "previous resources, the workload's", raw: `{"holder":"cli","phase":"Succeeded","previousResources":{"app":{"requests":{"cpu":"-1"}}}}`,
+			wantErr: prefix + `previousResources: resources of container "app": requests.cpu -1 is below zero`},
+		{name: "previous resources of no container", raw: `{"holder":"cli","phase":"Succeeded","previousResources":{"":{"requests":{"cpu":"1"}}}}`,
+			wantErr: prefix + "previousResources has an empty container name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

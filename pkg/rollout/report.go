@@ -80,13 +80,16 @@ func PodRow(p *corev1.Pod, lock *Record, now time.Time) PodReport {
 }
 
 // RolloutContainers are the containers that matter to the rollout on a pod without its state:
-// those the lock's rollout changes, or every container when no rollout is recorded. Sorted.
+// those the lock's rollout changes (their images or resources), or every container when no
+// rollout is recorded. Sorted.
 func (r PodReport) RolloutContainers(lock *Record) []string {
 	var names []string
 	for name := range r.Images {
 		if lock == nil {
 			names = append(names, name)
 		} else if _, ok := lock.Images[name]; ok {
+			names = append(names, name)
+		} else if _, ok := lock.Resources[name]; ok {
 			names = append(names, name)
 		}
 	}

@@ -121,7 +121,7 @@ func (e *Engine) reconcileRollback(ctx context.Context, spec RollbackSpec, w wor
 	}
 	next := *lock
 	next.Phase, next.Message, next.Reason = PhaseRollingBack, "rollback requested", ReasonRollbackRequested
-	if err := w.Start(ctx, next.encode(), next.Images); err != nil {
+	if err := w.Start(ctx, next.encode(), next.target()); err != nil {
 		return Status{}, 0, err
 	}
 	e.collectPodLocks(ctx, w.Ref())
@@ -192,8 +192,9 @@ type rollbackCensus struct {
 	// adoption is what a stray is recorded as updated from: the previous images, and the
 	// imageIDs and labels the rollout's pods had before.
 	adoption inplace.Adoption
-	// foreign are the images someone else put in the template during the rollout, or nil.
-	foreign map[string]string
+	// foreign are the images and resources someone else put in the template during the
+	// rollout, or nil.
+	foreign *workload.Change
 	// revertImages are the images a revert may put back (see revertImages).
 	revertImages map[string][]string
 }
@@ -203,9 +204,10 @@ type rollbackCensus struct {
 func observeRollback(w workload.Observed, lock *Record, pods []*corev1.Pod, byName map[string]*corev1.Pod, now time.Time) (*rollbackCensus, error) {
 	ours := lock.Rollouts()
 	before := lockBeforeImages(lock)
-	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.ForeignImages(w, lock.Images),
+	c := &rollbackCensus{ref: w.Ref(), total: w.Replicas(), pods: pods, foreign: workload.Foreign(w, lock.target()),
 		revertImages: revertImages(w, lock, before),
-		adoption:     inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, ImageIDs: map[string]string{}, Labels: map[string]string{}}}
+		adoption: inplace.Adoption{RolloutID: lock.RolloutID, Images: lock.PreviousImages, Resources: lock.PreviousResources,
+			ImageIDs: map[string]string{}, Labels: map[string]string{}}}
 	// found are the pods that carry a state of the rollout, or go back with it as strays.
 	found := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
@@ -268,12 +270,12 @@ func (c *rollbackCensus) add(lock *Record, ps podState) {
 
 // stray reports whether a pod with no state of the rollout (s names another rollout, or is nil)
 // was created by the workload's controller from the new template while the rollout held it: it
-// runs the rollout's images and not the previous ones. One that does not run (unscheduled,
+// has the rollout's images and resources and not the previous ones. One that does not run (unscheduled,
 // pending) is left to the controller once the template is restored: a revert could never
 // complete on it. Another rollout's state counts once that update is over (inplace.Over).
 func stray(kind workload.Kind, lock *Record, p *corev1.Pod, s *inplace.State, now time.Time) bool {
 	return kind != workload.Pods && (s == nil || inplace.Over(p, s, now)) && p.Status.Phase == corev1.PodRunning &&
-		workload.RunsImages(p, lock.Images) && !workload.RunsImages(p, lock.PreviousImages)
+		workload.Runs(p, lock.target()) && !workload.Runs(p, lock.previous())
 }
 
 // pullersOf are the puller pods of the rollouts named among the namespace's pods, by name, but
@@ -418,11 +420,12 @@ func rolledBackMessage(c *rollbackCensus, spec RollbackSpec, lock *Record, rolle
 	if lock.TemplateOwned {
 		return fmt.Sprintf("rolled back %d pods; %s keeps its template, which its owner wrote: %s", rolledBack, c.ref, lock.Message)
 	}
+	previous := describeChange(lock.previous())
 	if c.foreign != nil && !spec.RestoreTemplate {
 		return fmt.Sprintf("rolled back %d pods to %s; the template keeps %s, set by someone else during the rollout, and %s has its update strategy back, which now applies that template its own way (a rollback that restores the template would have put %s back in it instead): %s",
-			rolledBack, mustJSON(lock.PreviousImages), mustJSON(c.foreign), c.ref, mustJSON(lock.PreviousImages), lock.Message)
+			rolledBack, previous, describeChange(*c.foreign), c.ref, previous, lock.Message)
 	}
-	return fmt.Sprintf("rolled back %d pods; %s restored to its previous images (%s): %s", rolledBack, c.ref, mustJSON(lock.PreviousImages), lock.Message)
+	return fmt.Sprintf("rolled back %d pods; %s restored to its previous %s (%s): %s", rolledBack, c.ref, changed(lock), previous, lock.Message)
 }
 
 // adoptStrays records the strays as updated from the previous images, so that they go back with
@@ -470,7 +473,7 @@ func needsPerson(d rollbackDecision, st Status) (Status, time.Duration, error) {
 func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workload.Workload, lock *Record, d rollbackDecision, st Status) (Status, time.Duration, error) {
 	final := *lock
 	final.Phase = PhaseRolledBack
-	done, err := w.Restore(ctx, final.encode(), lock.Images, spec.RestoreTemplate)
+	done, err := w.Restore(ctx, final.encode(), lock.target(), spec.RestoreTemplate)
 	if err != nil {
 		return st, 0, err
 	}
@@ -504,7 +507,7 @@ func rollbackRequested(lock *Record, spec RollbackSpec) string {
 	}
 	what := "the other person's template stays"
 	if spec.RestoreTemplate {
-		what = "the template goes back to " + mustJSON(lock.PreviousImages)
+		what = "the template goes back to " + describeChange(lock.previous())
 	}
 	return fmt.Sprintf("rollback requested after %s; %s", lock.Message, what)
 }
@@ -544,7 +547,8 @@ func (e *Engine) rollbackPods(ctx context.Context, w workload.Workload, ours []s
 }
 
 // lostPods are the pods the lock names as touched that the rollback did not find by their state
-// (found, by UID) and that still run an image the rollout put there: their state annotation was
+// (found, by UID) and that still run an image, or have resources, the rollout put there: their
+// state annotation was
 // removed, names another rollout, or the pod went to another owner. Each is for a person, who
 // puts its images back by hand; a touched pod deleted since (another may have its name now), or
 // back on a before image, is not. note says how many pods touched beyond those the lock names
@@ -557,6 +561,9 @@ func lostPods(lock *Record, before map[string][]string, byName map[string]*corev
 		}
 		img := rolloutImage(p, lock, before)
 		if img == "" {
+			img = rolloutResources(p, lock)
+		}
+		if img == "" {
 			continue
 		}
 		why := "its state annotation " + inplace.StateAnnotation + " is gone"
@@ -566,8 +573,12 @@ func lostPods(lock *Record, before map[string][]string, byName map[string]*corev
 		if owner := metav1.GetControllerOf(p); owner != nil {
 			why += fmt.Sprintf(", and %s %s owns it", owner.Kind, owner.Name)
 		}
-		lost = append(lost, fmt.Sprintf("pod %s was updated by rollout %s and still runs %s, but %s; put its images back by hand (%s), then run rollback again",
-			t.Name, lock.RolloutID, img, why, mustJSON(lock.PreviousImages)))
+		what := "images"
+		if len(lock.Resources) > 0 {
+			what = "images and resources"
+		}
+		lost = append(lost, fmt.Sprintf("pod %s was updated by rollout %s and still runs %s, but %s; put its %s back by hand (%s), then run rollback again",
+			t.Name, lock.RolloutID, img, why, what, describeChange(lock.previous())))
 	}
 	if lock.TouchedMore > 0 {
 		unnamed := 0
@@ -578,7 +589,7 @@ func lostPods(lock *Record, before map[string][]string, byName map[string]*corev
 		}
 		if unnamed < lock.TouchedMore {
 			note = fmt.Sprintf("; %d of the pods set out to update beyond the %d the lock names were not found by their state (a pod never written has none): look for pods still on %s",
-				lock.TouchedMore-unnamed, len(lock.Touched), mustJSON(lock.Images))
+				lock.TouchedMore-unnamed, len(lock.Touched), describeChange(lock.target()))
 		}
 	}
 	return lost, note
@@ -595,6 +606,35 @@ func rolloutImage(p *corev1.Pod, lock *Record, before map[string][]string) strin
 		}
 	}
 	return ""
+}
+
+// rolloutResources says, of the rollout's containers, the first whose spec has the resources
+// the rollout sets and not the previous ones: resources a rollout put there. It is "" when there
+// is none.
+func rolloutResources(p *corev1.Pod, lock *Record) string {
+	for _, name := range slices.Sorted(maps.Keys(lock.Resources)) {
+		target := workload.Change{Resources: map[string]inplace.Resources{name: lock.Resources[name]}}
+		previous := workload.Change{Resources: map[string]inplace.Resources{}}
+		if r, ok := lock.PreviousResources[name]; ok {
+			previous.Resources[name] = r
+		}
+		if workload.Runs(p, target) && (len(previous.Resources) == 0 || !workload.Runs(p, previous)) && runsContainer(p, name) {
+			return fmt.Sprintf("container %s with resources %s", name, describeResources(lock.Resources[name]))
+		}
+	}
+	return ""
+}
+
+// runsContainer reports whether the pod's spec has a container (or an init container) name.
+func runsContainer(p *corev1.Pod, name string) bool {
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lockBeforeImages are the images, by container, the lock records as run before the rollout:
@@ -623,7 +663,8 @@ func revertImages(w workload.Observed, lock *Record, before map[string][]string)
 }
 
 // untouched reports whether a pod, judged without its state, is one the rollout did not change:
-// its spec runs recorded before images, and it does not carry the new revision's labels.
+// its spec runs recorded before images, has no target resources instead of the previous ones,
+// and it does not carry the new revision's labels.
 func untouched(w workload.Observed, lock *Record, before map[string][]string, p *corev1.Pod) bool {
 	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range list {
@@ -632,7 +673,11 @@ func untouched(w workload.Observed, lock *Record, before map[string][]string, p 
 			}
 		}
 	}
-	labels, ok, err := w.RevisionLabels(lock.Images)
+	if len(lock.Resources) > 0 && workload.Runs(p, workload.Change{Resources: lock.Resources}) &&
+		!workload.Runs(p, workload.Change{Resources: lock.PreviousResources}) {
+		return false
+	}
+	labels, ok, err := w.RevisionLabels(lock.target())
 	switch {
 	case err != nil:
 		return false // cannot tell: a person looks rather than the pod be passed over

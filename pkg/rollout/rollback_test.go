@@ -34,7 +34,7 @@ type stubWorkload struct {
 func (s *stubWorkload) Ref() workload.Ref                 { return s.ref }
 func (s *stubWorkload) Replicas() int                     { return s.replicas }
 func (s *stubWorkload) Template() *corev1.PodTemplateSpec { return s.template }
-func (s *stubWorkload) RevisionLabels(map[string]string) (map[string]string, bool, error) {
+func (s *stubWorkload) RevisionLabels(workload.Change) (map[string]string, bool, error) {
 	return s.labels, s.labelsOK, s.labelsErr
 }
 
@@ -326,6 +326,16 @@ func TestLostPods(t *testing.T) {
 				p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "reg.example/setup:v2"}}
 			})},
 			lost: []string{"still runs reg.example/setup:v2"}},
+		{name: "resources removed with the state", lock: rbEdit(named(rbLock(), "web-0", "web-1"), func(l *Record) {
+			l.Images, l.PreviousImages = nil, nil
+			l.Resources = map[string]inplace.Resources{testApp: resourcesOf("cpu=500m", "")}
+			l.PreviousResources = map[string]inplace.Resources{testApp: resourcesOf("cpu=250m", "")}
+		}),
+			pods: []*corev1.Pod{
+				rbEdit(runningPod("web-0", imageV1), func(p *corev1.Pod) { p.Spec.Containers[0].Resources = resourcesOf("cpu=0.5", "cpu=1") }),
+				rbEdit(runningPod("web-1", imageV1), func(p *corev1.Pod) { p.Spec.Containers[0].Resources = resourcesOf("cpu=250m", "cpu=1") }),
+			},
+			lost: []string{"pod web-0 was updated by rollout r2 and still runs container app with resources requests cpu=500m, but its state annotation inplace-rollout.io/state is gone; put its images and resources back by hand ({\"resources\":{\"app\":{\"requests\":{\"cpu\":\"250m\"}}}})"}},
 		{name: "pods beyond those named, all found", lock: rbEdit(named(rbLock(), "web-0"), func(l *Record) { l.TouchedMore = 2 }),
 			pods: []*corev1.Pod{rbUpdated("web-0", 0), rbUpdated("web-1", 1), rbUpdated("web-2", 2)}, found: []string{"web-0", "web-1", "web-2"}},
 		{name: "pods beyond those named, some not found", lock: rbEdit(named(rbLock(), "web-0"), func(l *Record) { l.TouchedMore = 2 }),

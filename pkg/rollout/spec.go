@@ -530,6 +530,20 @@ func rolloutID(hash string, now time.Time) string {
 	return fmt.Sprintf("%s-%d", hash[:10], now.Unix())
 }
 
+// change is what the spec sets on the containers: its images and resources.
+func (s Spec) change() workload.Change {
+	return workload.Change{Images: s.Images, Resources: s.Resources}
+}
+
+// describeChange says ch in messages: its images as JSON, as they always were, or with its
+// resources the two as one JSON object.
+func describeChange(ch workload.Change) string {
+	if len(ch.Resources) == 0 {
+		return mustJSON(ch.Images)
+	}
+	return mustJSON(ch)
+}
+
 func mustJSON(v any) string {
 	data, _ := json.Marshal(v)
 	return string(data)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/inplace-rollout/inplace-rollout/analysis"
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -105,6 +106,9 @@ type Status struct {
 	// PreviousImages are the images, by container, a rollback puts back; set when the outcome
 	// leaves that choice to a person (reason TemplateChanged), so a driver can name them.
 	PreviousImages map[string]string `json:"previousImages,omitempty"`
+	// PreviousResources are, likewise, the resources a rollback puts back, of a rollout that
+	// changes resources.
+	PreviousResources map[string]inplace.Resources `json:"previousResources,omitempty"`
 	// Analysis is the current or last batch analysis, with its last few measurements.
 	Analysis *analysis.Run `json:"analysis,omitempty"`
 }

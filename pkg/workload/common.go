@@ -47,14 +47,31 @@ func (p objectPatch) bytes() []byte {
 	return data
 }
 
-// templatePatch sets the template's container images by name.
-func templatePatch(tmpl *corev1.PodTemplateSpec, images map[string]string) map[string]any {
+// templatePatch sets the template's container images and resources by name: of the resources,
+// only the values ch names (a strategic-merge patch merges each container's requests and
+// limits by key), and only where they differ by quantity.
+func templatePatch(tmpl *corev1.PodTemplateSpec, ch Change) map[string]any {
 	spec := map[string]any{}
 	add := func(field string, containers []corev1.Container) {
 		var entries []map[string]any
 		for _, c := range containers {
-			if img, ok := images[c.Name]; ok && !inplace.SameImage(img, c.Image) {
-				entries = append(entries, map[string]any{"name": c.Name, "image": img})
+			entry := map[string]any{}
+			if img, ok := ch.Images[c.Name]; ok && !inplace.SameImage(img, c.Image) {
+				entry["image"] = img
+			}
+			if r, ok := ch.Resources[c.Name]; ok && !inplace.HasResources(c.Resources, r) {
+				res := map[string]any{}
+				if len(r.Requests) > 0 {
+					res["requests"] = r.Requests
+				}
+				if len(r.Limits) > 0 {
+					res["limits"] = r.Limits
+				}
+				entry["resources"] = res
+			}
+			if len(entry) > 0 {
+				entry["name"] = c.Name
+				entries = append(entries, entry)
 			}
 		}
 		if len(entries) > 0 {
@@ -90,20 +107,21 @@ func TemplateHasImages(tmpl *corev1.PodTemplateSpec, images map[string]string) b
 	return true
 }
 
-// ForeignImages returns the template's images for the rollout's containers (images, its target)
-// when someone other than the rollout changed them while its lock held the workload, else nil.
-// The rollout's own template is its target images for a StatefulSet or DaemonSet (written when
-// it starts) and, for a Deployment, the previous images the lock records until it finishes
-// (then the target images, which a rollback of the finished rollout starts from).
-func ForeignImages(w Observed, images map[string]string) map[string]string {
+// Foreign returns the template's images and resources of the rollout's containers (ch, its
+// target) when someone other than the rollout changed them while its lock held the workload,
+// else nil. The rollout's own template is its target for a StatefulSet or DaemonSet (written
+// when it starts) and, for a Deployment, what the lock records as previous until it finishes
+// (then the target, which a rollback of the finished rollout starts from).
+func Foreign(w Observed, ch Change) *Change {
 	tmpl := w.Template()
-	if tmpl == nil || images == nil || TemplateHasImages(tmpl, images) {
+	if tmpl == nil || ch.IsZero() || TemplateHas(tmpl, ch) {
 		return nil
 	}
-	if d, ok := w.(*deployment); ok && d.lock != nil && TemplateHasImages(tmpl, d.lock.PreviousImages) {
+	if d, ok := w.(*deployment); ok && d.lock != nil && TemplateHas(tmpl, d.lock.PreviousChange()) {
 		return nil
 	}
-	return TemplateImages(tmpl, images)
+	have := TemplateChange(tmpl, ch)
+	return &have
 }
 
 // RunsImages reports whether the pod spec runs these images, however each reference is spelled.
@@ -198,18 +216,25 @@ func byOrdinalDesc(pods []*corev1.Pod, from, to int) []*corev1.Pod {
 	return out
 }
 
-// CheckImages refuses images that name a container the workload's template (or, for
-// label-selected pods, a pod) lacks, an init container without includeInit, or an invalid image.
-func CheckImages(w Observed, images map[string]string, includeInit bool) error {
-	if tmpl := w.Template(); tmpl != nil {
-		return checkImages(w.Ref(), tmpl, images, includeInit)
-	}
-	for _, pod := range w.Pods() {
-		if err := inplace.CheckImages(pod.Spec, images, includeInit); err != nil {
-			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
+// CheckChange refuses a change that names a container the workload's template (or, for
+// label-selected pods, a pod) lacks, an init container without includeInit, an invalid image, or
+// resources that cannot be set in place (inplace.CheckResources). A change of resources alone
+// checks no images.
+func CheckChange(w Observed, ch Change, includeInit bool) error {
+	if len(ch.Images) > 0 || len(ch.Resources) == 0 {
+		if tmpl := w.Template(); tmpl != nil {
+			if err := checkImages(w.Ref(), tmpl, ch.Images, includeInit); err != nil {
+				return err
+			}
+		} else {
+			for _, pod := range w.Pods() {
+				if err := inplace.CheckImages(pod.Spec, ch.Images, includeInit); err != nil {
+					return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
+				}
+			}
 		}
 	}
-	return nil
+	return checkResources(w, ch.Resources)
 }
 
 // CheckKeep refuses a workload whose init containers named in keep do not run the images keep

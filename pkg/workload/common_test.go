@@ -29,7 +29,7 @@ func TestTemplatePatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data, err := json.Marshal(templatePatch(&tmpl, tt.images))
+			data, err := json.Marshal(templatePatch(&tmpl, Images(tt.images)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestTemplateImages(t *testing.T) {
 	}
 }
 
-func TestForeignImages(t *testing.T) {
+func TestForeign(t *testing.T) {
 	lock := &testLock{Images: map[string]string{"app": "reg/app:v2"}, PreviousImages: map[string]string{"app": "reg/app:v1"}}
 	sts := func(app string) Workload {
 		tmpl := webTemplate(app)
@@ -120,8 +120,13 @@ func TestForeignImages(t *testing.T) {
 			if tt.lock != nil {
 				images = tt.lock.Images
 			}
-			if got := ForeignImages(tt.w, images); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ForeignImages = %v, want %v", got, tt.want)
+			foreign := Foreign(tt.w, Images(images))
+			var got map[string]string
+			if foreign != nil {
+				got = foreign.Images
+			}
+			if (foreign == nil) != (tt.want == nil) || !reflect.DeepEqual(got, tt.want) || (foreign != nil && foreign.Resources != nil) {
+				t.Errorf("Foreign = %+v, want images %v", foreign, tt.want)
 			}
 		})
 	}
@@ -165,7 +170,7 @@ func TestOrdinal(t *testing.T) {
 	}
 }
 
-func TestCheckImages(t *testing.T) {
+func TestCheckChange(t *testing.T) {
 	tmpl := webTemplate("reg/app:v1")
 	sts := &statefulSet{onDelete: &onDelete{ref: Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"}, template: &tmpl}}
 	pods := &podSet{ref: Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"}, pods: []*corev1.Pod{
@@ -191,7 +196,7 @@ func TestCheckImages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckImages(tt.w, tt.images, tt.includeInit)
+			err := CheckChange(tt.w, Images(tt.images), tt.includeInit)
 			if tt.want == "" {
 				if err != nil {
 					t.Errorf("refused: %v", err)

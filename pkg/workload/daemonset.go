@@ -103,8 +103,8 @@ func (d *daemonSet) currentLabels() (map[string]string, bool) {
 	return map[string]string{revisionLabel: hash, templateGenerationLabel: gen}, true
 }
 
-func (d *daemonSet) CheckStart(images map[string]string, includeInit bool) error {
-	if err := checkImages(d.Ref(), d.Template(), images, includeInit); err != nil {
+func (d *daemonSet) CheckStart(ch Change, includeInit bool) error {
+	if err := CheckChange(d, ch, includeInit); err != nil {
 		return err
 	}
 	labels, ok := d.currentLabels()
@@ -121,16 +121,16 @@ func (d *daemonSet) CheckStart(images map[string]string, includeInit bool) error
 	return nil
 }
 
-func (d *daemonSet) RevisionLabels(images map[string]string) (map[string]string, bool, error) {
-	if !TemplateHasImages(d.Template(), images) {
+func (d *daemonSet) RevisionLabels(ch Change) (map[string]string, bool, error) {
+	if !TemplateHas(d.Template(), ch) {
 		return nil, false, nil
 	}
 	labels, ok := d.currentLabels()
 	return labels, ok, nil
 }
 
-func (d *daemonSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
-	return RunsImages(pod, images) && (pod.Labels[revisionLabel] == labels[revisionLabel] || pod.Labels[templateGenerationLabel] == labels[templateGenerationLabel])
+func (d *daemonSet) Counted(pod *corev1.Pod, ch Change, labels map[string]string) bool {
+	return Runs(pod, ch) && (pod.Labels[revisionLabel] == labels[revisionLabel] || pod.Labels[templateGenerationLabel] == labels[templateGenerationLabel])
 }
 
 func (d *daemonSet) Object() (corev1.ObjectReference, bool) {

@@ -110,7 +110,7 @@ func TestDaemonSetCheckStart(t *testing.T) {
 				tt.modify(ds)
 			}
 			w := loadDaemonSetWith(t, ds, tt.objects...)
-			checkStartError(t, w.CheckStart(tt.images, false), tt.want, tt.notReady)
+			checkStartError(t, w.CheckStart(Images(tt.images), false), tt.want, tt.notReady)
 		})
 	}
 }
@@ -135,7 +135,7 @@ func TestDaemonSetRevisionLabelsAndCounted(t *testing.T) {
 				tt.modify(ds)
 			}
 			w := loadDaemonSetWith(t, ds, dsRevisions()...)
-			labels, ok, err := w.RevisionLabels(target)
+			labels, ok, err := w.RevisionLabels(Images(target))
 			if err != nil || ok != tt.wantOK || !reflect.DeepEqual(labels, tt.wantLabels) {
 				t.Errorf("RevisionLabels = %v, %v, %v; want %v, %v", labels, ok, err, tt.wantLabels, tt.wantOK)
 			}
@@ -161,7 +161,7 @@ func TestDaemonSetRevisionLabelsAndCounted(t *testing.T) {
 		{"old images, new revision", pod("reg/app:v1", "h3", "4"), false},
 	}
 	for _, c := range counted {
-		if got := w.Counted(c.pod, target, labels); got != c.want {
+		if got := w.Counted(c.pod, Images(target), labels); got != c.want {
 			t.Errorf("Counted(%s) = %v, want %v", c.name, got, c.want)
 		}
 	}

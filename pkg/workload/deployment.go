@@ -108,8 +108,8 @@ func equalIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
-func (d *deployment) CheckStart(images map[string]string, includeInit bool) error {
-	if err := checkImages(d.Ref(), d.Template(), images, includeInit); err != nil {
+func (d *deployment) CheckStart(ch Change, includeInit bool) error {
+	if err := CheckChange(d, ch, includeInit); err != nil {
 		return err
 	}
 	if d.dep.Status.ObservedGeneration < d.dep.Generation {
@@ -146,19 +146,19 @@ func (d *deployment) read(ctx context.Context) (objectVersion, error) {
 	return versionOf(now), nil
 }
 
-// Previous records the template's images of the rollout's containers and whether the Deployment
-// was paused.
-func (d *deployment) Previous(images map[string]string) (map[string]string, json.RawMessage) {
-	return TemplateImages(d.Template(), images), strategyJSON(deploymentStrategy{Paused: d.dep.Spec.Paused})
+// Previous records the template's images and resources of the rollout's containers and whether
+// the Deployment was paused.
+func (d *deployment) Previous(ch Change) (Change, json.RawMessage) {
+	return TemplateChange(d.Template(), ch), strategyJSON(deploymentStrategy{Paused: d.dep.Spec.Paused})
 }
 
 // Start pauses the Deployment: unpaused, its controller races an in-place change and can
 // recreate every pod. The template changes only at the end.
-func (d *deployment) Start(ctx context.Context, record string, _ map[string]string) error {
+func (d *deployment) Start(ctx context.Context, record string, _ Change) error {
 	return d.patch(ctx, objectPatch{lock: record, spec: map[string]any{"paused": true}})
 }
 
-func (d *deployment) Retarget(ctx context.Context, record string, _ map[string]string) error {
+func (d *deployment) Retarget(ctx context.Context, record string, _ Change) error {
 	return d.SetLock(ctx, record)
 }
 
@@ -169,42 +169,43 @@ func (d *deployment) SetLock(ctx context.Context, record string) error {
 	return nil
 }
 
-func (d *deployment) RevisionLabels(map[string]string) (map[string]string, bool, error) {
+func (d *deployment) RevisionLabels(Change) (map[string]string, bool, error) {
 	return map[string]string{}, true, nil
 }
 
-func (d *deployment) Counted(pod *corev1.Pod, images, _ map[string]string) bool {
-	return RunsImages(pod, images)
+func (d *deployment) Counted(pod *corev1.Pod, ch Change, _ map[string]string) bool {
+	return Runs(pod, ch)
 }
 
 // Finalize patches the ReplicaSet's template first, then the Deployment's template together with
 // unpausing: the controller then finds the ReplicaSet equal to its template and adopts it, so no
 // new ReplicaSet is created and no pod is recreated.
-func (d *deployment) Finalize(ctx context.Context, record string, images map[string]string) (bool, error) {
-	return d.handBack(ctx, record, images, images)
+func (d *deployment) Finalize(ctx context.Context, record string, ch Change) (bool, error) {
+	return d.handBack(ctx, record, ch, ch)
 }
 
-// Restore puts the previous images back on the ReplicaSet (if a finished rollout had changed it)
-// and the Deployment, and unpauses. A Deployment template someone else changed during the
-// rollout keeps their images unless restoreForeign: unpaused, its controller then rolls them out.
-func (d *deployment) Restore(ctx context.Context, record string, images map[string]string, restoreForeign bool) (bool, error) {
-	previous := d.previous().PreviousImages
-	depImages := previous
-	if !restoreForeign && ForeignImages(d, images) != nil {
-		depImages = nil
+// Restore puts the previous images and resources back on the ReplicaSet (if a finished rollout
+// had changed it) and the Deployment, and unpauses. A Deployment template someone else changed
+// during the rollout keeps their change unless restoreForeign: unpaused, its controller then
+// rolls it out.
+func (d *deployment) Restore(ctx context.Context, record string, ch Change, restoreForeign bool) (bool, error) {
+	previous := d.previous().PreviousChange()
+	dep := previous
+	if !restoreForeign && Foreign(d, ch) != nil {
+		dep = Change{}
 	}
-	return d.handBack(ctx, record, previous, depImages)
+	return d.handBack(ctx, record, previous, dep)
 }
 
-// handBack puts images on the ReplicaSet, then depImages on the Deployment's template with its
+// handBack puts rs on the ReplicaSet's template, then dep on the Deployment's template with its
 // strategy.
-func (d *deployment) handBack(ctx context.Context, record string, images, depImages map[string]string) (bool, error) {
+func (d *deployment) handBack(ctx context.Context, record string, rsChange, dep Change) (bool, error) {
 	rs, err := d.replicaSet()
 	if err != nil {
 		return false, err
 	}
-	if !TemplateHasImages(&rs.Spec.Template, images) {
-		p := objectPatch{resourceVersion: rs.ResourceVersion, spec: map[string]any{"template": templatePatch(&rs.Spec.Template, images)}}
+	if !TemplateHas(&rs.Spec.Template, rsChange) {
+		p := objectPatch{resourceVersion: rs.ResourceVersion, spec: map[string]any{"template": templatePatch(&rs.Spec.Template, rsChange)}}
 		if _, err := d.client.AppsV1().ReplicaSets(rs.Namespace).Patch(ctx, rs.Name, types.StrategicMergePatchType, p.bytes(), metav1.PatchOptions{DryRun: d.dryRun}); err != nil {
 			return false, fmt.Errorf("writing ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
 		}
@@ -216,7 +217,7 @@ func (d *deployment) handBack(ctx context.Context, record string, images, depIma
 	}
 	return true, d.patch(ctx, objectPatch{lock: record, spec: map[string]any{
 		"paused":   prev.Paused,
-		"template": templatePatch(d.Template(), depImages),
+		"template": templatePatch(d.Template(), dep),
 	}})
 }
 

@@ -105,22 +105,22 @@ func TestDeploymentCheckStart(t *testing.T) {
 				tt.modify(dep)
 			}
 			_, w := loadDeploymentWith(t, dep, tt.objects...)
-			checkStartError(t, w.CheckStart(tt.images, false), tt.want, tt.notReady)
+			checkStartError(t, w.CheckStart(Images(tt.images), false), tt.want, tt.notReady)
 		})
 	}
 }
 
 func TestDeploymentRevisionLabelsAndCounted(t *testing.T) {
 	_, w := loadDeploymentWith(t, newDeployment())
-	labels, ok, err := w.RevisionLabels(map[string]string{"app": "reg/app:v2"})
+	labels, ok, err := w.RevisionLabels(Images(map[string]string{"app": "reg/app:v2"}))
 	if err != nil || !ok || len(labels) != 0 || labels == nil {
 		t.Errorf("RevisionLabels = %v, %v, %v; want none needed, ok", labels, ok, err)
 	}
 	target := map[string]string{"app": "reg/app:v2"}
-	if !w.Counted(runningPod("a", "reg/app:v2", nil, nil), target, labels) {
+	if !w.Counted(runningPod("a", "reg/app:v2", nil, nil), Images(target), labels) {
 		t.Errorf("a pod on the target images is not counted")
 	}
-	if w.Counted(runningPod("a", "reg/app:v1", nil, nil), target, labels) {
+	if w.Counted(runningPod("a", "reg/app:v1", nil, nil), Images(target), labels) {
 		t.Errorf("a pod on the old images is counted")
 	}
 }

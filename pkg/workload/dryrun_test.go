@@ -31,7 +31,7 @@ func TestDryRunSendsEveryWriteAsADryRun(t *testing.T) {
 		{"Pods", pods, Ref{Kind: Pods, Namespace: "ns", Selector: "app=web"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			images := map[string]string{"app": "reg/app:v2"}
+			images := Images(map[string]string{"app": "reg/app:v2"})
 			writes := func(dryRun bool) []clienttesting.Action {
 				client := fake.NewClientset(tc.objects()...)
 				w := mustLoad(t, client, tc.ref)

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
 
 // LockAnnotation holds a workload's Lock as JSON.
@@ -22,13 +24,17 @@ const LockAnnotation = "inplace-rollout.io/rollout"
 
 // Lock is the annotation LockAnnotation as a workload reads it. The annotation holds the record
 // of a rollout (pkg/rollout's Record), which the workload stores as it is given; of it the
-// workload reads only what it set aside to hand itself back: the images its template ran before
-// the rollout, and its update strategy (see Observed.Previous).
+// workload reads only what it set aside to hand itself back: the images and the resources its
+// template had before the rollout, and its update strategy (see Observed.Previous).
 type Lock struct {
 	// Record is the annotation, as stored.
 	Record string `json:"-"`
 	// PreviousImages are the template images before the rollout, by container.
 	PreviousImages map[string]string `json:"previousImages"`
+	// PreviousResources are, of the template's resources before the rollout, the values the
+	// rollout changes, by container; none for a rollout of images alone, and in locks written
+	// before rollouts changed resources.
+	PreviousResources map[string]inplace.Resources `json:"previousResources,omitempty"`
 	// PreviousStrategy is the workload's update strategy before the rollout (StatefulSet and
 	// DaemonSet: spec.updateStrategy; Deployment: {"paused": bool}).
 	PreviousStrategy json.RawMessage `json:"previousStrategy,omitempty"`
@@ -74,7 +80,7 @@ func LockObject(ref Ref) (kind, name string) {
 
 // LockError is a lock annotation that cannot be read: not JSON, or JSON of a shape no version
 // writes (someone edited it by hand). No retry fixes it, and acting on it could undo the wrong
-// images or strategy, so callers stop, write nothing and say which object.
+// images, resources or strategy, so callers stop, write nothing and say which object.
 type LockError struct {
 	Kind            Kind
 	Namespace, Name string
@@ -93,13 +99,16 @@ func (e *LockError) Error() string {
 func (e *LockError) Unwrap() error { return e.Err }
 
 // check refuses the parts of a decoded lock the workload reads when no version writes them: an
-// image that is not a reference, a recorded strategy that is not an object. Each error names
-// the field. The rollout's record checks its own fields.
+// image that is not a reference, resources no rollout sets, a recorded strategy that is not an
+// object. Each error names the field. The rollout's record checks its own fields.
 func (l *Lock) check() error {
 	for _, c := range slices.Sorted(maps.Keys(l.PreviousImages)) {
 		if err := CheckLockImage("previousImages", c, l.PreviousImages[c]); err != nil {
 			return err
 		}
+	}
+	if err := CheckLockResources("previousResources", l.PreviousResources); err != nil {
+		return err
 	}
 	if len(l.PreviousStrategy) > 0 {
 		var strategy map[string]json.RawMessage
@@ -174,4 +183,10 @@ func ReadLock(ctx context.Context, client kubernetes.Interface, ref Ref) (*Lock,
 		return nil, fmt.Errorf("reading the lock of %s: %w", ref, err)
 	}
 	return parseLock(ref.Kind, meta.Namespace, meta.Name, meta.Annotations)
+}
+
+// PreviousChange is what the lock records the template had before the rollout: its images and,
+// of its resources, the values the rollout changes.
+func (l *Lock) PreviousChange() Change {
+	return Change{Images: l.PreviousImages, Resources: l.PreviousResources}
 }

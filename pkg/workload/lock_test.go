@@ -7,6 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
 
 // TestParseLock: the workload keeps the record as stored and reads, and checks, only the
@@ -20,6 +25,7 @@ func TestParseLock(t *testing.T) {
 		PreviousStrategy: json.RawMessage(`{"type":"RollingUpdate"}`),
 		Phase:            "RollingBack", StartedAt: started,
 	}
+	const withResources = `{"holder":"cli","phase":"Succeeded","previousResources":{"app":{"requests":{"cpu":"250m"}}}}`
 	const older = `{"holder":"cli","rolloutID":"r-9","images":{"app":"reg/app:v2"},"phase":"Succeeded","startedAt":"2025-03-01T12:00:00Z"}`
 	tests := []struct {
 		name        string
@@ -42,6 +48,12 @@ func TestParseLock(t *testing.T) {
 			"is not a lock this version writes: previousImages has an empty container name"},
 		{"null strategy", map[string]string{LockAnnotation: `{"holder":"cli","phase":"RollingBack","previousStrategy":null}`}, nil,
 			"is not a lock this version writes: previousStrategy is null, not an update strategy object"},
+		{"previous resources", map[string]string{LockAnnotation: withResources}, &Lock{Record: withResources, PreviousResources: map[string]inplace.Resources{
+			"app": {Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}}}, ""},
+		{"previous resources not cpu or memory", map[string]string{LockAnnotation: `{"holder":"cli","phase":"Succeeded","previousResources":{"app":{"requests":{"ephemeral-storage":"1Gi"}}}}`}, nil,
+			`is not a lock this version writes: previousResources: resources of container "app": requests.ephemeral-storage: only cpu and memory change in place`},
+		{"previous resources that name nothing", map[string]string{LockAnnotation: `{"holder":"cli","phase":"Succeeded","previousResources":{"app":{}}}`}, nil,
+			`is not a lock this version writes: previousResources: resources of container "app": names no request or limit`},
 		{"strategy not an object", map[string]string{LockAnnotation: `{"holder":"cli","phase":"RollingBack","previousStrategy":["OnDelete"]}`}, nil,
 			`is not a lock this version writes: previousStrategy is ["OnDelete"], not an update strategy object`},
 	}

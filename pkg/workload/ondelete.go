@@ -54,22 +54,23 @@ func (o *onDelete) patch(ctx context.Context, p objectPatch) error {
 	return nil
 }
 
-// Previous records the template's images of the rollout's containers and the update strategy.
-func (o *onDelete) Previous(images map[string]string) (map[string]string, json.RawMessage) {
-	return TemplateImages(o.template, images), strategyJSON(o.strategy)
+// Previous records the template's images and resources of the rollout's containers and the
+// update strategy.
+func (o *onDelete) Previous(ch Change) (Change, json.RawMessage) {
+	return TemplateChange(o.template, ch), strategyJSON(o.strategy)
 }
 
 // Start freezes with OnDelete: the controller then never deletes a pod for its revision, and
 // recreates a deleted pod from the new template.
-func (o *onDelete) Start(ctx context.Context, record string, images map[string]string) error {
+func (o *onDelete) Start(ctx context.Context, record string, ch Change) error {
 	return o.patch(ctx, objectPatch{lock: record, spec: map[string]any{
 		"updateStrategy": map[string]any{"type": o.onDeleteType, "rollingUpdate": nil},
-		"template":       templatePatch(o.template, images),
+		"template":       templatePatch(o.template, ch),
 	}})
 }
 
-func (o *onDelete) Retarget(ctx context.Context, record string, images map[string]string) error {
-	return o.patch(ctx, objectPatch{lock: record, spec: map[string]any{"template": templatePatch(o.template, images)}})
+func (o *onDelete) Retarget(ctx context.Context, record string, ch Change) error {
+	return o.patch(ctx, objectPatch{lock: record, spec: map[string]any{"template": templatePatch(o.template, ch)}})
 }
 
 func (o *onDelete) SetLock(ctx context.Context, record string) error {
@@ -79,29 +80,30 @@ func (o *onDelete) SetLock(ctx context.Context, record string) error {
 	return nil
 }
 
-func (o *onDelete) Finalize(ctx context.Context, record string, images map[string]string) (bool, error) {
-	return o.handBack(ctx, record, images)
+func (o *onDelete) Finalize(ctx context.Context, record string, ch Change) (bool, error) {
+	return o.handBack(ctx, record, ch)
 }
 
-// Restore puts back the previous images, unless someone else changed the template during the
-// rollout and restoreForeign is false: then their template stays, and only the strategy returns.
-func (o *onDelete) Restore(ctx context.Context, record string, images map[string]string, restoreForeign bool) (bool, error) {
-	previous := o.previous().PreviousImages
-	if !restoreForeign && !TemplateHasImages(o.template, images) {
-		previous = nil
+// Restore puts back the previous images and resources, unless someone else changed the template
+// during the rollout and restoreForeign is false: then their template stays, and only the
+// strategy returns.
+func (o *onDelete) Restore(ctx context.Context, record string, ch Change, restoreForeign bool) (bool, error) {
+	previous := o.previous().PreviousChange()
+	if !restoreForeign && !TemplateHas(o.template, ch) {
+		previous = Change{}
 	}
 	return o.handBack(ctx, record, previous)
 }
 
-// handBack puts the template images and the original strategy in one write, so the controller
-// never sees the original strategy with pods at a revision other than the template's.
-func (o *onDelete) handBack(ctx context.Context, record string, images map[string]string) (bool, error) {
+// handBack puts the template images and resources and the original strategy in one write, so the
+// controller never sees the original strategy with pods at a revision other than the template's.
+func (o *onDelete) handBack(ctx context.Context, record string, ch Change) (bool, error) {
 	strategy, err := restoreStrategy(o.previous().PreviousStrategy)
 	if err != nil {
 		return false, err
 	}
 	return true, o.patch(ctx, objectPatch{lock: record, spec: map[string]any{
 		"updateStrategy": strategy,
-		"template":       templatePatch(o.template, images),
+		"template":       templatePatch(o.template, ch),
 	}})
 }

@@ -35,11 +35,11 @@ func recordedLock(phase, image string) *testLock {
 type workloadOp func(ctx context.Context, w Workload, lock *testLock) (bool, error)
 
 func opStart(ctx context.Context, w Workload, lock *testLock) (bool, error) {
-	err := w.Start(ctx, lock.encode(), lock.Images)
+	err := w.Start(ctx, lock.encode(), lock.change())
 	return err == nil, err
 }
 func opRetarget(ctx context.Context, w Workload, lock *testLock) (bool, error) {
-	err := w.Retarget(ctx, lock.encode(), lock.Images)
+	err := w.Retarget(ctx, lock.encode(), lock.change())
 	return err == nil, err
 }
 func opSetLock(ctx context.Context, w Workload, lock *testLock) (bool, error) {
@@ -47,13 +47,13 @@ func opSetLock(ctx context.Context, w Workload, lock *testLock) (bool, error) {
 	return err == nil, err
 }
 func opFinalize(ctx context.Context, w Workload, lock *testLock) (bool, error) {
-	return w.Finalize(ctx, lock.encode(), lock.Images)
+	return w.Finalize(ctx, lock.encode(), lock.change())
 }
 func opRestore(ctx context.Context, w Workload, lock *testLock) (bool, error) {
-	return w.Restore(ctx, lock.encode(), lock.Images, false)
+	return w.Restore(ctx, lock.encode(), lock.change(), false)
 }
 func opRestoreForeign(ctx context.Context, w Workload, lock *testLock) (bool, error) {
-	return w.Restore(ctx, lock.encode(), lock.Images, true)
+	return w.Restore(ctx, lock.encode(), lock.change(), true)
 }
 
 func TestStatefulSetWrites(t *testing.T) {
@@ -373,8 +373,8 @@ func TestPrevious(t *testing.T) {
 				objects = append(objects, newReplicaSet("1", 3, "reg/app:v1", "dep-uid"))
 			}
 			w := mustLoad(t, fake.NewClientset(objects...), tt.ref)
-			images, strategy := w.Previous(tt.images)
-			if !reflect.DeepEqual(images, tt.wantImages) || string(strategy) != tt.wantStrategy {
+			prev, strategy := w.Previous(Images(tt.images))
+			if images := prev.Images; !reflect.DeepEqual(images, tt.wantImages) || prev.Resources != nil || string(strategy) != tt.wantStrategy {
 				t.Errorf("Previous = %v, %s; want %v, %s", images, strategy, tt.wantImages, tt.wantStrategy)
 			}
 		})

@@ -39,46 +39,51 @@ type owned struct {
 
 func (o *owned) setDryRun() { o.od.setDryRun() }
 
-// CheckStart refuses images the template does not run, and a strategy other than OnDelete. Pods
-// at another revision than the template's are what the rollout is for.
-func (o *owned) CheckStart(images map[string]string, includeInit bool) error {
-	if err := checkImages(o.Ref(), o.Template(), images, includeInit); err != nil {
+// CheckStart refuses images or resources the template does not have, and a strategy other than
+// OnDelete. Pods at another revision than the template's are what the rollout is for.
+func (o *owned) CheckStart(ch Change, includeInit bool) error {
+	if err := CheckChange(o, ch, includeInit); err != nil {
 		return err
 	}
 	if t := o.od.strategyType(); t != o.od.onDeleteType {
 		return &InvalidError{Msg: fmt.Sprintf("%s: its updateStrategy is %s; a rollout in place to its own template needs %s, which its manifest must say, so that its controller recreates no pod meanwhile",
 			o.Ref(), t, o.od.onDeleteType)}
 	}
-	if !TemplateHasImages(o.Template(), images) {
-		have, _ := json.Marshal(TemplateImages(o.Template(), images))
-		want, _ := json.Marshal(images)
+	if !TemplateHasImages(o.Template(), ch.Images) {
+		have, _ := json.Marshal(TemplateImages(o.Template(), ch.Images))
+		want, _ := json.Marshal(ch.Images)
 		return &InvalidError{Msg: fmt.Sprintf("%s: its template runs %s, not %s; a rollout in place to its own template takes the template's images", o.Ref(), have, want)}
+	}
+	if !TemplateHas(o.Template(), ch) {
+		have, _ := json.Marshal(specResources(o.Template().Spec, ch.Resources))
+		want, _ := json.Marshal(ch.Resources)
+		return &InvalidError{Msg: fmt.Sprintf("%s: its template has resources %s, not %s; a rollout in place to its own template takes the template's resources", o.Ref(), have, want)}
 	}
 	return nil
 }
 
 // RevisionLabels are none: the rollout brings them (see Owned).
-func (o *owned) RevisionLabels(map[string]string) (map[string]string, bool, error) {
+func (o *owned) RevisionLabels(Change) (map[string]string, bool, error) {
 	return nil, true, nil
 }
 
 // Start writes the lock alone: the strategy is OnDelete already, and the template the owner's.
-func (o *owned) Start(ctx context.Context, record string, _ map[string]string) error {
+func (o *owned) Start(ctx context.Context, record string, _ Change) error {
 	return o.SetLock(ctx, record)
 }
 
 // Retarget writes the lock alone: the owner wrote the new template.
-func (o *owned) Retarget(ctx context.Context, record string, _ map[string]string) error {
+func (o *owned) Retarget(ctx context.Context, record string, _ Change) error {
 	return o.SetLock(ctx, record)
 }
 
 // Finalize writes the finished lock alone: the template and the strategy are the owner's.
-func (o *owned) Finalize(ctx context.Context, record string, _ map[string]string) (bool, error) {
+func (o *owned) Finalize(ctx context.Context, record string, _ Change) (bool, error) {
 	return true, o.SetLock(ctx, record)
 }
 
 // Restore writes the finished lock alone: the pods went back, the template stays the owner's.
-func (o *owned) Restore(ctx context.Context, record string, _ map[string]string, _ bool) (bool, error) {
+func (o *owned) Restore(ctx context.Context, record string, _ Change, _ bool) (bool, error) {
 	return true, o.SetLock(ctx, record)
 }
 

@@ -94,7 +94,7 @@ func TestOwnedCheckStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = w.CheckStart(tt.images, false)
+			err = w.CheckStart(Images(tt.images), false)
 			var inv *InvalidError
 			switch {
 			case tt.wantErr == "" && err != nil:
@@ -102,7 +102,7 @@ func TestOwnedCheckStart(t *testing.T) {
 			case tt.wantErr != "" && (!errors.As(err, &inv) || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Errorf("CheckStart = %v, want an InvalidError saying %q", err, tt.wantErr)
 			}
-			if labels, ok, err := w.RevisionLabels(tt.images); labels != nil || !ok || err != nil {
+			if labels, ok, err := w.RevisionLabels(Images(tt.images)); labels != nil || !ok || err != nil {
 				t.Errorf("RevisionLabels = %v %v %v, want none: the rollout brings them", labels, ok, err)
 			}
 		})

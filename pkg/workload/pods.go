@@ -70,7 +70,7 @@ func (p *podSet) PodSelector() labels.Selector {
 func (p *podSet) Pods() []*corev1.Pod { return p.pods }
 func (p *podSet) Replicas() int       { return len(p.pods) }
 
-func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
+func (p *podSet) CheckStart(ch Change, includeInit bool) error {
 	if len(p.pods) == 0 {
 		return &InvalidError{Msg: fmt.Sprintf("no pods match %s", p.ref)}
 	}
@@ -81,7 +81,7 @@ func (p *podSet) CheckStart(images map[string]string, includeInit bool) error {
 				pod.Namespace, pod.Name, rp)}
 		}
 	}
-	return CheckImages(p, images, includeInit)
+	return CheckChange(p, ch, includeInit)
 }
 
 // CheckOwned refuses label-selected pods (target Pods) that a controller owns, unless allowed:
@@ -100,17 +100,17 @@ func CheckOwned(w Observed, allow bool) error {
 	return nil
 }
 
-// Previous records the pods' images (init containers too, as a workload's template images are
-// recorded); label-selected pods have no strategy to restore.
-func (p *podSet) Previous(images map[string]string) (map[string]string, json.RawMessage) {
+// Previous records the first pod's images and resources (init containers too, as a workload's
+// template's are recorded); label-selected pods have no strategy to restore.
+func (p *podSet) Previous(ch Change) (Change, json.RawMessage) {
 	if len(p.pods) == 0 {
-		return map[string]string{}, nil
+		return Change{Images: map[string]string{}}, nil
 	}
-	return TemplateImages(&corev1.PodTemplateSpec{Spec: p.pods[0].Spec}, images), nil
+	return TemplateChange(&corev1.PodTemplateSpec{Spec: p.pods[0].Spec}, ch), nil
 }
 
 // Start writes the lock: there is no controller to freeze.
-func (p *podSet) Start(ctx context.Context, record string, _ map[string]string) error {
+func (p *podSet) Start(ctx context.Context, record string, _ Change) error {
 	if p.configMap != nil {
 		return p.SetLock(ctx, record)
 	}
@@ -124,7 +124,7 @@ func (p *podSet) Start(ctx context.Context, record string, _ map[string]string) 
 	return nil
 }
 
-func (p *podSet) Retarget(ctx context.Context, record string, _ map[string]string) error {
+func (p *podSet) Retarget(ctx context.Context, record string, _ Change) error {
 	return p.SetLock(ctx, record)
 }
 
@@ -140,20 +140,20 @@ func (p *podSet) SetLock(ctx context.Context, record string) error {
 	return nil
 }
 
-func (p *podSet) RevisionLabels(map[string]string) (map[string]string, bool, error) {
+func (p *podSet) RevisionLabels(Change) (map[string]string, bool, error) {
 	return map[string]string{}, true, nil
 }
 
-func (p *podSet) Counted(pod *corev1.Pod, images, _ map[string]string) bool {
-	return RunsImages(pod, images)
+func (p *podSet) Counted(pod *corev1.Pod, ch Change, _ map[string]string) bool {
+	return Runs(pod, ch)
 }
 
 // Finalize and Restore write the finished record: the pods are all there is to hand back.
-func (p *podSet) Finalize(ctx context.Context, record string, _ map[string]string) (bool, error) {
+func (p *podSet) Finalize(ctx context.Context, record string, _ Change) (bool, error) {
 	return p.finish(ctx, record)
 }
 
-func (p *podSet) Restore(ctx context.Context, record string, _ map[string]string, _ bool) (bool, error) {
+func (p *podSet) Restore(ctx context.Context, record string, _ Change, _ bool) (bool, error) {
 	return p.finish(ctx, record)
 }
 

@@ -122,7 +122,7 @@ func TestLabelSelectedPodsThatCannotBeUpdatedAreRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = w.CheckStart(map[string]string{"app": "reg/app:v2"}, false)
+			err = w.CheckStart(Images(map[string]string{"app": "reg/app:v2"}), false)
 			if err == nil {
 				err = CheckOwned(w, tt.allowOwned)
 			}
@@ -183,20 +183,20 @@ func TestPodsLoadAndCheckStart(t *testing.T) {
 	if w.Replicas() != 2 || w.Template() != nil || w.Ref() != podsRef {
 		t.Errorf("Replicas %d, Template %v, Ref %v; want 2, none, %v", w.Replicas(), w.Template(), w.Ref(), podsRef)
 	}
-	labels, ok, err := w.RevisionLabels(lock.Images)
+	labels, ok, err := w.RevisionLabels(lock.change())
 	if err != nil || !ok || labels == nil || len(labels) != 0 {
 		t.Errorf("RevisionLabels = %v, %v, %v; want none needed, ok", labels, ok, err)
 	}
-	if !w.Counted(runningPod("x", "reg/app:v2", nil, nil), lock.Images, labels) || w.Counted(runningPod("x", "reg/app:v1", nil, nil), lock.Images, labels) {
+	if !w.Counted(runningPod("x", "reg/app:v2", nil, nil), lock.change(), labels) || w.Counted(runningPod("x", "reg/app:v1", nil, nil), lock.change(), labels) {
 		t.Errorf("Counted does not go by the images a pod runs")
 	}
 
 	empty := mustLoad(t, fake.NewClientset(), podsRef)
-	checkStartError(t, empty.CheckStart(lock.Images, false), `no pods match pods in ns matching "app=web"`, false)
+	checkStartError(t, empty.CheckStart(lock.change(), false), `no pods match pods in ns matching "app=web"`, false)
 	if empty.Lock() != nil {
 		t.Errorf("Lock() = %+v without a ConfigMap", empty.Lock())
 	}
-	checkStartError(t, w.CheckStart(map[string]string{"db": "reg/db:v2"}, false), `pod ns/web-a: no container named "db"`, false)
+	checkStartError(t, w.CheckStart(Images(map[string]string{"db": "reg/db:v2"}), false), `pod ns/web-a: no container named "db"`, false)
 }
 
 func TestPodsWrites(t *testing.T) {
@@ -316,8 +316,8 @@ func TestPodsPrevious(t *testing.T) {
 			// The first pod by name is the one recorded.
 			client := fake.NewClientset(pod("web-b", "reg/app:v0", "reg/init:v0"), pod("web-a", "reg/app:v1", "reg/init:v1"))
 			w := mustLoad(t, client, podsRef)
-			images, strategy := w.Previous(tt.images)
-			if !reflect.DeepEqual(images, tt.want) || strategy != nil {
+			prev, strategy := w.Previous(Images(tt.images))
+			if images := prev.Images; !reflect.DeepEqual(images, tt.want) || prev.Resources != nil || strategy != nil {
 				t.Errorf("Previous = %v, %s; want %v and no strategy", images, strategy, tt.want)
 			}
 		})

@@ -82,8 +82,8 @@ func (s *statefulSet) observed() bool {
 	return s.sts.Status.ObservedGeneration >= s.sts.Generation && s.sts.Status.UpdateRevision != ""
 }
 
-func (s *statefulSet) CheckStart(images map[string]string, includeInit bool) error {
-	if err := checkImages(s.Ref(), s.Template(), images, includeInit); err != nil {
+func (s *statefulSet) CheckStart(ch Change, includeInit bool) error {
+	if err := CheckChange(s, ch, includeInit); err != nil {
 		return err
 	}
 	if !s.observed() {
@@ -98,15 +98,15 @@ func (s *statefulSet) CheckStart(images map[string]string, includeInit bool) err
 	return nil
 }
 
-func (s *statefulSet) RevisionLabels(images map[string]string) (map[string]string, bool, error) {
-	if !s.observed() || !TemplateHasImages(s.Template(), images) {
+func (s *statefulSet) RevisionLabels(ch Change) (map[string]string, bool, error) {
+	if !s.observed() || !TemplateHas(s.Template(), ch) {
 		return nil, false, nil
 	}
 	return map[string]string{revisionLabel: s.sts.Status.UpdateRevision}, true, nil
 }
 
-func (s *statefulSet) Counted(pod *corev1.Pod, images, labels map[string]string) bool {
-	return RunsImages(pod, images) && hasLabels(pod, labels)
+func (s *statefulSet) Counted(pod *corev1.Pod, ch Change, labels map[string]string) bool {
+	return Runs(pod, ch) && hasLabels(pod, labels)
 }
 
 func (s *statefulSet) Object() (corev1.ObjectReference, bool) {

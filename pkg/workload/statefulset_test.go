@@ -120,7 +120,7 @@ func TestStatefulSetCheckStart(t *testing.T) {
 				objects = append(objects, p)
 			}
 			w := mustLoad(t, fake.NewClientset(objects...), Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"})
-			err := w.CheckStart(tt.images, false)
+			err := w.CheckStart(Images(tt.images), false)
 			checkStartError(t, err, tt.want, tt.notReady)
 		})
 	}
@@ -174,7 +174,7 @@ func TestStatefulSetRevisionLabelsAndCounted(t *testing.T) {
 				tt.modify(sts)
 			}
 			w := mustLoad(t, fake.NewClientset(sts), Ref{Kind: StatefulSet, Namespace: "ns", Name: "web"})
-			labels, ok, err := w.RevisionLabels(target)
+			labels, ok, err := w.RevisionLabels(Images(target))
 			if err != nil || ok != tt.wantOK || !reflect.DeepEqual(labels, tt.wantLabels) {
 				t.Errorf("RevisionLabels = %v, %v, %v; want %v, %v", labels, ok, err, tt.wantLabels, tt.wantOK)
 			}
@@ -196,7 +196,7 @@ func TestStatefulSetRevisionLabelsAndCounted(t *testing.T) {
 		{pod("reg/app:v1", "web-1"), false},
 	}
 	for _, c := range counted {
-		if got := w.Counted(c.pod, target, labels); got != c.want {
+		if got := w.Counted(c.pod, Images(target), labels); got != c.want {
 			t.Errorf("Counted(pod at %s, revision %s) = %v, want %v", c.pod.Spec.Containers[0].Image, c.pod.Labels[revisionLabel], got, c.want)
 		}
 	}

@@ -68,10 +68,10 @@ type Observed interface {
 	Ref() Ref
 	// Lock returns the rollout lock, or nil.
 	Lock() *Lock
-	// Previous returns what a rollout to images records in its lock before it changes the
-	// workload, to hand it back: the template's images of those containers (a pod's, for
-	// label-selected pods) and the update strategy.
-	Previous(images map[string]string) (map[string]string, json.RawMessage)
+	// Previous returns what a rollout to ch records in its lock before it changes the workload,
+	// to hand it back: the template's images of those containers and, of their resources, the
+	// values ch names (a pod's, for label-selected pods), and the update strategy.
+	Previous(ch Change) (Change, json.RawMessage)
 	// Object is what an Event about the workload regards: the object as observed; ok is false
 	// for label-selected pods, which have none.
 	Object() (ref corev1.ObjectReference, ok bool)
@@ -84,40 +84,43 @@ type Observed interface {
 	Pods() []*corev1.Pod
 	// PodSelector selects the workload's pods (and, maybe, others: Pods filters by owner).
 	PodSelector() labels.Selector
-	// CheckStart returns an error when a rollout to images cannot start: an unknown container,
-	// or an unfinished rollout of the controller's own (pods not at the template's revision,
-	// whose template may differ from the pods' in more than images).
-	CheckStart(images map[string]string, includeInit bool) error
+	// CheckStart returns an error when a rollout to ch cannot start: an unknown container,
+	// resources a resize cannot set (CheckChange), or an unfinished rollout of the controller's
+	// own (pods not at the template's revision, whose template may differ from the pods' in
+	// more than images).
+	CheckStart(ch Change, includeInit bool) error
 	// RevisionLabels are the labels an updated pod carries so that the controller counts it as
 	// updated. ok is false while the controller has not yet computed the new revision.
-	RevisionLabels(images map[string]string) (labels map[string]string, ok bool, err error)
-	// Counted reports whether a pod the rollout never touched already runs images and carries
+	RevisionLabels(ch Change) (labels map[string]string, ok bool, err error)
+	// Counted reports whether a pod the rollout never touched already has ch (Runs) and carries
 	// the revision labels: the controller created it from the new template.
-	Counted(pod *corev1.Pod, images map[string]string, labels map[string]string) bool
+	Counted(pod *corev1.Pod, ch Change, labels map[string]string) bool
 }
 
 // Writer is the writes that adapt a workload to in-place updates and hand it back. Every write
 // is one API call carrying the resourceVersion observed; on a conflict the caller observes again.
 // Each writes record, the rollout's record, as the lock annotation, as it is: the workload reads
-// of it only the previous images and strategy (Lock), which record must carry from Start on.
+// of it only the previous images, resources and strategy (Lock), which record must carry from
+// Start on.
 type Writer interface {
 	// Start writes the lock and freezes the controller, so that no pod is recreated while it
-	// changes. StatefulSets and DaemonSets get images, the rollout's target, in their template
-	// in the same write, which makes the controller compute the revision updated pods are
-	// labelled with. record carries what Previous returned, or, for a rollback that freezes
+	// changes. StatefulSets and DaemonSets get ch, the rollout's target images and resources, in
+	// their template in the same write, which makes the controller compute the revision updated
+	// pods are labelled with. record carries what Previous returned, or, for a rollback that freezes
 	// a workload again after a finished rollout, what the lock recorded.
-	Start(ctx context.Context, record string, images map[string]string) error
-	// Retarget writes a new lock and template images for a rollout that supersedes another.
-	Retarget(ctx context.Context, record string, images map[string]string) error
+	Start(ctx context.Context, record string, ch Change) error
+	// Retarget writes a new lock and template images and resources for a rollout that
+	// supersedes another.
+	Retarget(ctx context.Context, record string, ch Change) error
 	// SetLock writes the lock alone (its phase or reason changed).
 	SetLock(ctx context.Context, record string) error
-	// Finalize takes the next step of handing the workload back with the target images and the
+	// Finalize takes the next step of handing the workload back with the target ch and the
 	// strategy the lock recorded; done once it wrote record, the finished lock, with the last.
-	Finalize(ctx context.Context, record string, images map[string]string) (done bool, err error)
-	// Restore takes the next step of handing the workload back with the images and strategy the
-	// lock recorded; done once it wrote record with the last. A template someone else changed
-	// during the rollout to images (ForeignImages) keeps their images unless restoreForeign.
-	Restore(ctx context.Context, record string, images map[string]string, restoreForeign bool) (done bool, err error)
+	Finalize(ctx context.Context, record string, ch Change) (done bool, err error)
+	// Restore takes the next step of handing the workload back with the images, resources and
+	// strategy the lock recorded; done once it wrote record with the last. A template someone
+	// else changed during the rollout to ch (Foreign) keeps their change unless restoreForeign.
+	Restore(ctx context.Context, record string, ch Change, restoreForeign bool) (done bool, err error)
 }
 
 // Load observes the workload and its pods, reading both from the API server.

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
 
 // controlledBy is the owner reference a controller sets on what it creates.
@@ -337,14 +339,19 @@ func TestErrorTypesCarryTheirMessage(t *testing.T) {
 // testLock is a lock as a rollout writes one, for these tests: the workload stores it as given
 // and reads only its previous images and strategy.
 type testLock struct {
-	Holder           string            `json:"holder"`
-	RolloutID        string            `json:"rolloutID,omitempty"`
-	Images           map[string]string `json:"images"`
-	PreviousImages   map[string]string `json:"previousImages"`
-	PreviousStrategy json.RawMessage   `json:"previousStrategy,omitempty"`
-	Phase            string            `json:"phase"`
-	StartedAt        time.Time         `json:"startedAt"`
+	Holder            string                       `json:"holder"`
+	RolloutID         string                       `json:"rolloutID,omitempty"`
+	Images            map[string]string            `json:"images"`
+	Resources         map[string]inplace.Resources `json:"resources,omitempty"`
+	PreviousImages    map[string]string            `json:"previousImages"`
+	PreviousResources map[string]inplace.Resources `json:"previousResources,omitempty"`
+	PreviousStrategy  json.RawMessage              `json:"previousStrategy,omitempty"`
+	Phase             string                       `json:"phase"`
+	StartedAt         time.Time                    `json:"startedAt"`
 }
+
+// change is the rollout's target, as pkg/rollout hands it to the workload.
+func (l *testLock) change() Change { return Change{Images: l.Images, Resources: l.Resources} }
 
 func (l *testLock) encode() string {
 	data, err := json.Marshal(l)
@@ -359,5 +366,5 @@ func (l *testLock) lock() *Lock {
 	if l == nil {
 		return nil
 	}
-	return &Lock{Record: l.encode(), PreviousImages: l.PreviousImages, PreviousStrategy: l.PreviousStrategy}
+	return &Lock{Record: l.encode(), PreviousImages: l.PreviousImages, PreviousResources: l.PreviousResources, PreviousStrategy: l.PreviousStrategy}
 }

@@ -18,6 +18,9 @@ type timings struct {
 	stop time.Duration
 	// sandbox is what a new pod waits before its containers are created (Config.SandboxDelay).
 	sandbox time.Duration
+	// resize is how long an accepted resize that needs no restart takes to reach the running
+	// container and its status (Config.ResizeDelay).
+	resize time.Duration
 }
 
 type containerPhase int
@@ -81,6 +84,23 @@ type containerSim struct {
 	wait  time.Duration
 	until time.Time
 
+	// allocated is the resources the kubelet admitted for this container (podSim.allocated),
+	// set before each advance: a new instance starts with them.
+	allocated corev1.ResourceRequirements
+	// actuated is the resources the current instance runs with, as its status reports them.
+	actuated corev1.ResourceRequirements
+	// resizeAt is when an accepted resize that needs no restart reaches the running instance,
+	// with resizeTo; zero when none is underway.
+	resizeAt time.Time
+	resizeTo corev1.ResourceRequirements
+	// present means the spec image is on the node already: the instance is restarted for a
+	// resize, and the start pulls nothing.
+	present bool
+	// quiet is a container the kubelet has no readiness or startup probe for (a native sidecar
+	// without them; set before each advance): it is Ready as soon as it runs, and the status
+	// shows no gap when it is restarted in place.
+	quiet bool
+
 	// The current (or most recent) container instance.
 	started     bool // an instance was ever created
 	containerID string
@@ -105,6 +125,10 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 	c.specImage, c.img, c.beh = spec.Image, img, behaviorOf(img)
 	c.started, c.containerID, c.image, c.imageID = true, st.ContainerID, st.Image, st.ImageID
 	c.startedAt, c.restarts, c.last = st.State.Running.StartedAt.Time, st.RestartCount, nil
+	c.actuated = *spec.Resources.DeepCopy()
+	if st.Resources != nil {
+		c.actuated = *st.Resources.DeepCopy()
+	}
 	if st.LastTerminationState.Terminated != nil {
 		c.last = st.LastTerminationState.Terminated.DeepCopy()
 	}
@@ -126,6 +150,42 @@ func adoptContainer(spec corev1.Container, st corev1.ContainerStatus) *container
 // changed spec image then waits whatever this container does, and the container's own part of
 // the sync ending returns at once, when it ended, for the pod to decide what the next sync does.
 func (c *containerSim) advance(now time.Time, specImage string, crash, hold bool, t timings, reg *registry) time.Time {
+	return c.actuate(now, c.advanceLife(now, specImage, crash, hold, t, reg))
+}
+
+// actuate applies an accepted resize that needs no restart to the running instance once its
+// time has come, and returns next, or the resize's time when it is sooner. An instance replaced
+// meanwhile drops it: the new one started with the allocated resources.
+func (c *containerSim) actuate(now, next time.Time) time.Time {
+	if c.resizeAt.IsZero() {
+		return next
+	}
+	if c.phase != phaseStarting && c.phase != phaseReady {
+		c.resizeAt = time.Time{}
+		return next
+	}
+	if now.Before(c.resizeAt) {
+		if next.IsZero() || c.resizeAt.Before(next) {
+			return c.resizeAt
+		}
+		return next
+	}
+	c.actuated, c.resizeAt = c.resizeTo, time.Time{}
+	return next
+}
+
+// restartForResize stops the running instance at the given time and starts the same image
+// again, with the allocated resources: the kubelet's restart for a resize whose resizePolicy
+// says RestartContainer ("Container NAME resize requires restart"). The kill and the start are
+// one sync, as for an image change, with the same stop and back-off; the image is on the node.
+func (c *containerSim) restartForResize(at time.Time) {
+	c.stoppingReady = c.phase == phaseReady
+	c.phase, c.since = phaseStopping, at
+	c.present, c.resizeAt = true, time.Time{}
+}
+
+// advanceLife is advance without the resize that needs no restart.
+func (c *containerSim) advanceLife(now time.Time, specImage string, crash, hold bool, t timings, reg *registry) time.Time {
 	if c.since.IsZero() || specImage != c.specImage && !c.inSync() && !hold {
 		c.follow(now, specImage, crash, t, reg)
 	} else if specImage == c.specImage && crash && !c.beh.crashes && c.parseErr == nil {
@@ -162,10 +222,7 @@ func (c *containerSim) advance(now time.Time, specImage string, crash, hold bool
 			}
 			return time.Time{}
 		case phasePulling:
-			due := c.since.Add(t.pull)
-			if c.fromRegistry && c.pulled.onNode {
-				due = c.since // the node holds the content: nothing to download
-			}
+			due := c.since.Add(c.pullTime(t))
 			if now.Before(due) {
 				return due
 			}
@@ -182,8 +239,11 @@ func (c *containerSim) advance(now time.Time, specImage string, crash, hold bool
 			return time.Time{}
 		case phaseStarting:
 			delay := t.start
-			if c.beh.slow && !c.beh.crashes {
+			switch {
+			case c.beh.slow && !c.beh.crashes:
 				delay = t.slowStart
+			case c.quiet && !c.beh.crashes:
+				delay = 0 // no readiness probe to wait for
 			}
 			due := c.since.Add(delay)
 			if now.Before(due) {
@@ -214,6 +274,15 @@ func (c *containerSim) advance(now time.Time, specImage string, crash, hold bool
 			due := c.since.Add(t.stop)
 			if now.Before(due) {
 				return due
+			}
+			if c.quiet && !c.beh.pullFails && !c.inBackOff(due, c.lastExit, t) {
+				// The kill, the pull and the start are one sync, and the kubelet writes the
+				// status between syncs: with no probe to report the killed instance not ready,
+				// the status shows it Running until the new one runs (seen with a native sidecar
+				// on the real node: the pod stayed Ready throughout).
+				if end := due.Add(c.pullTime(t)); now.Before(end) {
+					return end
+				}
 			}
 			// The kubelet kills the container and starts the new image in one sync, deciding on
 			// the status it read before the kill: the newest exited instance is then the one
@@ -263,7 +332,7 @@ func (c *containerSim) backOff(now, exited time.Time, t timings) (in bool, backo
 	key := c.img.normalized
 	e := c.backoffs[key]
 	expired := e != nil && exited.Sub(e.lastUpdate) > 2*limit
-	if e != nil && !expired && now.Sub(exited) < e.backoff {
+	if c.inBackOff(now, exited, t) {
 		return true, e.backoff
 	}
 	if c.backoffs == nil {
@@ -277,6 +346,23 @@ func (c *containerSim) backOff(now, exited time.Time, t timings) (in bool, backo
 	}
 	e.lastUpdate = now
 	return false, 0
+}
+
+// inBackOff is backOff's check alone: whether a start at now waits, changing nothing.
+func (c *containerSim) inBackOff(now, exited time.Time, t timings) bool {
+	if exited.IsZero() || t.backoff <= 0 {
+		return false
+	}
+	e := c.backoffs[c.img.normalized]
+	return e != nil && exited.Sub(e.lastUpdate) <= 2*backOffCap*t.backoff && now.Sub(exited) < e.backoff
+}
+
+// pullTime is how long pulling the spec image takes: nothing when the node holds it.
+func (c *containerSim) pullTime(t timings) time.Duration {
+	if c.present || c.fromRegistry && c.pulled.onNode {
+		return 0
+	}
+	return t.pull
 }
 
 // changeImage stops the running instance, if any, and starts the new spec image's lifecycle:
@@ -294,7 +380,7 @@ func (c *containerSim) changeImage(now time.Time, specImage string, t timings, r
 			StartedAt: rfc3339(c.startedAt), FinishedAt: rfc3339(now),
 		}
 	}
-	c.specImage = specImage
+	c.specImage, c.present = specImage, false
 	c.img, c.parseErr = parseImage(specImage)
 	c.beh = behavior{}
 	if c.parseErr != nil {
@@ -335,6 +421,7 @@ func (c *containerSim) create(at time.Time, reg *registry) {
 		c.imageID = reg.imageID(c.img)
 	}
 	c.startedAt = at
+	c.actuated, c.resizeAt = *c.allocated.DeepCopy(), time.Time{}
 	c.phase, c.since = phaseStarting, at
 }
 
@@ -381,6 +468,15 @@ func (c *containerSim) status(now time.Time, t timings) corev1.ContainerStatus {
 	}
 	if c.started {
 		st.Image, st.ImageID, st.ContainerID = c.image, c.imageID, c.containerID
+		// As kubelet v1.34 reports them (kubelet_pods.go convertContainerStatusResources): what
+		// a running instance runs with, the allocated resources otherwise. The API server
+		// accepts a resize of a pod only when its running container reports them
+		// (validation.isPodResizeRequestSupported).
+		res := c.allocated
+		if c.running() {
+			res = c.actuated
+		}
+		st.Resources = res.DeepCopy()
 	} else {
 		st.Image = c.specImage
 	}

@@ -47,7 +47,34 @@
 // (exit 137). Pre-pull's puller pods are such pods. Pods with any other restartPolicy report
 // their init containers completed at once, and their containers run until their image changes;
 // so do their native sidecars (init containers with restartPolicy Always), whose readiness counts
-// in the pod's, as a kubelet runs them.
+// in the pod's, as a kubelet runs them. A native sidecar with no readiness or startup probe is
+// Ready as soon as it runs, and while it is restarted in place the status keeps showing the
+// instance it replaces, Running and Ready, until the new one runs: the kubelet kills, pulls and
+// starts in one sync and writes the status between syncs, so the pod stays Ready, as it did on the
+// real node. Containers behave as if a readiness probe watched them: not Ready for the start delay.
+//
+// A resize (KEP-1287: the pods/resize subresource, cpu and memory) goes as it went with kubelet
+// v1.34.5 and containerd 1.6 (allocation_manager.go, kuberuntime computePodResizeAction). Each
+// running container's status reports resources, the ones it runs with ({} when it has none),
+// without which the API server refuses a resize. A sync that reads a spec whose resources differ
+// from those allocated to the pod allocates them when they fit, and then:
+//
+//   - a container whose changed resources have resizePolicy NotRequired (or none, the kubelet's
+//     default) keeps running, same containerID and restart count; PodResizeInProgress (True,
+//     the resize's generation) shows until, Config.ResizeDelay after the sync, the status reports
+//     the new resources. observedGeneration is the resize's at once: the resources in the status,
+//     not observedGeneration, say the resize is done;
+//   - one with RestartContainer for a changed resource is restarted once, as for an image change
+//     (the same stop and crash back-off, no pull), into the new resources. The restart is one
+//     sync: an image patch that comes during it (or a resize during an image change's sync)
+//     waits for the next one, so the container restarts twice;
+//   - a request above the node's allocatable (16 cpu, 64Gi) is not allocated: PodResizePending
+//     True, reason Infeasible, "Node didn't have enough capacity: cpu, requested: 500000,
+//     capacity: 16000" (millicores; bytes for memory, which is named first); one above what the
+//     node's other pods were allocated leaves free is Deferred, "Node didn't have enough
+//     resource: cpu, requested: R, used: U, capacity: C", and is tried again when a pod leaves
+//     the node or another resize is allocated. The spec keeps what was asked, the status the
+//     resources the container runs with; a later resize that fits clears the condition.
 //
 // Image names inject failures and behaviours:
 //

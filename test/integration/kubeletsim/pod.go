@@ -2,6 +2,7 @@ package kubeletsim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,22 @@ type podSim struct {
 	ready    bool // the Ready condition last computed
 	// observed is the spec generation the kubelet's latest sync read, which the status reports.
 	observed int64
+	// phase is the pod phase last reported.
+	phase corev1.PodPhase
+	// read is the pod as the latest sync read it.
+	read *corev1.Pod
+
+	// allocated is the resources the kubelet admitted for each container and native sidecar:
+	// the spec's when the pod was first synced, and a resize's once it fit the node.
+	allocated map[string]corev1.ResourceRequirements
+	// pending and inProgress are the PodResizePending and PodResizeInProgress conditions the
+	// kubelet holds; nil when it holds none.
+	pending, inProgress *resizeCondition
+	// others returns the cpu (millicores) and memory (bytes) requests the node's other pods were
+	// allocated, which a resize must leave room for; nil counts none.
+	others func() (cpu, memory int64)
+	// resized says that the latest sync allocated a resize.
+	resized bool
 
 	traffic trafficCounters
 	limits  []limit
@@ -69,7 +86,11 @@ func newPodSim(pod *corev1.Pod, podIP, hostIP string, now time.Time) *podSim {
 		p.startTime = pod.Status.StartTime.Time
 	}
 	p.running = pod.Status.Phase == corev1.PodRunning
+	p.phase = pod.Status.Phase
 	p.limits = limitsOf(pod)
+	if len(pod.Status.ContainerStatuses) > 0 {
+		p.allocated = adoptedAllocation(pod)
+	}
 	for _, spec := range pod.Spec.Containers {
 		for _, st := range pod.Status.ContainerStatuses {
 			if st.Name == spec.Name {
@@ -95,6 +116,12 @@ func nativeSidecar(c corev1.Container) bool {
 // sync advances every container to now and returns the status the kubelet would report, and
 // when the pod next changes on its own (zero when it will not).
 func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) (corev1.PodStatus, time.Time) {
+	// kube-state-metrics reports the spec's limits, which a resize changes.
+	p.limits, p.read, p.resized = limitsOf(pod), pod, false
+	if p.allocated == nil {
+		// Admitted with the resources of its spec.
+		p.allocated = allocationOf(pod)
+	}
 	if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
 		return p.syncRunOnce(pod, now, t, reg)
 	}
@@ -106,7 +133,11 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 	allCreated, allReady := true, true
 	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
 	sidecarStatuses := map[string]corev1.ContainerStatus{}
-	for _, l := range p.advanceLive(pod, secrets, now, t, reg) {
+	lives := p.advanceLive(pod, secrets, now, t, reg)
+	if p.inProgress != nil && !resizing(lives) {
+		p.inProgress = nil
+	}
+	for _, l := range lives {
 		if !l.next.IsZero() && (next.IsZero() || l.next.Before(next)) {
 			next = l.next
 		}
@@ -129,7 +160,7 @@ func (p *podSim) sync(pod *corev1.Pod, now time.Time, t timings, reg *registry) 
 			initStatuses = append(initStatuses, sidecarStatuses[spec.Name])
 			continue
 		}
-		st := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Ready: true, Started: ptr(false)}
+		st := corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, Ready: true, Started: ptr(false), Resources: spec.Resources.DeepCopy()}
 		if img, err := parseImage(spec.Image); err == nil {
 			st.Image, st.ImageID = img.normalized, reg.imageID(img)
 			if reg.remote.handles(img) {
@@ -184,6 +215,8 @@ func (p *podSim) advanceLive(pod *corev1.Pod, secrets []string, now time.Time, t
 		}
 		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
 		c.pod = fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+		c.allocated = p.allocated[spec.Name]
+		c.quiet = sidecar && spec.ReadinessProbe == nil && spec.StartupProbe == nil
 		lives = append(lives, &liveContainer{c: c, spec: spec, sidecar: sidecar})
 	}
 	for _, spec := range pod.Spec.Containers {
@@ -200,6 +233,11 @@ func (p *podSim) advanceLive(pod *corev1.Pod, secrets []string, now time.Time, t
 	}
 	if !syncing(lives) {
 		// No sync is underway: this one reads the newest spec, at once.
+		p.readSpec(pod, lives)
+		for _, l := range lives {
+			advance(l, now, false)
+		}
+		resizeLive(lives, now, t)
 		for _, l := range lives {
 			advance(l, now, false)
 		}
@@ -228,10 +266,14 @@ func (p *podSim) advanceLive(pod *corev1.Pod, secrets []string, now time.Time, t
 		return lives
 	}
 	// The next sync reads the newest spec, from when the one before ended.
+	p.readSpec(pod, lives)
 	for _, l := range lives {
 		if l.spec.Image != l.c.specImage {
 			l.c.follow(end, l.spec.Image, crashesHere(pod, l.spec.Image), withPreStop(t, l.spec), reg)
 		}
+	}
+	resizeLive(lives, end, t)
+	for _, l := range lives {
 		advance(l, now, false)
 	}
 	p.observed = pod.Generation
@@ -295,7 +337,7 @@ func (p *podSim) render(pod *corev1.Pod, now time.Time, phase corev1.PodPhase, s
 	p.ready = allReady && gatesReady
 
 	status := *pod.Status.DeepCopy()
-	status.Phase = phase
+	status.Phase, p.phase = phase, phase
 	status.HostIP, status.PodIP = p.hostIP, p.podIP
 	status.HostIPs = []corev1.HostIP{{IP: p.hostIP}}
 	status.PodIPs = []corev1.PodIP{{IP: p.podIP}}
@@ -323,6 +365,7 @@ func (p *podSim) render(pod *corev1.Pod, now time.Time, phase corev1.PodPhase, s
 	} {
 		status.Conditions = setCondition(status.Conditions, c, now)
 	}
+	status.Conditions = p.resizeConditions(status.Conditions, pod.Status.Conditions, now)
 	return status
 }
 
@@ -382,13 +425,23 @@ var ownConditions = map[corev1.PodConditionType]bool{
 	corev1.ContainersReady:           true,
 	corev1.PodReady:                  true,
 	corev1.PodScheduled:              true,
+	corev1.PodResizePending:          true,
+	corev1.PodResizeInProgress:       true,
 }
 
-func filterOwnConditions(conds []corev1.PodCondition) []corev1.PodCondition {
-	var out []corev1.PodCondition
+// ownConditionsPatch is the strategic-merge patch of the conditions list that takes the pod's
+// own conditions from old to conds: those of conds, and a delete of each own one old has and
+// conds has not, as the kubelet drops a resize condition once the resize is done.
+func ownConditionsPatch(old, conds []corev1.PodCondition) []any {
+	out := []any{}
 	for _, c := range conds {
 		if ownConditions[c.Type] {
 			out = append(out, c)
+		}
+	}
+	for _, o := range old {
+		if ownConditions[o.Type] && !slices.ContainsFunc(conds, func(c corev1.PodCondition) bool { return c.Type == o.Type }) {
+			out = append(out, map[string]any{"type": o.Type, "$patch": "delete"})
 		}
 	}
 	return out

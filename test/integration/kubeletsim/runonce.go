@@ -41,6 +41,7 @@ func (p *podSim) syncRunOnce(pod *corev1.Pod, now time.Time, t timings, reg *reg
 		}
 		c.runOnce = runOnce
 		c.env = pullEnv{node: p.node, namespace: pod.Namespace, pullSecrets: secrets, policy: spec.ImagePullPolicy}
+		c.allocated = *spec.Resources.DeepCopy()
 		return c
 	}
 	if p.initContainers == nil {

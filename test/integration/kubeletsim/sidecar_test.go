@@ -7,12 +7,53 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// sidecarStep is the sidecar's spec image from a time on, and the pod's status then.
+type sidecarStep struct {
+	at    time.Duration
+	image string
+	want  string
+	ready bool
+}
+
 // TestNativeSidecarRestartsOnImageChange: a native sidecar (an init container with restartPolicy
 // Always) of a restartPolicy Always pod runs beside the app container, as a kubelet v1.34 runs
 // it: its readiness counts in the pod's, and a new image in its spec restarts that one container
 // (a new containerID and imageID, restartCount 1) while the app container and the plain init
-// container stay as they were. A simulator started again adopts it running, without a restart.
+// container stay as they were. With a readiness probe the restarted sidecar is not Ready until
+// the probe would pass, and neither is the pod; without one, as on the real node, the status
+// shows the old sidecar Running and Ready until the new one runs, Ready at once, and the pod
+// stays Ready. A simulator started again adopts it running, without a restart.
 func TestNativeSidecarRestartsOnImageChange(t *testing.T) {
+	tests := []struct {
+		name  string
+		probe *corev1.Probe
+		steps []sidecarStep
+	}{
+		{"readiness probe", &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}, []sidecarStep{
+			{0, "registry.example/mesh:v1", "Pending init=Exited:0,ContainerCreating main=ContainerCreating", false},
+			{time.Second, "registry.example/mesh:v1", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
+			{2 * time.Second, "registry.example/mesh:v2", "Running init=Exited:0,Exited:0 main=Running/Ready", false},
+			{2*time.Second + 300*time.Millisecond, "registry.example/mesh:v2", "Running init=Exited:0,Running main=Running/Ready", false},
+			{3 * time.Second, "registry.example/mesh:v2", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
+		}},
+		{"no probe", nil, []sidecarStep{
+			{0, "registry.example/mesh:v1", "Pending init=Exited:0,ContainerCreating main=ContainerCreating", false},
+			{time.Second, "registry.example/mesh:v1", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
+			{2 * time.Second, "registry.example/mesh:v2", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
+			{2*time.Second + 100*time.Millisecond, "registry.example/mesh:v2", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
+			{2*time.Second + 300*time.Millisecond, "registry.example/mesh:v2", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
+			{3 * time.Second, "registry.example/mesh:v2", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sidecarRestart(t, tt.probe, tt.steps)
+		})
+	}
+}
+
+func sidecarRestart(t *testing.T, probe *corev1.Probe, steps []sidecarStep) {
+	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	always := corev1.ContainerRestartPolicyAlways
 	pod := podOn("web-0", "sim-node-0", "")
@@ -20,7 +61,7 @@ func TestNativeSidecarRestartsOnImageChange(t *testing.T) {
 	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	pod.Spec.InitContainers = []corev1.Container{
 		{Name: "setup", Image: "registry.example/setup:v1"},
-		{Name: "mesh", Image: "registry.example/mesh:v1", RestartPolicy: &always},
+		{Name: "mesh", Image: "registry.example/mesh:v1", RestartPolicy: &always, ReadinessProbe: probe},
 	}
 	p := newPodSim(pod, "10.100.0.1", "172.18.0.2", t0)
 	p.node = "sim-node-0"
@@ -32,18 +73,6 @@ func TestNativeSidecarRestartsOnImageChange(t *testing.T) {
 		return status
 	}
 
-	steps := []struct {
-		at    time.Duration
-		image string // the sidecar's spec image from then on
-		want  string
-		ready bool
-	}{
-		{0, "registry.example/mesh:v1", "Pending init=Exited:0,ContainerCreating main=ContainerCreating", false},
-		{time.Second, "registry.example/mesh:v1", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
-		{2 * time.Second, "registry.example/mesh:v2", "Running init=Exited:0,Exited:0 main=Running/Ready", false},
-		{2*time.Second + 300*time.Millisecond, "registry.example/mesh:v2", "Running init=Exited:0,Running main=Running/Ready", false},
-		{3 * time.Second, "registry.example/mesh:v2", "Running init=Exited:0,Running/Ready main=Running/Ready", true},
-	}
 	var before corev1.PodStatus
 	for _, s := range steps {
 		pod.Spec.InitContainers[1].Image = s.image

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,6 +54,11 @@ type Config struct {
 	// new image pulled: a real kubelet reported the old container for about a second after the
 	// patch; scaled as StartDelay [200ms].
 	StopDelay time.Duration
+	// ResizeDelay is how long a resize the node has room for, and that restarts no container,
+	// takes to reach the container: PodResizeInProgress shows meanwhile, and then the
+	// container's status reports the new resources. A real kubelet reported them about a second
+	// after the patch; scaled as StopDelay [200ms].
+	ResizeDelay time.Duration
 	// RequestRate is how many requests per second each Ready pod serves [20].
 	RequestRate float64
 	// MetricsAddr is where the metrics and control endpoint listens [127.0.0.1:0].
@@ -86,6 +90,7 @@ func (c *Config) setDefaults() {
 	def(&c.SlowStartDelay, 10*time.Second)
 	def(&c.BackOff, time.Second)
 	def(&c.StopDelay, 200*time.Millisecond)
+	def(&c.ResizeDelay, 200*time.Millisecond)
 	if c.RequestRate == 0 {
 		c.RequestRate = 20
 	}
@@ -133,7 +138,7 @@ func New(client kubernetes.Interface, cfg Config) (*Simulator, error) {
 	s := &Simulator{
 		client:  client,
 		cfg:     cfg,
-		t:       timings{pull: cfg.PullDelay, start: cfg.StartDelay, slowStart: cfg.SlowStartDelay, backoff: cfg.BackOff, sandbox: cfg.SandboxDelay, stop: cfg.StopDelay},
+		t:       timings{pull: cfg.PullDelay, start: cfg.StartDelay, slowStart: cfg.SlowStartDelay, backoff: cfg.BackOff, sandbox: cfg.SandboxDelay, stop: cfg.StopDelay, resize: cfg.ResizeDelay},
 		log:     cfg.Logger,
 		pods:    map[types.UID]*podSim{},
 		unbound: map[types.UID]time.Time{},
@@ -303,7 +308,34 @@ func (s *Simulator) Serving(uid types.UID) bool {
 func (s *Simulator) forget(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.pods, uid)
+	if p := s.pods[uid]; p != nil {
+		delete(s.pods, uid)
+		s.retryDeferredLocked(p.node)
+	}
+}
+
+// retryDeferredLocked has the pods of node whose resize waits for room (Deferred) synced again,
+// as the kubelet retries pending resizes when a pod leaves the node or a resize is allocated.
+func (s *Simulator) retryDeferredLocked(node string) {
+	for _, p := range s.pods {
+		if p.node == node && p.pending != nil && p.pending.reason == ResizeDeferred {
+			s.queue.Add(p.namespace + "/" + p.name)
+		}
+	}
+}
+
+// othersLocked returns what the pods on node other than self were allocated: the cpu
+// (millicores) and memory (bytes) requests of those not finished, as the kubelet counts its
+// active pods when it admits a resize.
+func (s *Simulator) othersLocked(self *podSim) (cpu, memory int64) {
+	for _, p := range s.pods {
+		if p == self || p.node != self.node || p.allocated == nil || p.phase == corev1.PodSucceeded || p.phase == corev1.PodFailed {
+			continue
+		}
+		c, m := podRequests(p.read, p.allocated)
+		cpu, memory = cpu+c, memory+m
+	}
+	return cpu, memory
 }
 
 func (s *Simulator) registerNode(ctx context.Context, i int) error {
@@ -315,11 +347,7 @@ func (s *Simulator) registerNode(ctx context.Context, i int) error {
 	if _, err := s.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("registering node %s: %w", name, err)
 	}
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("16"),
-		corev1.ResourceMemory: resource.MustParse("64Gi"),
-		corev1.ResourcePods:   resource.MustParse("1000"),
-	}
+	capacity := nodeAllocatable.DeepCopy()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -442,7 +470,11 @@ func (s *Simulator) syncPod(ctx context.Context, key string) (time.Duration, err
 	}
 	s.tickPodLocked(p, now)
 	before := restartsOf(p)
+	p.others = func() (int64, int64) { return s.othersLocked(p) }
 	status, next := p.sync(pod, now, s.t, &s.reg)
+	if p.resized {
+		s.retryDeferredLocked(p.node)
+	}
 	after := restartsOf(p)
 	s.mu.Unlock()
 
@@ -484,7 +516,7 @@ func (s *Simulator) patchStatus(ctx context.Context, pod *corev1.Pod, status cor
 		"podIP":                 status.PodIP,
 		"podIPs":                status.PodIPs,
 		"startTime":             status.StartTime,
-		"conditions":            filterOwnConditions(status.Conditions),
+		"conditions":            ownConditionsPatch(pod.Status.Conditions, status.Conditions),
 		"containerStatuses":     status.ContainerStatuses,
 		"initContainerStatuses": status.InitContainerStatuses,
 	}

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/realnode"
 )
 
@@ -116,4 +118,49 @@ func TestBackAndForth(t *testing.T) {
 		checkInPlace(t, before, identities(t, ns, "app=web"), 1)
 		onDigest(t, ns, "app=web", digest(t, tag))
 	}
+}
+
+// A native sidecar's image rolled out in place by the CLI on a 2-pod StatefulSet on the real
+// node: each pod keeps its UID, IP and node, its sidecar restarts once into a new container of
+// v2's digest, and its app container keeps its containerID and restartCount.
+func TestStatefulSetNativeSidecarInPlace(t *testing.T) {
+	full(t)
+	ns := env.Namespace(t)
+	statefulSetOf(t, ns, "mesh", 2, func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.InitContainers = []corev1.Container{{
+			Name: "side", Image: image("v1"), Args: []string{"-listen=:8081"},
+			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		}}
+	})
+	before := identities(t, ns, "app=mesh")
+	sidecars := sidecarStatuses(t, ns, "app=mesh")
+
+	r := run(t, "run", "-n", ns, "--target", "statefulset/mesh", "--image", "side="+image("v2"), "--batches", "1,100%")
+	if r.Code != 0 {
+		t.Fatalf("run side=v2: %s", r)
+	}
+	after := identities(t, ns, "app=mesh")
+	checkInPlace(t, before, after, 0)
+	d := digest(t, "v2")
+	for name, cs := range sidecarStatuses(t, ns, "app=mesh") {
+		old := sidecars[name]
+		switch {
+		case after[name].ContainerID != before[name].ContainerID:
+			t.Errorf("pod %s: app container %s, was %s: the sidecar's rollout restarted it", name, after[name].ContainerID, before[name].ContainerID)
+		case cs.RestartCount != old.RestartCount+1 || cs.ContainerID == old.ContainerID:
+			t.Errorf("pod %s: sidecar restartCount %d -> %d, container %s (was %s); want one restart into a new container", name, old.RestartCount, cs.RestartCount, cs.ContainerID, old.ContainerID)
+		case !strings.HasSuffix(cs.ImageID, "@"+d) || cs.State.Running == nil || !cs.Ready:
+			t.Errorf("pod %s: sidecar on %s, running %v, ready %v; want %s running and Ready", name, cs.ImageID, cs.State.Running != nil, cs.Ready, d)
+		}
+	}
+}
+
+// sidecarStatuses is the status of the init container side of each pod selector selects, by pod.
+func sidecarStatuses(t *testing.T, ns, selector string) map[string]corev1.ContainerStatus {
+	t.Helper()
+	out := map[string]corev1.ContainerStatus{}
+	for _, p := range clitest.ListPods(t, env, ns, selector) {
+		out[p.Name] = initStatus(&p, "side")
+	}
+	return out
 }

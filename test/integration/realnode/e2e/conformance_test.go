@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -454,4 +455,245 @@ func getPod(t *testing.T, ns string) *corev1.Pod {
 	p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), "app", metav1.GetOptions{})
 	must(t, err, "reading pod %s/app", ns)
 	return p
+}
+
+// guaranteed is cpu and memory as both the requests and the limits.
+func guaranteed(cpu, memory string) corev1.ResourceRequirements {
+	l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+	return corev1.ResourceRequirements{Requests: l, Limits: l.DeepCopy()}
+}
+
+// resizePolicy is the app container's resizePolicy: NotRequired for cpu and memory, but
+// RestartContainer for those in restart.
+func resizePolicy(restart ...corev1.ResourceName) []corev1.ContainerResizePolicy {
+	var out []corev1.ContainerResizePolicy
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		policy := corev1.NotRequired
+		if slices.Contains(restart, r) {
+			policy = corev1.RestartContainer
+		}
+		out = append(out, corev1.ContainerResizePolicy{ResourceName: r, RestartPolicy: policy})
+	}
+	return out
+}
+
+// resizedPod creates the app pod with res as its resources and the resizePolicy restart gives,
+// and waits until it is Ready.
+func resizedPod(t *testing.T, ns, node string, res corev1.ResourceRequirements, restart ...corev1.ResourceName) *corev1.Pod {
+	t.Helper()
+	return barePod(t, ns, node, "v1", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources = res
+		p.Spec.Containers[0].ResizePolicy = resizePolicy(restart...)
+	})
+}
+
+// resize writes res as the resources of the app container through the pods/resize
+// subresource, with a strategic-merge patch as kubectl patch --subresource resize does, and
+// returns the pod written.
+func resize(t *testing.T, ns string, res corev1.ResourceRequirements) *corev1.Pod {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "resources": res}}}})
+	must(t, err, "encoding the resize")
+	p, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "app", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "resize")
+	must(t, err, "resizing pod %s/app", ns)
+	return p
+}
+
+// equalResources reports whether a and b have the same cpu and memory requests and limits.
+func equalResources(a, b corev1.ResourceRequirements) bool {
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if a.Requests.Name(name, resource.DecimalSI).Cmp(*b.Requests.Name(name, resource.DecimalSI)) != 0 ||
+			a.Limits.Name(name, resource.DecimalSI).Cmp(*b.Limits.Name(name, resource.DecimalSI)) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// reports reports whether the container status reports res as its resources.
+func reports(cs corev1.ContainerStatus, res corev1.ResourceRequirements) bool {
+	return cs.Resources != nil && equalResources(*cs.Resources, res)
+}
+
+func describeResources(cs corev1.ContainerStatus) string {
+	if cs.Resources == nil {
+		return "none"
+	}
+	return fmt.Sprintf("requests %s/%s limits %s/%s", cs.Resources.Requests.Cpu(), cs.Resources.Requests.Memory(), cs.Resources.Limits.Cpu(), cs.Resources.Limits.Memory())
+}
+
+// A cpu resize with resizePolicy NotRequired goes into the running container: the same UID,
+// containerID and restartCount in every status, and containerStatuses[].resources reports the
+// new cpu once it is done; observedGeneration does not say so. Whether PodResizeInProgress was
+// seen on the way is logged, not asserted: on the real node it lasts under a second.
+func TestConformanceResizeWithoutRestart(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		before := resizedPod(t, ns, node, guaranteed("100m", "64Mi"))
+		old := appStatus(before)
+		if !reports(old, guaranteed("100m", "64Mi")) {
+			t.Fatalf("status resources %s before the resize, want the spec's", describeResources(old))
+		}
+		seen := statuses(t, ns)
+		want := guaranteed("200m", "64Mi")
+		start := time.Now()
+		written := resize(t, ns, want)
+		p := env.WaitForPod(t, ns, "app", 60*time.Second, "status resources of cpu 200m", func(p *corev1.Pod) bool {
+			return reports(appStatus(p), want)
+		})
+		took := time.Since(start)
+		cs := appStatus(p)
+		if p.UID != before.UID || cs.ContainerID != old.ContainerID || cs.RestartCount != old.RestartCount || cs.State.Running == nil {
+			t.Errorf("pod %s, container %s, restartCount %d, running %v after the resize; want %s, %s, %d, running",
+				p.UID, cs.ContainerID, cs.RestartCount, cs.State.Running != nil, before.UID, old.ContainerID, old.RestartCount)
+		}
+		inProgress, generationFirst := false, false
+		for _, v := range seen() {
+			if id := appStatus(v).ContainerID; id != old.ContainerID {
+				t.Errorf("a status names container %s, not %s: the resize restarted it", id, old.ContainerID)
+				break
+			}
+			if condition(v, corev1.PodResizeInProgress) != nil {
+				inProgress = true
+			}
+			if v.Status.ObservedGeneration >= written.Generation && !reports(appStatus(v), want) {
+				generationFirst = true
+			}
+		}
+		t.Logf("status resources matched %s after the resize; PodResizeInProgress seen: %v; observedGeneration %d reported before the resources: %v",
+			took.Round(10*time.Millisecond), inProgress, written.Generation, generationFirst)
+	})
+}
+
+// A memory resize with resizePolicy RestartContainer for memory restarts the container once, in
+// place: the same UID, restartCount +1, a new containerID whose lastState is the old one, and
+// status resources of the new memory.
+func TestConformanceResizeRestartContainer(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		before := resizedPod(t, ns, node, guaranteed("100m", "64Mi"), corev1.ResourceMemory)
+		old := appStatus(before)
+		want := guaranteed("100m", "96Mi")
+		start := time.Now()
+		resize(t, ns, want)
+		p := env.WaitForPod(t, ns, "app", 60*time.Second, "app restarted with memory 96Mi", func(p *corev1.Pod) bool {
+			cs := appStatus(p)
+			return cs.ContainerID != old.ContainerID && cs.State.Running != nil && cs.Ready && reports(cs, want)
+		})
+		took := time.Since(start)
+		cs := appStatus(p)
+		switch {
+		case p.UID != before.UID:
+			t.Errorf("pod recreated: UID %s -> %s", before.UID, p.UID)
+		case cs.RestartCount != old.RestartCount+1:
+			t.Errorf("restartCount %d -> %d, want +1", old.RestartCount, cs.RestartCount)
+		case cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ContainerID != old.ContainerID:
+			t.Errorf("lastState %+v, want terminated container %s", cs.LastTerminationState, old.ContainerID)
+		}
+		t.Logf("restarted with %s %s after the resize, restartCount %d", describeResources(cs), took.Round(10*time.Millisecond), cs.RestartCount)
+	})
+}
+
+// A cpu request above the node's allocatable is not carried out: PodResizePending True, reason
+// Infeasible, "Node didn't have enough capacity: cpu, requested: 500000, capacity: C" (C the
+// node's allocatable millicores), and it stays so; the spec keeps what was asked, the status
+// the resources the container runs with, and the container is not restarted. A later resize
+// that fits clears the condition and goes into the same container.
+func TestConformanceResizeInfeasible(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		before := resizedPod(t, ns, node, guaranteed("100m", "64Mi"))
+		old := appStatus(before)
+		n, err := env.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		must(t, err, "reading node %s", node)
+		asked := guaranteed("500", "64Mi")
+		start := time.Now()
+		written := resize(t, ns, asked)
+		p := env.WaitForPod(t, ns, "app", 60*time.Second, "PodResizePending", func(p *corev1.Pod) bool {
+			return condition(p, corev1.PodResizePending) != nil
+		})
+		took := time.Since(start)
+		c := condition(p, corev1.PodResizePending)
+		msg := fmt.Sprintf("Node didn't have enough capacity: cpu, requested: 500000, capacity: %d", n.Status.Allocatable.Cpu().MilliValue())
+		if c.Status != corev1.ConditionTrue || c.Reason != corev1.PodReasonInfeasible || c.Message != msg || c.ObservedGeneration != written.Generation {
+			t.Errorf("PodResizePending %s %s %q (generation %d), want True %s %q (generation %d)",
+				c.Status, c.Reason, c.Message, c.ObservedGeneration, corev1.PodReasonInfeasible, msg, written.Generation)
+		}
+		t.Logf("PodResizePending %s %q %s after the resize", c.Reason, c.Message, took.Round(10*time.Millisecond))
+		// The kubelet judges the resize again on each sync of the pod; the answer stays.
+		time.Sleep(3 * time.Second)
+		p = getPod(t, ns)
+		cs := appStatus(p)
+		if c := condition(p, corev1.PodResizePending); c == nil || c.Reason != corev1.PodReasonInfeasible {
+			t.Errorf("PodResizePending %+v 3 s later, want it still Infeasible", c)
+		}
+		if !equalResources(p.Spec.Containers[0].Resources, asked) {
+			t.Errorf("spec resources %+v, want those asked", p.Spec.Containers[0].Resources)
+		}
+		if !reports(cs, guaranteed("100m", "64Mi")) {
+			t.Errorf("status resources %s, want the ones the container runs with, cpu 100m", describeResources(cs))
+		}
+		if cs.ContainerID != old.ContainerID || cs.RestartCount != old.RestartCount {
+			t.Errorf("container %s, restartCount %d; want %s, %d", cs.ContainerID, cs.RestartCount, old.ContainerID, old.RestartCount)
+		}
+
+		fits := guaranteed("200m", "64Mi")
+		start = time.Now()
+		resize(t, ns, fits)
+		p = env.WaitForPod(t, ns, "app", 60*time.Second, "the resize that fits applied, PodResizePending gone", func(p *corev1.Pod) bool {
+			return condition(p, corev1.PodResizePending) == nil && reports(appStatus(p), fits)
+		})
+		took = time.Since(start)
+		if cs := appStatus(p); cs.ContainerID != old.ContainerID || cs.RestartCount != old.RestartCount {
+			t.Errorf("container %s, restartCount %d after the resize that fits; want %s, %d", cs.ContainerID, cs.RestartCount, old.ContainerID, old.RestartCount)
+		}
+		t.Logf("the resize that fits cleared PodResizePending and applied %s after it", took.Round(10*time.Millisecond))
+	})
+}
+
+// initStatus is the status of the pod's init container name.
+func initStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name == name {
+			return cs
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+// An image patch of a native sidecar (an init container with restartPolicy Always, here the
+// real app on port 8081 with no probe) restarts it in place: restartCount +1, a new
+// containerID, the new image's digest; the app container keeps its containerID and
+// restartCount, and no status reports the pod not Ready.
+func TestConformanceNativeSidecarImage(t *testing.T) {
+	onBoth(t, func(t *testing.T, ns, node string) {
+		before := barePod(t, ns, node, "v1", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{
+				Name: "side", Image: image("v1"), Args: []string{"-listen=:8081"},
+				RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+			}}
+		})
+		old, side := appStatus(before), initStatus(before, "side")
+		seen := statuses(t, ns)
+		patch := fmt.Sprintf(`{"spec":{"initContainers":[{"name":"side","image":%q}]}}`, image("v2"))
+		_, err := env.Client.CoreV1().Pods(ns).Patch(context.Background(), "app", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		must(t, err, "patching the image of sidecar side of pod %s/app", ns)
+		d := digest(t, "v2")
+		p := env.WaitForPod(t, ns, "app", 60*time.Second, "sidecar running v2", func(p *corev1.Pod) bool {
+			cs := initStatus(p, "side")
+			return cs.State.Running != nil && cs.Ready && cs.ContainerID != side.ContainerID && strings.HasSuffix(cs.ImageID, "@"+d)
+		})
+		cs, app := initStatus(p, "side"), appStatus(p)
+		if cs.RestartCount != side.RestartCount+1 {
+			t.Errorf("sidecar restartCount %d -> %d, want +1", side.RestartCount, cs.RestartCount)
+		}
+		if p.UID != before.UID || app.ContainerID != old.ContainerID || app.RestartCount != old.RestartCount {
+			t.Errorf("pod %s, app container %s, restartCount %d; want %s, %s, %d untouched", p.UID, app.ContainerID, app.RestartCount, before.UID, old.ContainerID, old.RestartCount)
+		}
+		versions := seen()
+		for _, v := range versions {
+			if !cluster.PodReady(v) {
+				t.Errorf("a status reports the pod not Ready (%s) while its sidecar restarted: sidecar %+v", readyReason(v), initStatus(v, "side").State)
+				break
+			}
+		}
+		t.Logf("sidecar restartCount %d, app restartCount %d, %d statuses watched", cs.RestartCount, app.RestartCount, len(versions))
+	})
 }

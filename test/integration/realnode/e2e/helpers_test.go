@@ -57,12 +57,22 @@ func template(labels map[string]string) corev1.PodTemplateSpec {
 // replica is Ready.
 func statefulSet(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
+	statefulSetOf(t, ns, name, replicas, nil)
+}
+
+// statefulSetOf is statefulSet with the template changed by mutate first, when not nil.
+func statefulSetOf(t *testing.T, ns, name string, replicas int32, mutate func(*corev1.PodTemplateSpec)) {
+	t.Helper()
 	labels := map[string]string{"app": name}
+	tmpl := template(labels)
+	if mutate != nil {
+		mutate(&tmpl)
+	}
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: ptr.To(replicas), ServiceName: name, PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: template(labels),
+			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl,
 		},
 	}
 	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
@@ -94,9 +104,15 @@ func identities(t *testing.T, ns, selector string) map[string]identity {
 	return out
 }
 
-// checkInPlace fails unless every pod kept its UID, IP and node, and its app container was
-// restarted exactly restarts times, in a new container.
+// checkInPlace fails unless every pod kept its UID, IP and node, the real node, and its app
+// container was restarted exactly restarts times, in a new container.
 func checkInPlace(t *testing.T, before, after map[string]identity, restarts int32) {
+	t.Helper()
+	checkInPlaceOn(t, env.RealNode.Name, before, after, restarts)
+}
+
+// checkInPlaceOn is checkInPlace for pods on node.
+func checkInPlaceOn(t *testing.T, node string, before, after map[string]identity, restarts int32) {
 	t.Helper()
 	if len(after) != len(before) {
 		t.Fatalf("%d pods before, %d after", len(before), len(after))
@@ -108,8 +124,8 @@ func checkInPlace(t *testing.T, before, after map[string]identity, restarts int3
 			t.Errorf("pod %s is gone", name)
 		case a.UID != b.UID || a.IP != b.IP || a.Node != b.Node:
 			t.Errorf("pod %s was recreated or moved: before %+v, after %+v", name, b, a)
-		case a.Node != env.RealNode.Name:
-			t.Errorf("pod %s runs on %s, not on the real node", name, a.Node)
+		case a.Node != node:
+			t.Errorf("pod %s runs on %s, not on %s", name, a.Node, node)
 		case a.Restarts-b.Restarts != restarts:
 			t.Errorf("pod %s: app restarted %d times, want %d", name, a.Restarts-b.Restarts, restarts)
 		case restarts > 0 && a.ContainerID == b.ContainerID:
