@@ -92,6 +92,7 @@ func needs() []cluster.Need {
 		need("delete", "", "pods", "", prePull),
 		need("get", "", "serviceaccounts", "", statefulSet),
 		need("patch", "", "pods", "status", gated),
+		need("patch", "", "pods", "resize", "teststepresizesinplace-resources-in-the-step-s-con", "teststepresizesinplace-resources-from-the-rollout"),
 		need("patch", "apps", "deployments", "", deployment),
 		need("create", "events.k8s.io", "events", "", statefulSet),
 		// The scan for the workloads of deleted Rollouts lists them over the whole cluster.
