@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
@@ -124,6 +125,12 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 	clitest.CreateDaemonSet(t, env, namespace, "agent")
 	clitest.CreateDeployment(t, env, namespace, "api", 2)
 	clitest.CreatePods(t, env, namespace, "loose", 2, true)
+	clitest.CreateStatefulSetWith(t, env, namespace, "sized", 2, func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+		}
+	})
 	// Prometheus sees their traffic while the commands before their analyses run.
 	clitest.CreateStatefulSet(t, env, namespace, "analysed", 2)
 	clitest.CreateStatefulSet(t, env, namespace, "paused", 2)
@@ -164,6 +171,7 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 		// Another selector takes every pod of the first: its run deletes the first one's lock,
 		// which records nothing to act on any longer.
 		{"run loose,tier=web", append([]string{"run", "--target", "pods", "-l", "app=loose,tier=web", "--image", "app=" + clitest.AppV3, "--grace", "1s"}, short...), "loose", clitest.AppV3, 0},
+		{"run sized --requests", append([]string{"run", "--target", "statefulset/sized", "--requests", "app=cpu=150m", "--limits", "app=cpu=300m"}, short...), "sized", clitest.AppV1, 0},
 		{"run analysed --analysis", append([]string{"run"}, analysed("statefulset/analysed", passes)...), "analysed", clitest.AppV2, 0},
 		{"run paused --analysis", append([]string{"run"}, analysed("statefulset/paused", inconclusive)...), "paused", clitest.AppV2, 4},
 		{"resume paused", append([]string{"resume"}, analysed("statefulset/paused", inconclusive)...), "paused", clitest.AppV2, 0},
@@ -257,7 +265,7 @@ func needs() []cluster.Need {
 	need := cluster.NeedIn
 	// A pod is read again only when a write meets a conflict, which ChurnPods provokes in
 	// whichever command writes pods at the time.
-	podWriters := []string{"run web", "rollback web", "run agent", "run api --pre-pull", "run loose", "run loose,tier=web", "run analysed --analysis", "run paused --analysis"}
+	podWriters := []string{"run web", "rollback web", "run agent", "run sized --requests", "run api --pre-pull", "run loose", "run loose,tier=web", "run analysed --analysis", "run paused --analysis"}
 	return []cluster.Need{
 		need("get", "apps", "statefulsets", "", "plan web"),
 		need("patch", "apps", "statefulsets", "", "run web"),
@@ -278,6 +286,7 @@ func needs() []cluster.Need {
 		need("create", "", "pods", "", "run api --pre-pull"),
 		need("delete", "", "pods", "", "run api --pre-pull"),
 		need("patch", "", "pods", "status", "run loose"),
+		need("patch", "", "pods", "resize", "run sized --requests"),
 		need("get", "", "configmaps", "", "status loose"),
 		need("list", "", "configmaps", "", "run loose,tier=web"),
 		need("create", "", "configmaps", "", "run loose"),

@@ -52,6 +52,7 @@ func needs() []cluster.Need {
 		need("delete", "", "pods", "", deployment),
 		need("get", "", "serviceaccounts", "", statefulSet),
 		need("patch", "", "pods", "status", gatedPods),
+		need("patch", "", "pods", "resize", "testapplyresizesinplace"),
 		need("get", "", "configmaps", "", gatedPods),
 		need("list", "", "configmaps", "", gatedPods),
 		need("create", "", "configmaps", "", gatedPods),
