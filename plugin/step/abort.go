@@ -45,6 +45,10 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 // then reports Successful with what goes on in the background, or Failed with the reason; a
 // rollback under way goes on.
 func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+	ro, err := p.withTemplateResources(ro)
+	if err != nil {
+		return types.RpcStepResult{Phase: types.PhaseFailed, Message: "not promoted: " + err.Error()}, types.RpcError{}
+	}
 	req, err := decode(ro, c)
 	if err != nil || req.Initial {
 		return types.RpcStepResult{Phase: types.PhaseSuccessful, Message: "nothing to promote"}, types.RpcError{}
