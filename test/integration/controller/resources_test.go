@@ -25,7 +25,7 @@ func TestApplyResizesInPlace(t *testing.T) {
 	})
 	before := recordPods(t, ns, "web")
 
-	applyRollout(t, ns, "web", "  target: {kind: StatefulSet, name: web}\n  resources: {app: {requests: {cpu: 150m}, limits: {cpu: 0.3}}}\n  batches: [1, \"100%\"]\n  timeout: 2m")
+	applyRollout(t, ns, "web", "  target: {kind: StatefulSet, name: web}\n  resources: {app: {requests: {cpu: 150m}, limits: {cpu: \"0.3\"}}}\n  batches: [1, \"100%\"]\n  timeout: 2m")
 	mustKubectl(t, "", "wait", "--for=condition=Succeeded", "inplacerollout/web", "-n", ns, "--timeout=3m")
 	_, obj := waitRollout(t, ns, "web", "succeeded", func(o *v1alpha1.InPlaceRollout) bool { return o.Status.Phase == "Succeeded" })
 	if s := obj.Status; s.Updated != 3 || s.Total != 3 {
