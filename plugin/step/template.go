@@ -34,7 +34,7 @@ func (p *Plugin) withTemplateResources(ro *argov1alpha1.Rollout) (*argov1alpha1.
 		return nil, fmt.Errorf("reading Rollout %s/%s for the cpu and memory of its template: %w", ro.Namespace, ro.Name, err)
 	}
 	if fresh.UID != ro.UID || fresh.Generation != ro.Generation {
-		return nil, fmt.Errorf("Rollout %s/%s changed since Argo called (generation %d, now %d): the next call takes the new one", ro.Namespace, ro.Name, ro.Generation, fresh.Generation)
+		return nil, fmt.Errorf("the Rollout %s/%s changed since Argo called (generation %d, now %d): the next call takes the new one", ro.Namespace, ro.Name, ro.Generation, fresh.Generation)
 	}
 	out := ro.DeepCopy()
 	copyResources(out.Spec.Template.Spec.Containers, fresh.Spec.Template.Spec.Containers)
