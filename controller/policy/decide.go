@@ -315,15 +315,15 @@ func specOf(o *observation, c change, holder string, uid types.UID) (rollout.Spe
 		return rollout.Spec{}, fmt.Errorf("spec.onInconclusive: pause waits for a person to accept the batch, and a policy's rollouts have no object to accept it on; use fail or continue")
 	}
 	doc := o.policy.Spec.RolloutSpec(v1alpha1.Target{Kind: string(o.ref.Kind), Name: o.ref.Name}, c.images)
+	if len(c.resources) > 0 {
+		doc.Resources = c.resources
+	}
 	spec, err := rollout.FromV1alpha1(&doc, rollout.Caller{Namespace: o.ref.Namespace, Holder: holder, HolderUID: uid})
 	if err != nil {
 		return rollout.Spec{}, err
 	}
 	spec.TemplateOwned, spec.Supersede = true, true
 	spec.Labels, spec.Annotations = c.labels, c.annotations
-	if len(c.resources) > 0 {
-		spec.Resources = c.resources
-	}
 	if len(spec.Annotations) == 0 {
 		spec.Annotations = nil
 	}

@@ -186,7 +186,16 @@ func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c
 		byName[p.Name] = p
 	}
 	for _, name := range r.Pods {
-		sent, err := e.dryRunPod(ctx, byName[name], target)
+		if len(target.Resources) > 0 {
+			// The resize goes first, through the pod's resize subresource, as the update sends it.
+			sent, err := e.dryRunPod(ctx, byName[name], "resize", target, inplace.ResizePatch)
+			if sent {
+				if err := r.add("Pod", name, resizeWrite, err); err != nil {
+					return err
+				}
+			}
+		}
+		sent, err := e.dryRunPod(ctx, byName[name], "", target, inplace.ImagePatch)
 		if !sent {
 			r.Writes = append(r.Writes, DryRunWrite{Kind: "Pod", Name: name, Write: podWrite, Result: DryRunNotSent, Message: err.Error()})
 			continue
@@ -198,7 +207,10 @@ func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c
 	return nil
 }
 
-const podWrite = "image patch (state annotation, images, labels)"
+const (
+	podWrite    = "image patch (state annotation, images, labels)"
+	resizeWrite = "resize (cpu and memory, through the resize subresource)"
+)
 
 // startWrite says what the start of a rollout writes on a workload of kind.
 func startWrite(kind Kind) string {
@@ -211,21 +223,30 @@ func startWrite(kind Kind) string {
 	return "lock ConfigMap"
 }
 
-// dryRunPod sends the image patch of pod, as a dry run, as the updater would: on a conflict (the
-// pod changed since it was observed) it reads the pod again and composes the patch anew. sent is
-// false when there is no patch to send, with err saying why.
-func (e *Engine) dryRunPod(ctx context.Context, pod *corev1.Pod, target inplace.Target) (sent bool, err error) {
+// dryRunPod sends the patch compose makes of pod (inplace.ImagePatch, inplace.ResizePatch) to
+// the pod or its subresource, as a dry run, as the updater would: on a conflict (the pod changed
+// since it was observed) it reads the pod again and composes the patch anew. sent is false when
+// there is no patch to send, with err saying why.
+func (e *Engine) dryRunPod(ctx context.Context, pod *corev1.Pod, subresource string, target inplace.Target,
+	compose func(*corev1.Pod, inplace.Target, time.Time) ([]byte, error)) (sent bool, err error) {
+	var sub []string
+	if subresource != "" {
+		sub = []string{subresource}
+	}
 	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		patch, err := inplace.ImagePatch(pod, target, e.now())
+		patch, err := compose(pod, target, e.now())
 		if err != nil || patch == nil {
 			sent = false
 			if err == nil {
-				err = errors.New("no image to patch")
+				err = errors.New("nothing to patch")
+				if subresource == "" {
+					err = errors.New("no image to patch")
+				}
 			}
 			return err
 		}
 		sent = true
-		_, err = e.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err = e.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, sub...)
 		if !apierrors.IsConflict(err) {
 			return err
 		}

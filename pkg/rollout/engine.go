@@ -391,7 +391,7 @@ func decideStart(c *startCensus, spec Spec, lock *Record, hash string, now time.
 // when the spec has an analysis.
 func refuseStart(c *startCensus, spec Spec) (d startDecision, ok bool) {
 	refuse := func(err error) (startDecision, bool) { return startDecision{action: startRefuse, err: err}, true }
-	if spec.PrePull && !c.canPrePull {
+	if spec.PrePull && len(spec.Images) > 0 && !c.canPrePull {
 		return refuse(invalid("%s: pre-pull needs the image holding the puller binary, and this driver has none; run without pre-pull", c.ref))
 	}
 	var nr *workload.NotReadyError

@@ -52,7 +52,8 @@ func (s Spec) pinMode() string {
 func (e *Engine) pinTargets(ctx context.Context, spec Spec, w workload.Workload, atStart bool) (pinning, error) {
 	p := pinning{images: maps.Clone(spec.Images), digests: map[string]string{}, unresolved: map[string]error{}, current: map[string]string{}}
 	mode := spec.pinMode()
-	if mode == PinNever {
+	if mode == PinNever || len(spec.Images) == 0 {
+		// A rollout of resources alone has no tag to pin.
 		return p, nil
 	}
 	if e.Registry == nil {

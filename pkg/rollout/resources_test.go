@@ -109,6 +109,25 @@ func TestResourcesOnly(t *testing.T) {
 	}
 }
 
+// TestResourcesPinNothing: a rollout of resources alone has no tag to pin and no image to pull,
+// so pin-digests always starts it with no registry to ask, and pre-pull with no puller image.
+func TestResourcesPinNothing(t *testing.T) {
+	fc := newFakeCluster(t, clusterOpts{pods: 2, resources: burstable})
+	spec := resourcesSpec(fc, resourcesOf("cpu=500m", ""))
+	spec.PinDigests, spec.PrePull = PinAlways, true
+	st, _, err := fc.engine().Reconcile(context.Background(), spec, Status{})
+	if err != nil || st.Phase != PhaseProgressing || st.RolloutID == "" {
+		t.Fatalf("Reconcile = %+v, %v; want the rollout started", st, err)
+	}
+	if l := fc.lock(); len(l.Images) != 0 || len(l.BeforeImages) != 0 {
+		t.Errorf("lock = %+v, want no images", l)
+	}
+	fc.play()
+	if st = fc.mustDrive(fc.engine(), spec, st, nil); st.Phase != PhaseSucceeded {
+		t.Errorf("status = %+v, want Succeeded", st)
+	}
+}
+
 // TestResourcesBesideImages: a rollout of an image and resources together resizes, then
 // patches the image, and leaves the template and the pods with both.
 func TestResourcesBesideImages(t *testing.T) {

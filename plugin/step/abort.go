@@ -14,6 +14,10 @@ import (
 // Abort again, and turns a Running answer into Failed): Successful once rolled back, Failed with
 // the reason otherwise. A rollback of the target already under way (the scan's) is joined.
 func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
+	// Argo calls it once: a template not read again is used as Argo sent it.
+	if stored, err := p.withStoredResources(ro, c); err == nil {
+		ro = stored
+	}
 	req, err := decode(ro, c)
 	if err != nil {
 		// A config that never decoded never started a rollout: nothing to undo.
@@ -45,9 +49,9 @@ func (p *Plugin) Abort(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types
 // then reports Successful with what goes on in the background, or Failed with the reason; a
 // rollback under way goes on.
 func (p *Plugin) Terminate(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
-	ro, err := p.withTemplateResources(ro)
-	if err != nil {
-		return types.RpcStepResult{Phase: types.PhaseFailed, Message: "not promoted: " + err.Error()}, types.RpcError{}
+	// Argo calls it once: a template not read again is used as Argo sent it.
+	if stored, err := p.withStoredResources(ro, c); err == nil {
+		ro = stored
 	}
 	req, err := decode(ro, c)
 	if err != nil || req.Initial {

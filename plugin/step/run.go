@@ -52,7 +52,7 @@ func decodeAt(ro *argov1alpha1.Rollout, raw json.RawMessage, field string) (requ
 // retries; never Phase Error, which would wedge the step. While the target's rollback or promotion
 // is under way, Run waits for it (Running) rather than stop it.
 func (p *Plugin) Run(ro *argov1alpha1.Rollout, c *types.RpcStepContext) (types.RpcStepResult, types.RpcError) {
-	ro, err := p.withTemplateResources(ro)
+	ro, err := p.withStoredResources(ro, c)
 	if err != nil {
 		return types.RpcStepResult{}, types.RpcError{ErrorString: err.Error()}
 	}

@@ -69,6 +69,9 @@ func needs() []cluster.Need {
 		pods        = "teststeprollslabelselectedpodsinplace"
 		prePull     = "teststepprepulls"
 		gated       = "teststepdrainsgatedpods"
+		// Namespace cuts a test's name at 50 characters.
+		resizedByConfig   = "teststepresizesinplace-resources-in-the-step-s-con"
+		resizedByTemplate = "teststepresizesinplace-resources-from-the-rollout"
 	)
 	// A pod is read again when a write meets a conflict, which any rollout may meet (a
 	// kubelet's status update, Argo's own writes); the tests do not provoke it, so any of those
@@ -92,7 +95,7 @@ func needs() []cluster.Need {
 		need("delete", "", "pods", "", prePull),
 		need("get", "", "serviceaccounts", "", statefulSet),
 		need("patch", "", "pods", "status", gated),
-		need("patch", "", "pods", "resize", "teststepresizesinplace-resources-in-the-step-s-con", "teststepresizesinplace-resources-from-the-rollout"),
+		need("patch", "", "pods", "resize", resizedByConfig, resizedByTemplate),
 		need("patch", "apps", "deployments", "", deployment),
 		need("create", "events.k8s.io", "events", "", statefulSet),
 		// The scan for the workloads of deleted Rollouts lists them over the whole cluster.

@@ -125,15 +125,15 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 	clitest.CreateDaemonSet(t, env, namespace, "agent")
 	clitest.CreateDeployment(t, env, namespace, "api", 2)
 	clitest.CreatePods(t, env, namespace, "loose", 2, true)
-	clitest.CreateStatefulSetWith(t, env, namespace, "sized", 2, func(tmpl *corev1.PodTemplateSpec) {
+	// Prometheus sees their traffic while the commands before their analyses run.
+	clitest.CreateStatefulSet(t, env, namespace, "analysed", 2)
+	clitest.CreateStatefulSet(t, env, namespace, "paused", 2)
+	clitest.CreateStatefulSetWith(t, env, namespace, "resized", 2, func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
 		}
 	})
-	// Prometheus sees their traffic while the commands before their analyses run.
-	clitest.CreateStatefulSet(t, env, namespace, "analysed", 2)
-	clitest.CreateStatefulSet(t, env, namespace, "paused", 2)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: promSecret, Namespace: namespace},
 		Data:       map[string][]byte{"password": []byte(promPassword)},
@@ -171,10 +171,10 @@ func TestCLIRoleIsLeastPrivilege(t *testing.T) {
 		// Another selector takes every pod of the first: its run deletes the first one's lock,
 		// which records nothing to act on any longer.
 		{"run loose,tier=web", append([]string{"run", "--target", "pods", "-l", "app=loose,tier=web", "--image", "app=" + clitest.AppV3, "--grace", "1s"}, short...), "loose", clitest.AppV3, 0},
-		{"run sized --requests", append([]string{"run", "--target", "statefulset/sized", "--requests", "app=cpu=150m", "--limits", "app=cpu=300m"}, short...), "sized", clitest.AppV1, 0},
 		{"run analysed --analysis", append([]string{"run"}, analysed("statefulset/analysed", passes)...), "analysed", clitest.AppV2, 0},
 		{"run paused --analysis", append([]string{"run"}, analysed("statefulset/paused", inconclusive)...), "paused", clitest.AppV2, 4},
 		{"resume paused", append([]string{"resume"}, analysed("statefulset/paused", inconclusive)...), "paused", clitest.AppV2, 0},
+		{"run resized --requests", append([]string{"run", "--target", "statefulset/resized", "--requests", "app=cpu=150m"}, short...), "resized", clitest.AppV1, 0},
 	}
 	// Someone else writes every pod meanwhile, as kubelets do: the command's pod writes, which
 	// carry the resourceVersion they were decided on, meet conflicts and read the pod again.
@@ -265,7 +265,7 @@ func needs() []cluster.Need {
 	need := cluster.NeedIn
 	// A pod is read again only when a write meets a conflict, which ChurnPods provokes in
 	// whichever command writes pods at the time.
-	podWriters := []string{"run web", "rollback web", "run agent", "run sized --requests", "run api --pre-pull", "run loose", "run loose,tier=web", "run analysed --analysis", "run paused --analysis"}
+	podWriters := []string{"run web", "rollback web", "run agent", "run api --pre-pull", "run loose", "run loose,tier=web", "run analysed --analysis", "run paused --analysis"}
 	return []cluster.Need{
 		need("get", "apps", "statefulsets", "", "plan web"),
 		need("patch", "apps", "statefulsets", "", "run web"),
@@ -286,7 +286,7 @@ func needs() []cluster.Need {
 		need("create", "", "pods", "", "run api --pre-pull"),
 		need("delete", "", "pods", "", "run api --pre-pull"),
 		need("patch", "", "pods", "status", "run loose"),
-		need("patch", "", "pods", "resize", "run sized --requests"),
+		need("patch", "", "pods", "resize", "run resized --requests"),
 		need("get", "", "configmaps", "", "status loose"),
 		need("list", "", "configmaps", "", "run loose,tier=web"),
 		need("create", "", "configmaps", "", "run loose"),

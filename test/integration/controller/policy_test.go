@@ -267,3 +267,43 @@ func checkCounted(t *testing.T, kind, ns string) {
 		return true, nil
 	})
 }
+
+// TestPolicyResizesWhatGitApplies: an apply of a StatefulSet's manifest that changes only its
+// app container's CPU rolls the new values out in place under the policy: every pod keeps its
+// UID and its container, which the kubelet reports running with the new CPU, and the
+// StatefulSet's spec stays what was applied.
+func TestPolicyResizesWhatGitApplies(t *testing.T) {
+	ns := env.Namespace(t)
+	applyPolicy(t, ns, `{batches: [1, "100%"], timeout: 2m}`)
+	withCPU := func(cpu string) string {
+		return strings.Replace(manifest("StatefulSet", ns, clitest.AppV1, "1.0"), "      - {name: app, image: ",
+			fmt.Sprintf("      - resources: {requests: {cpu: %s}, limits: {cpu: 400m}}\n        name: app\n        image: ", cpu), 1)
+	}
+	mustKubectl(t, withCPU("100m"), "apply", "-f", "-")
+	cluster.WaitFor(t, rolloutTimeout, "the pods of StatefulSet web Ready", func(context.Context) (bool, error) {
+		pods := podsOf(t, ns)
+		return len(pods) == 3 && !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return !inplace.PodReady(&p) }), nil
+	})
+	before := podsOf(t, ns)
+
+	mustKubectl(t, withCPU("200m"), "apply", "-f", "-")
+	applied, generation := workloadSpec(t, "StatefulSet", ns)
+	policyEntry(t, ns, "StatefulSet", "Succeeded", func(e v1alpha1.PolicyWorkloadStatus) bool { return e.Phase == "Succeeded" })
+	after := podsOf(t, ns)
+	for i, p := range after {
+		b := before[i]
+		cs, bcs := cluster.ContainerStatus(&p, "app"), cluster.ContainerStatus(&b, "app")
+		switch {
+		case p.Name != b.Name || p.UID != b.UID:
+			t.Errorf("pod %s was recreated", b.Name)
+		case cs.ContainerID != bcs.ContainerID || cs.RestartCount != bcs.RestartCount:
+			t.Errorf("pod %s: app restarted for a CPU resize (%s -> %s)", p.Name, bcs.ContainerID, cs.ContainerID)
+		case cs.Resources == nil || cs.Resources.Requests.Cpu().String() != "200m":
+			t.Errorf("pod %s: the kubelet reports app runs with %v, want a cpu request of 200m", p.Name, cs.Resources)
+		}
+	}
+	if spec, gen := workloadSpec(t, "StatefulSet", ns); spec != applied || gen != generation {
+		t.Errorf("StatefulSet web's spec or generation changed after the apply (generation %d, was %d)", gen, generation)
+	}
+	checkCounted(t, "StatefulSet", ns)
+}

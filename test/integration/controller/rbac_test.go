@@ -19,6 +19,7 @@ func needs() []cluster.Need {
 		gatedPods = "testrollseachkind-gated-pods--then-a-second-select"
 		policySts = "testpolicyrollsoutwhatgitapplies-statefulset"
 		policyDs  = "testpolicyrollsoutwhatgitapplies-daemonset"
+		resized   = "testpolicyresizeswhatgitapplies"
 		system    = "inplace-rollout-system"
 	)
 	return []cluster.Need{
@@ -52,7 +53,7 @@ func needs() []cluster.Need {
 		need("delete", "", "pods", "", deployment),
 		need("get", "", "serviceaccounts", "", statefulSet),
 		need("patch", "", "pods", "status", gatedPods),
-		need("patch", "", "pods", "resize", "testapplyresizesinplace"),
+		need("patch", "", "pods", "resize", resized),
 		need("get", "", "configmaps", "", gatedPods),
 		need("list", "", "configmaps", "", gatedPods),
 		need("create", "", "configmaps", "", gatedPods),

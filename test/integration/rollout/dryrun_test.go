@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -178,5 +180,58 @@ func TestDryRunFlag(t *testing.T) {
 	}
 	if after := objectVersions(t, ns); !equalMaps(before, after) {
 		t.Errorf("objects changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// TestDryRunServerResize: a dry run of resources sends each first-batch pod's resize to its
+// resize subresource, as the update does, before the pod's patch: the API server accepts both,
+// and no object changes.
+func TestDryRunServerResize(t *testing.T) {
+	ns := env.Namespace(t)
+	labels := map[string]string{"app": "web"}
+	tmpl := template(labels)
+	withResources(&tmpl)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To(int32(3)), PodManagementPolicy: appsv1.ParallelPodManagement, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
+	_, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
+	must(t, err)
+	waitStatefulSet(t, ns, "web", "3 replicas ready", func(s *appsv1.StatefulSet) bool { return s.Status.ReadyReplicas == 3 })
+	before := objectVersions(t, ns)
+
+	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--batches", "2,100%", "--requests", "app=cpu=150m", "--dry-run=server", "-o", "json")
+	if r.Code != 0 {
+		t.Fatalf("%s\nwant exit 0: the API server accepts", r)
+	}
+	var doc struct {
+		Accepted bool `json:"accepted"`
+		Writes   []struct{ Kind, Name, Write, Result string }
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &doc); err != nil {
+		t.Fatalf("stdout is no JSON document: %v\n%s", err, r.Stdout)
+	}
+	var writes []string
+	for _, w := range doc.Writes {
+		if w.Result != "Accepted" {
+			t.Errorf("write %+v not accepted", w)
+		}
+		writes = append(writes, w.Kind+" "+w.Name+": "+w.Write)
+	}
+	want := []string{
+		"StatefulSet web: hold: lock annotation, updateStrategy OnDelete, template images",
+		"Pod web-2: resize (cpu and memory, through the resize subresource)",
+		"Pod web-2: image patch (state annotation, images, labels)",
+		"Pod web-1: resize (cpu and memory, through the resize subresource)",
+		"Pod web-1: image patch (state annotation, images, labels)",
+	}
+	if !doc.Accepted || !slices.Equal(writes, want) {
+		t.Errorf("writes %q, want %q", writes, want)
+	}
+	if after := objectVersions(t, ns); !equalMaps(before, after) {
+		t.Errorf("the dry run changed objects:\nbefore %v\nafter  %v", before, after)
+	}
+	for _, p := range listPods(t, ns, "app=web") {
+		if q := p.Spec.Containers[0].Resources.Requests.Cpu().String(); q != "100m" {
+			t.Errorf("pod %s asks for cpu %s after a dry run, want 100m as it was", p.Name, q)
+		}
 	}
 }

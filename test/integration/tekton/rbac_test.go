@@ -16,6 +16,7 @@ func needs() []cluster.Need {
 		deployment  = "testcustomrunrollseachkind-deployment-with-prepull"
 		// Namespace cuts a test's name at 50 characters.
 		gatedPods = "testcustomrunrollseachkind-gated-pods--then-a-seco"
+		resized   = "testcustomrunresizesinplace"
 	)
 	return []cluster.Need{
 		clusterWide("list", "tekton.dev", "customruns"),
@@ -42,7 +43,7 @@ func needs() []cluster.Need {
 		need("delete", "", "pods", "", deployment),
 		need("get", "", "serviceaccounts", "", statefulSet),
 		need("patch", "", "pods", "status", gatedPods),
-		need("patch", "", "pods", "resize", "testcustomrunresizesinplace"),
+		need("patch", "", "pods", "resize", resized),
 		need("get", "", "configmaps", "", gatedPods),
 		need("list", "", "configmaps", "", gatedPods),
 		need("create", "", "configmaps", "", gatedPods),
