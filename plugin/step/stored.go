@@ -39,7 +39,7 @@ func (p *Plugin) withStoredResources(ro *argov1alpha1.Rollout, c *types.RpcStepC
 		return nil, fmt.Errorf("reading Rollout %s/%s for its template's resources: %w", ro.Namespace, ro.Name, err)
 	}
 	if stored.UID != ro.UID || stored.Generation != ro.Generation {
-		return nil, fmt.Errorf("Rollout %s/%s changed since this call began (generation %d, now %d): its template's resources are taken at the next call", ro.Namespace, ro.Name, ro.Generation, stored.Generation)
+		return nil, fmt.Errorf("the Rollout %s/%s changed since this call began (generation %d, now %d): its template's resources are taken at the next call", ro.Namespace, ro.Name, ro.Generation, stored.Generation)
 	}
 	out := ro.DeepCopy()
 	copyResources(out.Spec.Template.Spec.Containers, stored.Spec.Template.Spec.Containers)
