@@ -30,7 +30,7 @@ func (p *Plugin) withStoredResources(ro *argov1alpha1.Rollout, c *types.RpcStepC
 		return nil, err
 	}
 	if cl.Rollouts == nil {
-		return nil, fmt.Errorf("Rollout %s/%s: its template's resources cannot be read: the plugin has no Rollouts client", ro.Namespace, ro.Name)
+		return nil, fmt.Errorf("the resources of the template of Rollout %s/%s cannot be read: the plugin has no Rollouts client", ro.Namespace, ro.Name)
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, storedReadTimeout)
 	defer cancel()
