@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
 
 	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/rollout"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
@@ -75,6 +78,85 @@ func FuzzImageAndBatchFlags(f *testing.F) {
 		again, err := parseImages(back)
 		if err != nil || !maps.Equal(again, spec.Images) {
 			t.Fatalf("--image %q written back as %q reads %v, %v", flags, back, again, err)
+		}
+	})
+}
+
+// FuzzResourceFlags checks --requests and --limits (one flag a line each) as run reads them:
+// refused, the error is bad input (exit 2) naming the flag; accepted, every container has the
+// values given, only cpu and memory, none below zero, each limit at or above its request, and
+// the values written back as flags read the same.
+func FuzzResourceFlags(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"app=cpu=200m,memory=64Mi", "app=cpu=400m"},
+		{"app=cpu=200m\nside=memory=32Mi", ""},
+		{"", "app=memory=1Gi"},
+		{"=cpu=1", ""},
+		{"app", ""},
+		{"app=", ""},
+		{"app=cpu", ""},
+		{"app=cpu=", ""},
+		{"app=cpu=lots", ""},
+		{"app=cpu=-1", ""},
+		{"app=cpu=1,cpu=2", ""},
+		{"app=gpu=1", ""},
+		{"app=cpu=2", "app=cpu=1"},
+		{"app=cpu=1\napp=memory=1Gi", ""},
+		{"app=memory=1e3", "app=memory=0.5Ki"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	lines := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, "\n")
+	}
+	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web"}
+	f.Fuzz(func(t *testing.T, requests, limits string) {
+		rf := &rolloutFlags{images: []string{"app=reg/app:v2"}, requests: lines(requests), limits: lines(limits), batches: "100%"}
+		spec, err := rf.podsSpec(ref)
+		if err != nil {
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != exitBadInput {
+				t.Fatalf("podsSpec(--requests %q, --limits %q) = %T %v; want bad input", rf.requests, rf.limits, err, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "--requests") && !strings.Contains(msg, "--limits") && !strings.Contains(msg, "resources of container") {
+				t.Fatalf("podsSpec(--requests %q, --limits %q): error %q names no flag or container", rf.requests, rf.limits, msg)
+			}
+			return
+		}
+		if n := len(rf.requests) + len(rf.limits); n > 0 && len(spec.Resources) == 0 {
+			t.Fatalf("--requests %q --limits %q gave no resources", rf.requests, rf.limits)
+		}
+		if err := inplace.CheckResourceValues(spec.Resources); err != nil {
+			t.Fatalf("--requests %q --limits %q accepted, but CheckResourceValues refuses them: %v", rf.requests, rf.limits, err)
+		}
+		var back rolloutFlags
+		for name, r := range spec.Resources {
+			for _, part := range []struct {
+				list corev1.ResourceList
+				to   *[]string
+			}{{r.Requests, &back.requests}, {r.Limits, &back.limits}} {
+				var vals []string
+				for res, q := range part.list {
+					vals = append(vals, fmt.Sprintf("%s=%s", res, q.String()))
+				}
+				if len(vals) > 0 {
+					*part.to = append(*part.to, name+"="+strings.Join(vals, ","))
+				}
+			}
+		}
+		again, err := back.resources()
+		if err != nil || len(again) != len(spec.Resources) {
+			t.Fatalf("resources %v written back as --requests %q --limits %q read %v, %v", spec.Resources, back.requests, back.limits, again, err)
+		}
+		for name, r := range spec.Resources {
+			a := again[name]
+			if len(a.Requests) != len(r.Requests) || len(a.Limits) != len(r.Limits) || !inplace.HasResources(a, r) {
+				t.Fatalf("container %q: %v written back reads %v", name, r, a)
+			}
 		}
 	})
 }

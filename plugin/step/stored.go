@@ -30,7 +30,7 @@ func (p *Plugin) withStoredResources(ro *argov1alpha1.Rollout, c *types.RpcStepC
 		return nil, err
 	}
 	if cl.Rollouts == nil {
-		return nil, fmt.Errorf("Rollout %s/%s: its template's resources cannot be read: the plugin has no Rollouts client", ro.Namespace, ro.Name)
+		return nil, fmt.Errorf("the resources of the template of Rollout %s/%s cannot be read: the plugin has no Rollouts client", ro.Namespace, ro.Name)
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, storedReadTimeout)
 	defer cancel()
@@ -39,7 +39,7 @@ func (p *Plugin) withStoredResources(ro *argov1alpha1.Rollout, c *types.RpcStepC
 		return nil, fmt.Errorf("reading Rollout %s/%s for its template's resources: %w", ro.Namespace, ro.Name, err)
 	}
 	if stored.UID != ro.UID || stored.Generation != ro.Generation {
-		return nil, fmt.Errorf("Rollout %s/%s changed since this call began (generation %d, now %d): its template's resources are taken at the next call", ro.Namespace, ro.Name, ro.Generation, stored.Generation)
+		return nil, fmt.Errorf("the Rollout %s/%s changed since this call began (generation %d, now %d): its template's resources are taken at the next call", ro.Namespace, ro.Name, ro.Generation, stored.Generation)
 	}
 	out := ro.DeepCopy()
 	copyResources(out.Spec.Template.Spec.Containers, stored.Spec.Template.Spec.Containers)

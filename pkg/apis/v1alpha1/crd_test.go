@@ -389,6 +389,10 @@ func TestCRDQuantities(t *testing.T) {
 		{"cpu and memory", `{app: {requests: {cpu: 200m, memory: 64Mi}, limits: {cpu: "1", memory: 128Mi}}}`, ""},
 		{"an integer", `{app: {limits: {cpu: 2}}}`, ""},
 		{"an exponent", `{app: {requests: {memory: 1e9}}}`, ""},
+		{"a fraction as a string", `{app: {limits: {cpu: "0.5"}}}`, ""},
+		// As in every CRD that takes a quantity: YAML's 0.5 is a number, neither an integer nor a
+		// string.
+		{"a fraction as a number", `{app: {limits: {cpu: 0.5}}}`, "spec.resources.app.limits.cpu"},
 		{"not a quantity", `{app: {requests: {cpu: lots}}}`, "spec.resources.app.requests.cpu"},
 		{"a unit of its own", `{app: {limits: {memory: 64MB}}}`, "spec.resources.app.limits.memory"},
 		{"not a map", `{app: {requests: [cpu]}}`, "spec.resources.app.requests"},

@@ -84,7 +84,9 @@ func TestResourcesOnEveryKind(t *testing.T) {
 			_, err := env.Client.AppsV1().DaemonSets(ns).Create(context.Background(), ds, metav1.CreateOptions{})
 			must(t, err)
 			nodes := int32(len(env.Sim.NodeNames()))
-			waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool { return d.Status.NumberReady == nodes && d.Status.UpdatedNumberScheduled == nodes })
+			waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool {
+				return d.Status.NumberReady == nodes && d.Status.UpdatedNumberScheduled == nodes
+			})
 		}, func(t *testing.T, ns string) []corev1.PodTemplateSpec {
 			nodes := int32(len(env.Sim.NodeNames()))
 			d := waitDaemonSet(t, ns, "agent", func(d *appsv1.DaemonSet) bool {
