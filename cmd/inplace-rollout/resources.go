@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -139,23 +138,7 @@ func mergeList(have, set corev1.ResourceList) corev1.ResourceList {
 func formatResources(resources map[string]inplace.Resources) string {
 	var parts []string
 	for _, name := range slices.Sorted(maps.Keys(resources)) {
-		r := resources[name]
-		words := []string{name}
-		for _, part := range []struct {
-			field string
-			list  corev1.ResourceList
-		}{{"requests", r.Requests}, {"limits", r.Limits}} {
-			if len(part.list) == 0 {
-				continue
-			}
-			var vals []string
-			for _, res := range slices.Sorted(maps.Keys(part.list)) {
-				q := part.list[res]
-				vals = append(vals, fmt.Sprintf("%s=%s", res, q.String()))
-			}
-			words = append(words, part.field, strings.Join(vals, ","))
-		}
-		parts = append(parts, strings.Join(words, " "))
+		parts = append(parts, name+" "+inplace.DescribeResources(resources[name]))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -76,7 +76,7 @@ func (p Plan) String() string {
 			what = append(what, fmt.Sprintf("%s -> %s", c.From, c.To))
 		}
 		if c.Resources != nil {
-			what = append(what, fmt.Sprintf("%s -> %s", describeResources(*c.FromResources), describeResources(*c.Resources)))
+			what = append(what, fmt.Sprintf("%s -> %s", DescribeResources(*c.FromResources), DescribeResources(*c.Resources)))
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s", c.Container, strings.Join(what, ", ")))
 	}

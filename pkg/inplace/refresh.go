@@ -248,7 +248,7 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 		return verdict{waiting: fmt.Sprintf("container %q has no status", c.Name)}
 	}
 	if want := c.targetResources(reverting); want != nil && (cs.Resources == nil || !HasResources(*cs.Resources, *want)) {
-		return verdict{waiting: fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, describeResources(*want))}
+		return verdict{waiting: fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, DescribeResources(*want))}
 	}
 	if !c.imageChanges() {
 		return c.judgeResized(cs, reverting)

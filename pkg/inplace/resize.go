@@ -171,7 +171,7 @@ func ResizeProgress(pod *corev1.Pod, st *State, reverting bool, opts Options, no
 			// The containers may still fail on the image the revert leaves next: the
 			// resize back is judged by its resources alone.
 			if cs.Resources == nil || !HasResources(*cs.Resources, *want) {
-				waits = append(waits, fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, describeResources(*want)))
+				waits = append(waits, fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, DescribeResources(*want)))
 			}
 			continue
 		}
@@ -185,7 +185,7 @@ func ResizeProgress(pod *corev1.Pod, st *State, reverting bool, opts Options, no
 		}
 		switch {
 		case cs.Resources == nil || !HasResources(*cs.Resources, *want):
-			waits = append(waits, fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, describeResources(*want)))
+			waits = append(waits, fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, DescribeResources(*want)))
 		case c.FailingBefore == "" && (cs.State.Running == nil || !cs.Ready):
 			waits = append(waits, fmt.Sprintf("container %q: resized, not Running and Ready yet", c.Name))
 		}
@@ -209,7 +209,7 @@ func describeTargets(st *State, reverting bool) string {
 	var parts []string
 	for _, c := range st.Containers {
 		if want := c.targetResources(reverting); want != nil {
-			parts = append(parts, fmt.Sprintf("container %q %s", c.Name, describeResources(*want)))
+			parts = append(parts, fmt.Sprintf("container %q %s", c.Name, DescribeResources(*want)))
 		}
 	}
 	return strings.Join(parts, ", ")

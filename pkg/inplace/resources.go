@@ -225,9 +225,10 @@ func changed(before, after corev1.ResourceList, name corev1.ResourceName) bool {
 	return !ok || b.Cmp(a) != 0
 }
 
-// describeResources says r as kubectl set resources takes it: "requests cpu=200m,memory=64Mi
-// limits cpu=400m".
-func describeResources(r Resources) string {
+// DescribeResources says r as kubectl set resources takes its values: "requests
+// cpu=200m,memory=64Mi limits cpu=400m", quantities canonical (0.5 as 500m). Every message and
+// report of resources says them so.
+func DescribeResources(r Resources) string {
 	var parts []string
 	for _, part := range []struct {
 		field string

@@ -507,9 +507,9 @@ func describeChanges(st *State, reverting bool) string {
 		switch {
 		case !c.resizes():
 		case reverting:
-			what = append(what, fmt.Sprintf("%s -> %s", describeResources(*c.AfterResources), describeResources(*c.BeforeResources)))
+			what = append(what, fmt.Sprintf("%s -> %s", DescribeResources(*c.AfterResources), DescribeResources(*c.BeforeResources)))
 		default:
-			what = append(what, fmt.Sprintf("%s -> %s", describeResources(*c.BeforeResources), describeResources(*c.AfterResources)))
+			what = append(what, fmt.Sprintf("%s -> %s", DescribeResources(*c.BeforeResources), DescribeResources(*c.AfterResources)))
 		}
 		parts = append(parts, c.Name+" "+strings.Join(what, " and "))
 	}

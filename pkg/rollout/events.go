@@ -83,29 +83,9 @@ func changesOf(images map[string]string, resources map[string]inplace.Resources)
 		changes = append(changes, c+" -> "+images[c])
 	}
 	for _, c := range slices.Sorted(maps.Keys(resources)) {
-		changes = append(changes, c+" -> "+describeResources(resources[c]))
+		changes = append(changes, c+" -> "+inplace.DescribeResources(resources[c]))
 	}
 	return strings.Join(changes, ", ")
-}
-
-// describeResources says r as kubectl set resources takes it: "requests cpu=200m,memory=64Mi
-// limits cpu=400m".
-func describeResources(r inplace.Resources) string {
-	var parts []string
-	for _, part := range []struct {
-		field string
-		list  corev1.ResourceList
-	}{{"requests", r.Requests}, {"limits", r.Limits}} {
-		var vals []string
-		for _, name := range slices.Sorted(maps.Keys(part.list)) {
-			q := part.list[name]
-			vals = append(vals, fmt.Sprintf("%s=%s", name, q.String()))
-		}
-		if len(vals) > 0 {
-			parts = append(parts, part.field+" "+strings.Join(vals, ","))
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // batchEvent is the Event of the batch d starts: which pods, to which images. Its related object

@@ -619,7 +619,7 @@ func rolloutResources(p *corev1.Pod, lock *Record) string {
 			previous.Resources[name] = r
 		}
 		if workload.Runs(p, target) && (len(previous.Resources) == 0 || !workload.Runs(p, previous)) && runsContainer(p, name) {
-			return fmt.Sprintf("container %s with resources %s", name, describeResources(lock.Resources[name]))
+			return fmt.Sprintf("container %s with resources %s", name, inplace.DescribeResources(lock.Resources[name]))
 		}
 	}
 	return ""

@@ -3,7 +3,6 @@ package argospec
 import (
 	"encoding/json"
 	"maps"
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 )
 
 func testRollout(stable string) *argov1alpha1.Rollout {
@@ -251,33 +252,13 @@ func TestDecodeResources(t *testing.T) {
 			}
 			got := map[string]string{}
 			for name, r := range req.Spec.Resources {
-				got[name] = describe(r)
+				got[name] = inplace.DescribeResources(r)
 			}
 			if !maps.Equal(got, tt.want) {
 				t.Errorf("resources %v, want %v", got, tt.want)
 			}
 		})
 	}
-}
-
-// describe says r as "requests cpu=200m limits cpu=400m", quantities canonical.
-func describe(r corev1.ResourceRequirements) string {
-	var words []string
-	for _, part := range []struct {
-		field string
-		list  corev1.ResourceList
-	}{{"requests", r.Requests}, {"limits", r.Limits}} {
-		if len(part.list) == 0 {
-			continue
-		}
-		var vals []string
-		for _, name := range slices.Sorted(maps.Keys(part.list)) {
-			q := part.list[name]
-			vals = append(vals, string(name)+"="+q.String())
-		}
-		words = append(words, part.field, strings.Join(vals, ","))
-	}
-	return strings.Join(words, " ")
 }
 
 // TestCanonicalTellsResourcesApart: new cpu or memory in the Rollout's template is another
