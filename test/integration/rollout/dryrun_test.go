@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/inplace-rollout/inplace-rollout/test/integration/clitest"
 	"github.com/inplace-rollout/inplace-rollout/test/integration/cluster"
@@ -188,14 +186,7 @@ func TestDryRunFlag(t *testing.T) {
 // and no object changes.
 func TestDryRunServerResize(t *testing.T) {
 	ns := env.Namespace(t)
-	labels := map[string]string{"app": "web"}
-	tmpl := template(labels)
-	withResources(&tmpl)
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
-		Replicas: ptr.To(int32(3)), PodManagementPolicy: appsv1.ParallelPodManagement, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
-	_, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
-	must(t, err)
-	waitStatefulSet(t, ns, "web", "3 replicas ready", func(s *appsv1.StatefulSet) bool { return s.Status.ReadyReplicas == 3 })
+	createResizable(t, ns, "web", 3)
 	before := objectVersions(t, ns)
 
 	r := runCLI(t, "run", "-n", ns, "--target", "statefulset/web", "--batches", "2,100%", "--requests", "app=cpu=150m", "--dry-run=server", "-o", "json")

@@ -33,6 +33,22 @@ func withResources(tmpl *corev1.PodTemplateSpec) {
 	}
 }
 
+// createResizable creates a StatefulSet of replicas withResources pods labelled app=NAME and
+// waits until every replica is Ready.
+func createResizable(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	tmpl := template(labels)
+	withResources(&tmpl)
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To(replicas), PodManagementPolicy: appsv1.ParallelPodManagement, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
+	_, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
+	must(t, err)
+	waitStatefulSet(t, ns, name, "every replica Ready", func(s *appsv1.StatefulSet) bool {
+		return s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == replicas && s.Status.UpdatedReplicas == replicas
+	})
+}
+
 // resourcesFile writes an InPlaceRollout of target (KIND/NAME, or pods) that sets resources (a
 // YAML map of containers), and returns its path.
 func resourcesFile(t *testing.T, kind, name, resources string) string {
@@ -60,16 +76,7 @@ func TestResourcesOnEveryKind(t *testing.T) {
 		template   func(t *testing.T, ns string) []corev1.PodTemplateSpec
 	}{
 		{"StatefulSet", "web", func(t *testing.T, ns string) {
-			labels := map[string]string{"app": "web"}
-			tmpl := template(labels)
-			withResources(&tmpl)
-			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
-				Replicas: ptr.To(int32(3)), PodManagementPolicy: appsv1.ParallelPodManagement, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
-			_, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
-			must(t, err)
-			waitStatefulSet(t, ns, "web", "3 replicas ready", func(s *appsv1.StatefulSet) bool {
-				return s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == 3 && s.Status.UpdatedReplicas == 3
-			})
+			createResizable(t, ns, "web", 3)
 		}, func(t *testing.T, ns string) []corev1.PodTemplateSpec {
 			s := waitStatefulSet(t, ns, "web", "its current revision the update revision, every replica on it", func(s *appsv1.StatefulSet) bool {
 				return s.Status.ObservedGeneration == s.Generation && s.Status.CurrentRevision == s.Status.UpdateRevision && s.Status.UpdatedReplicas == 3
@@ -169,14 +176,7 @@ func TestResourcesOnEveryKind(t *testing.T) {
 // names the container and the value.
 func TestBadResourcesChangeNothing(t *testing.T) {
 	ns := env.Namespace(t)
-	labels := map[string]string{"app": "web"}
-	tmpl := template(labels)
-	withResources(&tmpl)
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
-		Replicas: ptr.To(int32(2)), PodManagementPolicy: appsv1.ParallelPodManagement, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
-	_, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
-	must(t, err)
-	waitStatefulSet(t, ns, "web", "2 replicas ready", func(s *appsv1.StatefulSet) bool { return s.Status.ReadyReplicas == 2 })
+	createResizable(t, ns, "web", 2)
 	for _, tt := range []struct{ name, resources, want string }{
 		{"a limit below the request", "{app: {limits: {cpu: 50m}}}", "cpu limit 50m is below its request 100m"},
 		{"a value the container does not declare", "{sidecar: {requests: {cpu: 100m}}}", `container "sidecar": requests.cpu: the container declares no cpu request`},
@@ -208,14 +208,7 @@ func must(t *testing.T, err error) {
 // by its memory resize, whose policy is RestartContainer, once by its image), none recreated.
 func TestKilledResizeResumes(t *testing.T) {
 	ns := env.Namespace(t)
-	labels := map[string]string{"app": "web"}
-	tmpl := template(labels)
-	withResources(&tmpl)
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
-		Replicas: ptr.To(int32(6)), PodManagementPolicy: appsv1.ParallelPodManagement, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
-	_, err := env.Client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
-	must(t, err)
-	waitStatefulSet(t, ns, "web", "6 replicas ready", func(s *appsv1.StatefulSet) bool { return s.Status.ReadyReplicas == 6 })
+	createResizable(t, ns, "web", 6)
 	before := identities(t, ns, "app=web")
 	file := resourcesFile(t, "StatefulSet", "web", "{app: {requests: {cpu: 150m, memory: 80Mi}, limits: {memory: 160Mi}}}")
 	args := []string{"run", "-n", ns, "-f", file, "--image", "app=" + appV2, "--batches", "2,50%,100%", "--max-unavailable", "2"}

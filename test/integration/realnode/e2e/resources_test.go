@@ -22,16 +22,7 @@ import (
 // both (the kubelet's default, written out): on a simulated node and on the real node, the same
 // cases.
 func TestResourcesInPlace(t *testing.T) {
-	for _, node := range []string{env.Sim.NodeNames()[0], env.RealNode.Name} {
-		kind := "simulator"
-		if node == env.RealNode.Name {
-			kind = "real"
-		}
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			resourcesInPlace(t, env.Namespace(t), node)
-		})
-	}
+	onBoth(t, resourcesInPlace)
 }
 
 func resourcesInPlace(t *testing.T, ns, node string) {
