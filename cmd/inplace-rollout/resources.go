@@ -115,22 +115,10 @@ func overlayResources(file, flags map[string]inplace.Resources, replace bool) ma
 	}
 	for name, r := range flags {
 		have := out[name]
-		have.Requests = mergeList(have.Requests, r.Requests)
-		have.Limits = mergeList(have.Limits, r.Limits)
+		inplace.Overlay(&have, r)
 		out[name] = have
 	}
 	return out
-}
-
-func mergeList(have, set corev1.ResourceList) corev1.ResourceList {
-	if len(set) == 0 {
-		return have
-	}
-	if have == nil {
-		have = corev1.ResourceList{}
-	}
-	maps.Copy(have, set)
-	return have
 }
 
 // formatResources says resources as the flags take them: "app requests cpu=200m limits

@@ -152,12 +152,8 @@ func PodReady(pod *corev1.Pod) bool { return conditionTrue(pod, corev1.PodReady)
 func gateTrue(pod *corev1.Pod) bool { return conditionTrue(pod, ReadinessGate) }
 
 func conditionTrue(pod *corev1.Pod, t corev1.PodConditionType) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == t {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	c := podCondition(pod, t)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // progressDeadline is how long a stage may go without progress on this pod: opts'
@@ -247,8 +243,8 @@ func judgeContainer(pod *corev1.Pod, c *ContainerState, reverting bool, soak tim
 	if cs == nil {
 		return verdict{waiting: fmt.Sprintf("container %q has no status", c.Name)}
 	}
-	if want := c.targetResources(reverting); want != nil && (cs.Resources == nil || !HasResources(*cs.Resources, *want)) {
-		return verdict{waiting: fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, DescribeResources(*want))}
+	if wait := c.resizeUnapplied(cs, reverting); wait != "" {
+		return verdict{waiting: wait}
 	}
 	if !c.imageChanges() {
 		return c.judgeResized(cs, reverting)

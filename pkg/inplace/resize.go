@@ -167,11 +167,12 @@ func ResizeProgress(pod *corev1.Pod, st *State, reverting bool, opts Options, no
 			waits = append(waits, fmt.Sprintf("container %q has no status", c.Name))
 			continue
 		}
+		unapplied := c.resizeUnapplied(cs, reverting)
 		if reverting {
 			// The containers may still fail on the image the revert leaves next: the
 			// resize back is judged by its resources alone.
-			if cs.Resources == nil || !HasResources(*cs.Resources, *want) {
-				waits = append(waits, fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, DescribeResources(*want)))
+			if unapplied != "" {
+				waits = append(waits, unapplied)
 			}
 			continue
 		}
@@ -180,12 +181,12 @@ func ResizeProgress(pod *corev1.Pod, st *State, reverting bool, opts Options, no
 				return Progress{Failed: true, Code: code, Reason: fmt.Sprintf("%s: container %q: %s", reason, c.Name, cs.State.Waiting.Message)}
 			}
 		}
-		if c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+resizeRestarts(c) {
+		if c.FailingBefore == "" && cs.RestartCount > c.RestartsBefore+c.resizeRestarts() {
 			return Progress{Failed: true, Code: FailureRestartClimb, Reason: restartsClimbed(c, cs)}
 		}
 		switch {
-		case cs.Resources == nil || !HasResources(*cs.Resources, *want):
-			waits = append(waits, fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, DescribeResources(*want)))
+		case unapplied != "":
+			waits = append(waits, unapplied)
 		case c.FailingBefore == "" && (cs.State.Running == nil || !cs.Ready):
 			waits = append(waits, fmt.Sprintf("container %q: resized, not Running and Ready yet", c.Name))
 		}
@@ -196,12 +197,15 @@ func ResizeProgress(pod *corev1.Pod, st *State, reverting bool, opts Options, no
 	return Progress{Done: true}
 }
 
-// resizeRestarts is the restarts the resize alone causes the container.
-func resizeRestarts(c *ContainerState) int32 {
-	if c.ResizeRestarts {
-		return 1
+// resizeUnapplied says which resources the container's status does not report yet of those
+// the state moves it to (after, or before when reverting); "" once it reports them all, or when
+// its resources do not change.
+func (c *ContainerState) resizeUnapplied(cs *corev1.ContainerStatus, reverting bool) string {
+	want := c.targetResources(reverting)
+	if want == nil || cs.Resources != nil && HasResources(*cs.Resources, *want) {
+		return ""
 	}
-	return 0
+	return fmt.Sprintf("container %q: the kubelet has not applied %s yet", c.Name, DescribeResources(*want))
 }
 
 // describeTargets says the resources st moves its containers to.

@@ -150,18 +150,22 @@ func SetResources(spec *corev1.PodSpec, resources map[string]Resources) {
 	}
 }
 
-func setContainerResources(c *corev1.Container, r Resources) {
-	for name, q := range r.Requests {
-		if c.Resources.Requests == nil {
-			c.Resources.Requests = corev1.ResourceList{}
+func setContainerResources(c *corev1.Container, r Resources) { Overlay(&c.Resources, r) }
+
+// Overlay sets on have each value r names, keeping have's others: how a template, a pod spec or
+// a spec file's resources take a rollout's.
+func Overlay(have *corev1.ResourceRequirements, r Resources) {
+	for _, part := range []struct {
+		have *corev1.ResourceList
+		set  corev1.ResourceList
+	}{{&have.Requests, r.Requests}, {&have.Limits, r.Limits}} {
+		if len(part.set) == 0 {
+			continue
 		}
-		c.Resources.Requests[name] = q
-	}
-	for name, q := range r.Limits {
-		if c.Resources.Limits == nil {
-			c.Resources.Limits = corev1.ResourceList{}
+		if *part.have == nil {
+			*part.have = corev1.ResourceList{}
 		}
-		c.Resources.Limits[name] = q
+		maps.Copy(*part.have, part.set)
 	}
 }
 

@@ -126,14 +126,19 @@ func (c *ContainerState) resizes() bool { return c.AfterResources != nil }
 // expectedRestarts is how many restarts the update causes: one for a new image, one for a resize
 // the container's policy restarts it for.
 func (c *ContainerState) expectedRestarts() int32 {
-	var n int32
+	n := c.resizeRestarts()
 	if c.imageChanges() {
 		n++
 	}
-	if c.ResizeRestarts {
-		n++
-	}
 	return n
+}
+
+// resizeRestarts is the restarts the resize alone causes the container.
+func (c *ContainerState) resizeRestarts() int32 {
+	if c.ResizeRestarts {
+		return 1
+	}
+	return 0
 }
 
 // targetResources are the resources the container goes to: after, or before when reverting;
