@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -87,7 +88,7 @@ func TestResourcesOnly(t *testing.T) {
 			fc.play()
 			fc.assertResources(resourcesOf("cpu=500m memory=64Mi", "cpu=1 memory=128Mi"))
 			fc.assertOnImage(imageV1)
-			if got := fc.restarts(); !equalRestarts(got, restarts) {
+			if got := fc.restarts(); !maps.Equal(got, restarts) {
 				t.Errorf("restarts %v, want %v: a resize restarts no container", got, restarts)
 			}
 			lock := fc.lock()
@@ -344,17 +345,4 @@ func TestResourcesStrayGoesBack(t *testing.T) {
 	if s := fc.state(fc.pod("web-2")); s == nil || s.Stage != inplace.StageRolledBack {
 		t.Errorf("web-2's state %+v, want it rolled back", s)
 	}
-}
-
-// equalRestarts compares restart counts by pod.
-func equalRestarts(a, b map[string]int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
