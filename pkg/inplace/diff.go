@@ -31,6 +31,8 @@ type Target struct {
 	// Labels and Annotations are set on the pod in the same write as the images, and put back
 	// by a revert; an empty value removes the key.
 	Labels, Annotations map[string]string
+	// Hooks run around each pod's change (and its revert); the state records them.
+	Hooks *Hooks
 	// Supersedes lists earlier rollout IDs that this one replaces while in flight: a pod still
 	// carrying their state keeps its BeforeImages, so a revert goes back to what the pod ran
 	// before the first of them.

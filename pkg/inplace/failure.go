@@ -1,6 +1,9 @@
 package inplace
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // FailureCode says, as a code, why a container's update (or its revert) failed; the state's
 // Reason says it in words, for people. Callers decide on the code, never on the words.
@@ -32,17 +35,17 @@ const (
 	// FailureResizeError: the kubelet failed to apply the new resources (PodResizeInProgress,
 	// reason Error).
 	FailureResizeError FailureCode = "ResizeError"
+	// FailureHook: a preUpdate or postUpdate hook failed, timed out or was interrupted, and its
+	// onFailure is Fail.
+	FailureHook FailureCode = "HookFailed"
 )
 
+// knownFailures are the codes this version writes.
+var knownFailures = []FailureCode{FailureImagePull, FailureCrashLoop, FailureConfigError, FailureContainerError,
+	FailureRestartClimb, FailureDeadlineExceeded, FailureContainerGone, FailureResizeInfeasible, FailureResizeError, FailureHook}
+
 // Known reports whether the code is one this version writes.
-func (c FailureCode) Known() bool {
-	switch c {
-	case FailureImagePull, FailureCrashLoop, FailureConfigError, FailureContainerError, FailureRestartClimb,
-		FailureDeadlineExceeded, FailureContainerGone, FailureResizeInfeasible, FailureResizeError:
-		return true
-	}
-	return false
-}
+func (c FailureCode) Known() bool { return slices.Contains(knownFailures, c) }
 
 // waitingFailures are the kubelet's waiting reasons that mean a container will not come up
 // without a change, with their codes. ErrImagePull is not one: the kubelet retries a failed pull

@@ -12,8 +12,9 @@ import (
 // written: it is Updated once Refresh finds every changed container on its new image, Running
 // and Ready, and the pod Ready; Failed once Refresh finds a container failing (a crash loop, a
 // pull or configuration error, a restart climb) and the owner's next step would write that.
-// Only the owner, which knows its progress deadline, fails a pod that makes no progress. Any
-// other state is at the stage it records. Whoever reads a state judges it through here: the
+// Only the owner, which knows its progress deadline, fails a pod that makes no progress. A pod
+// whose rollout has a postUpdate hook has its end written, after the hook. Any other state is at
+// the stage it records. Whoever reads a state judges it through here: the
 // rollout that counts its pods, another rollout that finds the pod, a report.
 func Judged(pod *corev1.Pod, st *State, now time.Time) Stage {
 	stage, _ := JudgedReason(pod, st, now)
@@ -28,6 +29,9 @@ func JudgedReason(pod *corev1.Pod, st *State, now time.Time) (Stage, string) {
 		return st.Stage, st.Reason
 	}
 	switch p := Refresh(pod, st, Options{}, now); {
+	case p.Done && st.Hooks.hook(PostUpdate) != nil:
+		// The postUpdate hook runs before the pod counts as updated: its owner writes that end.
+		return StageUpdating, "waiting for the postUpdate hook to start"
 	case p.Done:
 		return StageUpdated, p.Unhealthy
 	case p.Failed && p.Code != FailureDeadlineExceeded:
@@ -45,7 +49,7 @@ func Over(pod *corev1.Pod, st *State, now time.Time) bool {
 	if Judged(pod, st, now).Terminal() {
 		return true
 	}
-	return st.Stage == StageUpdating && !hasReadinessGate(pod) && took(pod, st)
+	return st.Stage == StageUpdating && !hasReadinessGate(pod) && st.Hooks.hook(PostUpdate) == nil && took(pod, st)
 }
 
 // took reports whether the kubelet acted on the image patch of st: each changed container's

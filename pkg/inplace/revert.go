@@ -19,6 +19,11 @@ type TagMoved func(image, beforeImageID string) (moved bool, known bool)
 // back to its BeforeImage tag or to the recorded digest: the digest unless the tag is known to
 // still resolve to it.
 func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved) (Step, error) {
+	return nextRevert(pod, opts, now, tagMoved, nil)
+}
+
+// nextRevert is NextRevert with the answer to the HTTP hook call the caller just made, if any.
+func nextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved, answer *HookAnswer) (Step, error) {
 	opts = opts.withDefaults()
 	st, err := ReadState(pod)
 	if err != nil {
@@ -30,9 +35,14 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	switch {
 	case st.Stage == StageRolledBack:
 		return Step{Stage: st.Stage, Done: true}, nil
-	case st.Stage == StageRollingBack, st.Stage == StageFailed && revertStarted(st):
-		return continueRevert(pod, st, opts, now)
+	case st.Stage == StageRollingBack, st.RevertFailed():
+		return continueRevert(pod, st, opts, now, answer)
 	case !imagesChanged(pod, st):
+		if st.run(PreUpdate, false) != nil && st.Hooks.hook(PostUpdate) != nil {
+			// The update's preUpdate hook ran (an instance taken out of a registry): its revert
+			// has nothing to change back but runs postUpdate, then clears the state.
+			return startHook(pod, st, PostUpdate, true, StageRollingBack, now), nil
+		}
 		return clearState(pod, st, now), nil
 	}
 
@@ -53,6 +63,20 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	if err := CheckRevert(pod, next, opts.RevertImages); err != nil {
 		return Step{}, err
 	}
+	if next.Hooks.hook(PreUpdate) != nil {
+		return startHook(pod, next, PreUpdate, true, StageRollingBack, now), nil
+	}
+	s := revertBegins(pod, next, now)
+	if len(pinned) > 0 {
+		s.Event.Message += "; " + strings.Join(pinned, "; ")
+	}
+	return s, nil
+}
+
+// revertBegins is the first write that changes the pod back, once its preUpdate hook (if any)
+// ended: the state at RollingBack, and the readiness gate False when the revert restarts a
+// container of a pod with the gate, else the images unless the resources go back first.
+func revertBegins(pod *corev1.Pod, next *State, now time.Time) Step {
 	next.moveTo(StageRollingBack, now, "", "")
 	b := newPatch(pod)
 	switch {
@@ -69,14 +93,40 @@ func NextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved)
 	s := b.step(StageRollingBack, "")
 	s.RequeueAfter = pollInterval
 	s.Event = &Event{Type: corev1.EventTypeNormal, Reason: EventRollingBack, Message: "rolling back in place: " + describeChanges(next, true)}
-	if len(pinned) > 0 {
-		s.Event.Message += "; " + strings.Join(pinned, "; ")
-	}
-	return s, nil
+	return s
 }
 
-// continueRevert takes the next step of a revert already recorded on the pod.
-func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (Step, error) {
+// continueRevert takes the next step of a revert already recorded on the pod; answer is the
+// answer to the HTTP hook call the caller just made, if any.
+func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time, answer *HookAnswer) (Step, error) {
+	if st.Stage == StageFailed && st.Failure == FailureHook {
+		// A hook of the revert failed: the pod stays Failed for a person, who knows whether
+		// whatever the hook tells (a registry) is right again.
+		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}, nil
+	}
+	if !revertStarted(st) {
+		// Nothing to change back (see nextRevert): the postUpdate hook, then the state cleared.
+		switch v, next, reason := judgeHook(pod, st, PostUpdate, true, answer, now); v {
+		case hookWait:
+			return wait(st, pollInterval, reason), nil
+		case hookFailedPod:
+			return fail(pod, next, now, FailureHook, "rollback failed: "+reason, true), nil
+		default:
+			return clearState(pod, next, now), nil
+		}
+	}
+	if st.Stage == StageRollingBack {
+		switch v, next, reason := judgeHook(pod, st, PreUpdate, true, answer, now); v {
+		case hookStart:
+			return startHook(pod, st, PreUpdate, true, StageRollingBack, now), nil
+		case hookWait:
+			return wait(st, pollInterval, reason), nil
+		case hookFailedPod:
+			return fail(pod, next, now, FailureHook, "rollback failed: "+reason, true), nil
+		case hookEnded:
+			return revertBegins(pod, next, now), nil
+		}
+	}
 	if st.Stage == StageFailed {
 		// The revert failed, but the pod may have got there since (a slow pull finished, a
 		// person fixed the cause): judge it again, and stay Failed, writing nothing, until then.
@@ -120,7 +170,16 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time) (St
 	case p.OpenGate:
 		return openGate(pod, st, now, p.Reason), nil
 	case p.Done:
-		return finish(pod, st.clone(), StageRolledBack, now, &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: " + describeChanges(st, true)}, ""), nil
+		switch v, next, reason := judgeHook(pod, st, PostUpdate, true, answer, now); v {
+		case hookStart:
+			return startHook(pod, st, PostUpdate, true, StageRollingBack, now), nil
+		case hookWait:
+			return wait(st, pollInterval, reason), nil
+		case hookFailedPod:
+			return fail(pod, next, now, FailureHook, "rollback failed: "+reason, true), nil
+		default:
+			return finish(pod, next.clone(), StageRolledBack, now, &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: " + describeChanges(st, true)}, ""), nil
+		}
 	default:
 		return wait(st, p.RequeueAfter, p.Reason), nil
 	}
@@ -160,6 +219,23 @@ func revertImage(c *ContainerState, tagMoved TagMoved) (image, why string) {
 		return pinned, why
 	}
 	return c.BeforeImage, ""
+}
+
+// RevertFailed reports whether st records a revert that failed: one that changed the pod back
+// and failed, or a hook of a revert that failed.
+func (s *State) RevertFailed() bool {
+	if s.Stage != StageFailed {
+		return false
+	}
+	if revertStarted(s) {
+		return true
+	}
+	for _, r := range s.HookRuns {
+		if r.Reverting && r.Outcome != "" && r.Outcome != HookSucceeded {
+			return true
+		}
+	}
+	return false
 }
 
 func revertStarted(st *State) bool {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,9 @@ const (
 	// StagePreparing: the state is recorded, but a container to change has no imageID yet;
 	// the images are patched once it has one.
 	StagePreparing Stage = "Preparing"
+	// StagePreUpdateHook: the preUpdate hook runs (Hooks); the pod is drained and changed once
+	// it ends.
+	StagePreUpdateHook Stage = "PreUpdateHook"
 	// StageDraining: the readiness gate is False; the images are patched after the grace period.
 	StageDraining Stage = "Draining"
 	// StageResizing: the containers' resources are changed through the pod's resize
@@ -37,6 +41,9 @@ const (
 	StageResizing Stage = "Resizing"
 	// StageUpdating: the images are patched; waiting for the new containers to run and be ready.
 	StageUpdating Stage = "Updating"
+	// StagePostUpdateHook: every changed container runs its new image and the pod is Ready; the
+	// postUpdate hook runs, and the pod counts as updated once it ends.
+	StagePostUpdateHook Stage = "PostUpdateHook"
 	// StageUpdated: every changed container runs its new image, Running and Ready through the soak.
 	StageUpdated Stage = "Updated"
 	// StageFailed: a changed container failed (reason says how); the pod waits for a revert.
@@ -59,7 +66,11 @@ type State struct {
 	// template changed along with its images).
 	Labels      map[string]LabelChange `json:"labels,omitempty"`
 	Annotations map[string]LabelChange `json:"annotations,omitempty"`
-	Stage       Stage                  `json:"stage"`
+	// Hooks are the rollout's hooks, recorded when the update starts so that a revert runs them
+	// too; HookRuns each hook run on the pod, in either direction.
+	Hooks    *Hooks    `json:"hooks,omitempty"`
+	HookRuns []HookRun `json:"hookRuns,omitempty"`
+	Stage    Stage     `json:"stage"`
 	Reason      string                 `json:"reason,omitempty"`
 	// Failure is the code of a Failed stage's Reason; states written before it was recorded
 	// have none (see FailureCode).
@@ -236,13 +247,18 @@ func (e *StateError) Error() string {
 // is not a reference. Acting on one could patch the wrong container or a made-up image back.
 func (s *State) check(pod *corev1.Pod) error {
 	if !s.Stage.Known() {
-		return fmt.Errorf("stage %q is none of %s, %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Stage), 64),
-			StagePreparing, StageDraining, StageResizing, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack)
+		return fmt.Errorf("stage %q is none of %s", truncate(string(s.Stage), 64), joinNames(knownStages))
 	}
 	if s.Failure != "" && !s.Failure.Known() {
-		return fmt.Errorf("failure %q is none of %s, %s, %s, %s, %s, %s, %s, %s, %s", truncate(string(s.Failure), 64), FailureImagePull, FailureCrashLoop,
-			FailureConfigError, FailureContainerError, FailureRestartClimb, FailureDeadlineExceeded, FailureContainerGone,
-			FailureResizeInfeasible, FailureResizeError)
+		return fmt.Errorf("failure %q is none of %s", truncate(string(s.Failure), 64), joinNames(knownFailures))
+	}
+	if err := CheckHooks("hooks", s.Hooks); err != nil {
+		return err
+	}
+	for i, r := range s.HookRuns {
+		if s.Hooks.hook(r.Hook) == nil {
+			return fmt.Errorf("hookRuns[%d]: hook %q is not one of the state's hooks", i, truncate(string(r.Hook), 64))
+		}
 	}
 	seen := make(map[string]bool, len(s.Containers))
 	for i, c := range s.Containers {
@@ -339,17 +355,26 @@ func (s *State) clone() *State {
 	c := *s
 	c.Containers = append([]ContainerState(nil), s.Containers...)
 	c.Labels, c.Annotations = maps.Clone(s.Labels), maps.Clone(s.Annotations)
+	c.HookRuns = slices.Clone(s.HookRuns)
 	return &c
 }
 
 // Known reports whether the stage is one this version writes; anything else was written by hand
 // or by another tool.
-func (s Stage) Known() bool {
-	switch s {
-	case StagePreparing, StageDraining, StageResizing, StageUpdating, StageUpdated, StageFailed, StageRollingBack, StageRolledBack:
-		return true
+func (s Stage) Known() bool { return slices.Contains(knownStages, s) }
+
+// knownStages are the stages this version writes, in the order an update and a revert go
+// through them.
+var knownStages = []Stage{StagePreparing, StagePreUpdateHook, StageDraining, StageResizing, StageUpdating,
+	StagePostUpdateHook, StageUpdated, StageFailed, StageRollingBack, StageRolledBack}
+
+// joinNames lists stages or failure codes for a message.
+func joinNames[T ~string](values []T) string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
 	}
-	return false
+	return strings.Join(out, ", ")
 }
 
 // Terminal reports whether the stage needs no further step from the updater.

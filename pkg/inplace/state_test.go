@@ -36,7 +36,7 @@ func TestReadStateRefusesShapesNoVersionWrites(t *testing.T) {
 		{"no containers", `{"stage":"RolledBack","containers":null}`, "", false},
 		{"not JSON", `{"stage":`, "pod ns/web-0: annotation inplace-rollout.io/state is not valid JSON: unexpected end of JSON input", false},
 		{"a string", `"Updated"`, "pod ns/web-0: annotation inplace-rollout.io/state is not valid JSON: json: cannot unmarshal string", false},
-		{"no stage", `{"containers":[` + app + `]}`, `pod ns/web-0: annotation inplace-rollout.io/state is not a state this version writes: stage "" is none of Preparing, Draining, Resizing, Updating, Updated, Failed, RollingBack, RolledBack`, true},
+		{"no stage", `{"containers":[` + app + `]}`, `pod ns/web-0: annotation inplace-rollout.io/state is not a state this version writes: stage "" is none of Preparing, PreUpdateHook, Draining, Resizing, Updating, PostUpdateHook, Updated, Failed, RollingBack, RolledBack`, true},
 		{"unknown stage", `{"stage":"updated","containers":[` + app + `]}`, `stage "updated" is none of`, true},
 		{"container without a name", `{"stage":"Updated","containers":[{"beforeImage":"a","afterImage":"b"}]}`, "containers[0] has no name", true},
 		{"container the pod lacks", `{"stage":"Updated","containers":[` + app + `,{"name":"db","beforeImage":"a","afterImage":"b"}]}`, `containers[1]: the pod has no container "db"`, true},

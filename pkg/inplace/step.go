@@ -49,6 +49,9 @@ type Step struct {
 	RequeueAfter time.Duration
 	// Event is recorded on the pod once the patch is written.
 	Event *Event
+	// Call is an HTTP hook to call once the patch, which records its start, is written; its
+	// answer decides the next step.
+	Call *HookCall
 }
 
 // Event is a Kubernetes Event about the pod.
@@ -67,6 +70,7 @@ const (
 	EventRollingBack    = "InPlaceRollingBack"
 	EventRolledBack     = "InPlaceRolledBack"
 	EventRollbackFailed = "InPlaceRollbackFailed"
+	EventHook           = "InPlaceHook"
 )
 
 // patchBuilder assembles one strategic-merge patch.

@@ -16,13 +16,18 @@ import (
 // Bad input (unknown container, invalid image) and pods that cannot be updated return an error
 // and no write. Calling it again after any write, or after a crash, continues where the pod is.
 func NextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time) (Step, error) {
+	return nextUpdate(pod, target, opts, now, nil)
+}
+
+// nextUpdate is NextUpdate with the answer to the HTTP hook call the caller just made, if any.
+func nextUpdate(pod *corev1.Pod, target Target, opts Options, now time.Time, answer *HookAnswer) (Step, error) {
 	opts = opts.withDefaults()
 	st, err := ReadState(pod)
 	if err != nil {
 		return Step{}, err
 	}
 	if st != nil && st.RolloutID == target.RolloutID {
-		return continueUpdate(pod, st, opts, now), nil
+		return continueUpdate(pod, st, opts, now, answer), nil
 	}
 	b, err := beginUpdate(pod, st, target, opts, now)
 	if err != nil || b.step != nil {
@@ -44,7 +49,7 @@ func ImagePatch(pod *corev1.Pod, target Target, now time.Time) ([]byte, error) {
 		return nil, err
 	}
 	if st != nil && st.RolloutID == target.RolloutID {
-		if st.Stage != StagePreparing && st.Stage != StageDraining {
+		if st.Stage != StagePreparing && st.Stage != StagePreUpdateHook && st.Stage != StageDraining {
 			return nil, nil
 		}
 		return enter(pod, st.clone(), StageUpdating, now, "").Patch, nil
@@ -112,12 +117,15 @@ func beginUpdate(pod *corev1.Pod, st *State, target Target, opts Options, now ti
 		// A superseded update whose images are already patched finishes first, so the pod is
 		// judged against one target at a time and restarts at most once more.
 		if st.Stage == StageRollingBack {
-			return instead(continueRevert(pod, st, opts, now))
+			return instead(continueRevert(pod, st, opts, now, nil))
 		}
-		return instead(continueUpdate(pod, st, opts, now), nil)
+		return instead(continueUpdate(pod, st, opts, now, nil), nil)
 	}
 	plan, err := Diff(pod, target)
 	if err != nil {
+		return begun{}, err
+	}
+	if err := checkHookPorts(pod, target.Hooks); err != nil {
 		return begun{}, err
 	}
 	if plan.NoOp() && metaSet(pod, target) {
@@ -146,10 +154,19 @@ func beginUpdate(pod *corev1.Pod, st *State, target Target, opts Options, now ti
 }
 
 // firstStage is the stage an update of pod to st enters once every container to change has
-// reported what it runs: Draining when the pod has the readiness gate and a container will
-// restart, else Resizing when resources change, else Updating. A resize that restarts nothing
-// leaves the pod serving, so it is not drained.
+// reported what it runs: PreUpdateHook when the rollout has a preUpdate hook, else the stage
+// that changes the pod (beforeChange).
 func firstStage(pod *corev1.Pod, st *State) Stage {
+	if st.Hooks.hook(PreUpdate) != nil {
+		return StagePreUpdateHook
+	}
+	return beforeChange(pod, st)
+}
+
+// beforeChange is the stage after the preUpdate hook: Draining when the pod has the readiness
+// gate and a container will restart, else Resizing when resources change, else Updating. A
+// resize that restarts nothing leaves the pod serving, so it is not drained.
+func beforeChange(pod *corev1.Pod, st *State) Stage {
 	if hasReadinessGate(pod) && st.restarts() {
 		return StageDraining
 	}
@@ -244,7 +261,7 @@ func startsAnyPlan(pod *corev1.Pod, target Target) bool {
 // run now, and the labels target sets. Taking over a superseded update (st), it keeps what the
 // pod ran before that one.
 func startState(pod *corev1.Pod, st *State, plan Plan, target Target, superseding bool, now time.Time) (*State, error) {
-	next := &State{RolloutID: target.RolloutID, Revision: target.Revision, StartedAt: stageTime(now)}
+	next := &State{RolloutID: target.RolloutID, Revision: target.Revision, StartedAt: stageTime(now), Hooks: target.Hooks}
 	for _, ch := range plan.Changes {
 		cs := containerStatus(pod, ch.Container, ch.Init)
 		c := ContainerState{Name: ch.Container, Init: ch.Init, BeforeImage: ch.From, AfterImage: ch.To}
@@ -314,9 +331,15 @@ func metaChanges(have, target map[string]string, prev map[string]LabelChange) ma
 	return out
 }
 
-// enter writes st at the given stage with the stage's side effect: the readiness gate False for
-// Draining, the images for Updating.
+// enter writes st at the given stage with the stage's side effect: the hook's start for a hook
+// stage, the readiness gate False for Draining, the images for Updating.
 func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string) Step {
+	switch stage {
+	case StagePreUpdateHook:
+		return startHook(pod, st, PreUpdate, false, stage, now)
+	case StagePostUpdateHook:
+		return startHook(pod, st, PostUpdate, false, stage, now)
+	}
 	st.moveTo(stage, now, reason, "")
 	b := newPatch(pod)
 	var ev *Event
@@ -341,8 +364,9 @@ func enter(pod *corev1.Pod, st *State, stage Stage, now time.Time, reason string
 	return s
 }
 
-// continueUpdate takes the next step of an update already recorded on the pod.
-func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Step {
+// continueUpdate takes the next step of an update already recorded on the pod; answer is the
+// answer to the HTTP hook call the caller just made, if any.
+func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time, answer *HookAnswer) Step {
 	switch st.Stage {
 	case StagePreparing:
 		next := st.clone()
@@ -367,6 +391,24 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			return wait(st, pollInterval, fmt.Sprintf("waiting for container %s to report an imageID", strings.Join(missing, ", ")))
 		}
 		return enter(pod, next, firstStage(pod, next), now, "")
+	case StagePreUpdateHook, StagePostUpdateHook:
+		n := PreUpdate
+		if st.Stage == StagePostUpdateHook {
+			n = PostUpdate
+		}
+		switch v, next, reason := judgeHook(pod, st, n, false, answer, now); v {
+		case hookStart:
+			return startHook(pod, st, n, false, st.Stage, now)
+		case hookWait:
+			return wait(st, pollInterval, reason)
+		case hookFailedPod:
+			return fail(pod, next, now, FailureHook, reason, false)
+		default:
+			if n == PreUpdate {
+				return enter(pod, next, beforeChange(pod, next), now, "")
+			}
+			return updated(pod, next, now, "")
+		}
 	case StageDraining:
 		if left := st.StageAt.Add(opts.GracePeriod).Sub(now); left > 0 {
 			return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second)))
@@ -381,7 +423,7 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			return fail(pod, st, now, p.Code, p.Reason, false)
 		case p.OpenGate:
 			return openGate(pod, st, now, p.Reason)
-		case p.Done && !hasReadinessGate(pod):
+		case p.Done && !hasReadinessGate(pod) && st.Hooks.hook(PostUpdate) == nil:
 			// The image patch was the update's one write: its end is judged from the pod
 			// (Judged), never written.
 			reason := "updated in place: " + describeChanges(st, false)
@@ -394,10 +436,10 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 			for i := range next.Containers {
 				next.Containers[i].AfterImageID = p.ImageIDs[next.Containers[i].Name]
 			}
-			if p.Unhealthy != "" {
-				return finish(pod, next, StageUpdated, now, &Event{Type: corev1.EventTypeWarning, Reason: EventUpdated, Message: "updated in place, failing as before: " + p.Unhealthy}, p.Unhealthy)
+			if st.Hooks.hook(PostUpdate) != nil {
+				return enter(pod, next, StagePostUpdateHook, now, "")
 			}
-			return finish(pod, next, StageUpdated, now, &Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "updated in place: " + describeChanges(st, false)}, "")
+			return updated(pod, next, now, p.Unhealthy)
 		default:
 			return wait(st, p.RequeueAfter, p.Reason)
 		}
@@ -407,6 +449,15 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time) Ste
 	default: // Updated, Failed, RolledBack
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}
 	}
+}
+
+// updated records the end of the update, with how the pod fails as it did before, if it does
+// (unhealthy).
+func updated(pod *corev1.Pod, st *State, now time.Time, unhealthy string) Step {
+	if unhealthy != "" {
+		return finish(pod, st, StageUpdated, now, &Event{Type: corev1.EventTypeWarning, Reason: EventUpdated, Message: "updated in place, failing as before: " + unhealthy}, unhealthy)
+	}
+	return finish(pod, st, StageUpdated, now, &Event{Type: corev1.EventTypeNormal, Reason: EventUpdated, Message: "updated in place: " + describeChanges(st, false)}, "")
 }
 
 // finish records a terminal success stage, with a reason when there is something to report;

@@ -30,6 +30,8 @@ type Updater struct {
 	// Wrote, when set, receives each pod as its write returned it: a cache that lags the API
 	// server can answer with it (workload.PodWatch.Wrote).
 	Wrote func(*corev1.Pod)
+	// Hooks makes HTTP hook calls; nil calls through the API server's pod proxy with Client.
+	Hooks HookCaller
 }
 
 // Result is the outcome of one Update or Revert call.
@@ -53,8 +55,8 @@ func (u *Updater) Update(ctx context.Context, namespace, name string, target Tar
 // fresh read, never a write decided on what the pod no longer is. A pod with no
 // resourceVersion is read first.
 func (u *Updater) UpdatePod(ctx context.Context, pod *corev1.Pod, target Target) (Result, error) {
-	return u.do(ctx, pod, "updating", func(pod *corev1.Pod, now time.Time) (Step, error) {
-		return NextUpdate(pod, target, u.Options, now)
+	return u.do(ctx, pod, "updating", func(pod *corev1.Pod, now time.Time, answer *HookAnswer) (Step, error) {
+		return nextUpdate(pod, target, u.Options, now, answer)
 	})
 }
 
@@ -65,20 +67,40 @@ func (u *Updater) Revert(ctx context.Context, namespace, name string) (Result, e
 
 // RevertPod is Revert starting from a pod just read, as UpdatePod.
 func (u *Updater) RevertPod(ctx context.Context, pod *corev1.Pod) (Result, error) {
-	return u.do(ctx, pod, "reverting", func(pod *corev1.Pod, now time.Time) (Step, error) {
-		return NextRevert(pod, u.Options, now, u.TagMoved)
+	return u.do(ctx, pod, "reverting", func(pod *corev1.Pod, now time.Time, answer *HookAnswer) (Step, error) {
+		return nextRevert(pod, u.Options, now, u.TagMoved, answer)
 	})
 }
 
 // AdoptPod records an adoption on a pod just read (see NextAdopt), so that RevertPod can take
 // it back to the previous images.
 func (u *Updater) AdoptPod(ctx context.Context, pod *corev1.Pod, a Adoption) (Result, error) {
-	return u.do(ctx, pod, "adopting", func(pod *corev1.Pod, now time.Time) (Step, error) {
+	return u.do(ctx, pod, "adopting", func(pod *corev1.Pod, now time.Time, _ *HookAnswer) (Step, error) {
 		return NextAdopt(pod, a, now)
 	})
 }
 
-func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next func(*corev1.Pod, time.Time) (Step, error)) (Result, error) {
+// decide is a pure decision on a pod just read: NextUpdate, NextRevert or NextAdopt, with the
+// answer to the HTTP hook call just made, if any.
+type decide func(pod *corev1.Pod, now time.Time, answer *HookAnswer) (Step, error)
+
+func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next decide) (Result, error) {
+	res, written, call, err := u.write(ctx, fresh, verb, next, nil)
+	if err != nil || call == nil {
+		return res, err
+	}
+	// The write recorded the hook's start: the call is made once, and its answer is recorded
+	// by the next write. A driver stopped in between leaves the start alone on the pod, and the
+	// next decision counts the hook's outcome as unknown rather than calling it again.
+	answer := &HookAnswer{Call: *call, Result: u.call(ctx, written, *call)}
+	u.log().Info("hook called", "pod", fresh.Namespace+"/"+fresh.Name, "hook", call.Hook, "reverting", call.Reverting, "status", answer.Result.Status, "err", answer.Result.Err)
+	res, _, _, err = u.write(ctx, written, verb, next, answer)
+	return res, err
+}
+
+// write makes the one write next decides on the pod (read fresh unless given with its
+// resourceVersion), and returns the pod as written and the hook call the step asks for.
+func (u *Updater) write(ctx context.Context, fresh *corev1.Pod, verb string, next decide, answer *HookAnswer) (Result, *corev1.Pod, *HookCall, error) {
 	namespace, name := fresh.Namespace, fresh.Name
 	if fresh.ResourceVersion == "" {
 		fresh = nil
@@ -87,6 +109,7 @@ func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next f
 		res     Result
 		written *corev1.Pod
 		event   *Event
+		call    *HookCall
 	)
 	// Every decision is made on a fresh read and written with that read's resourceVersion; a
 	// conflict means the pod moved on, so read and decide again.
@@ -99,7 +122,7 @@ func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next f
 				return fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
 			}
 		}
-		step, err := next(pod, u.now())
+		step, err := next(pod, u.now(), answer)
 		if err != nil {
 			return err
 		}
@@ -115,11 +138,11 @@ func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next f
 		if err != nil {
 			return fmt.Errorf("%s pod %s/%s (writing stage %s): %w", verb, namespace, name, step.Stage, err)
 		}
-		res.Wrote, event = true, step.Event
+		res.Wrote, event, call = true, step.Event, step.Call
 		return nil
 	})
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, nil, err
 	}
 	if res.Wrote {
 		if u.Wrote != nil && written != nil {
@@ -132,7 +155,18 @@ func (u *Updater) do(ctx context.Context, fresh *corev1.Pod, verb string, next f
 			}
 		}
 	}
-	return res, nil
+	return res, written, call, nil
+}
+
+// call makes an HTTP hook call, bounded by its timeout.
+func (u *Updater) call(ctx context.Context, pod *corev1.Pod, c HookCall) HookResult {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	caller := u.Hooks
+	if caller == nil {
+		caller = PodProxy{Client: u.Client}
+	}
+	return caller.Call(ctx, pod, c)
 }
 
 func (u *Updater) now() time.Time {

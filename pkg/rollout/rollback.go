@@ -256,7 +256,7 @@ func (c *rollbackCensus) add(lock *Record, ps podState) {
 	switch {
 	case ps.state.Stage == inplace.StageRolledBack:
 		c.rolledBack++
-	case ps.state.Stage == inplace.StageFailed && revertFailed(ps.state):
+	case ps.state.RevertFailed():
 		c.failed = append(c.failed, ps)
 	default:
 		// A state edited to name another image is not followed: the pod stays for a person.
@@ -487,16 +487,6 @@ func (e *Engine) restoreWorkload(ctx context.Context, spec RollbackSpec, w workl
 	e.rolledBack(w.Ref())
 	e.logFor(w.Ref(), lock.RolloutID).Info("rolled back", "pods", st.RolledBack)
 	return st, 0, nil
-}
-
-// revertFailed reports whether a Failed state is a failed revert (its revert images were set).
-func revertFailed(s *inplace.State) bool {
-	for _, c := range s.Containers {
-		if c.RevertImage != "" {
-			return true
-		}
-	}
-	return false
 }
 
 // rollbackRequested is the reason a requested rollback records; a halted rollout keeps what
