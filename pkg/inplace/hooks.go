@@ -199,25 +199,34 @@ func checkHook(h *Hook) error {
 
 // hookPort is the number of h's port on pod: the number, or the container port of that name.
 func hookPort(pod *corev1.Pod, h *HTTPHook) (int32, error) {
+	port, err := specPort(pod.Spec, h)
+	if err != nil {
+		return 0, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return port, nil
+}
+
+func specPort(spec corev1.PodSpec, h *HTTPHook) (int32, error) {
 	if h.Port.Type == intstr.Int {
 		return h.Port.IntVal, nil
 	}
-	for _, c := range pod.Spec.Containers {
+	for _, c := range spec.Containers {
 		for _, p := range c.Ports {
 			if p.Name == h.Port.StrVal {
 				return p.ContainerPort, nil
 			}
 		}
 	}
-	return 0, fmt.Errorf("pod %s/%s declares no container port named %q for its HTTP hook", pod.Namespace, pod.Name, h.Port.StrVal)
+	return 0, fmt.Errorf("no container declares the port %q that the HTTP hook names", h.Port.StrVal)
 }
 
-// checkHookPorts refuses hooks whose named port the pod does not declare.
-func checkHookPorts(pod *corev1.Pod, h *Hooks) error {
+// CheckHookPorts refuses hooks whose HTTP port names a port no container of spec (a pod's or a
+// template's) declares.
+func CheckHookPorts(spec corev1.PodSpec, h *Hooks) error {
 	for _, n := range []HookName{PreUpdate, PostUpdate} {
 		if hk := h.hook(n); hk != nil && hk.HTTP != nil {
-			if _, err := hookPort(pod, hk.HTTP); err != nil {
-				return err
+			if _, err := specPort(spec, hk.HTTP); err != nil {
+				return fmt.Errorf("hooks.%s: %w", n, err)
 			}
 		}
 	}

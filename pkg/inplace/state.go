@@ -71,7 +71,7 @@ type State struct {
 	Hooks    *Hooks    `json:"hooks,omitempty"`
 	HookRuns []HookRun `json:"hookRuns,omitempty"`
 	Stage    Stage     `json:"stage"`
-	Reason      string                 `json:"reason,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
 	// Failure is the code of a Failed stage's Reason; states written before it was recorded
 	// have none (see FailureCode).
 	Failure FailureCode `json:"failure,omitempty"`

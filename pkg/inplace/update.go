@@ -125,8 +125,8 @@ func beginUpdate(pod *corev1.Pod, st *State, target Target, opts Options, now ti
 	if err != nil {
 		return begun{}, err
 	}
-	if err := checkHookPorts(pod, target.Hooks); err != nil {
-		return begun{}, err
+	if err := CheckHookPorts(pod.Spec, target.Hooks); err != nil {
+		return begun{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	if plan.NoOp() && metaSet(pod, target) {
 		if !superseding {

@@ -180,7 +180,7 @@ func (e *Engine) tryStart(ctx context.Context, spec Spec, w workload.Workload, c
 		return err
 	}
 	target := inplace.Target{Images: next.Images, Resources: next.Resources, IncludeInit: spec.IncludeInit, RolloutID: next.RolloutID,
-		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations}
+		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations, Hooks: spec.Hooks}
 	byName := map[string]*corev1.Pod{}
 	for _, p := range w.Pods() {
 		byName[p.Name] = p

@@ -239,7 +239,7 @@ func (e *Engine) observe(ctx context.Context, spec Spec, w workload.Workload, lo
 		return c, nil
 	}
 	c.target = inplace.Target{Images: lock.Images, Resources: lock.Resources, IncludeInit: spec.IncludeInit, RolloutID: lock.RolloutID,
-		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations, Supersedes: lock.Superseded}
+		Labels: withLabels(labels, spec.Labels), Annotations: spec.Annotations, Supersedes: lock.Superseded, Hooks: spec.Hooks}
 	c.refused, c.waiting = map[string]*inplace.IneligibleError{}, map[string]bool{}
 	c.read = e.stateReader()
 	pods := w.Pods()

@@ -37,6 +37,11 @@ type Spec struct {
 	// its resize subresource, before its images, and the template gets them as it gets the
 	// images. Only values the containers already declare change.
 	Resources map[string]inplace.Resources
+	// Hooks run around each pod's change and its revert (inplace.Hooks): an HTTP call to the pod
+	// through the API server's pod proxy, or a handshake on a pod condition. They are not part of
+	// the hash: a rollout resumed with other hooks goes on, and each pod keeps the hooks its
+	// update started with.
+	Hooks *inplace.Hooks
 	// IncludeInit lets Images name init containers other than native sidecars (init containers
 	// with restartPolicy Always), which Images may always name.
 	IncludeInit bool
@@ -192,6 +197,9 @@ func (s Spec) Validate() error {
 		return invalid("nothing to change: give at least one CONTAINER=IMAGE, or container resources")
 	}
 	if err := inplace.CheckResourceValues(s.Resources); err != nil {
+		return invalid("%v", err)
+	}
+	if err := inplace.CheckHooks("hooks", s.Hooks); err != nil {
 		return invalid("%v", err)
 	}
 	for name, img := range s.Images {
