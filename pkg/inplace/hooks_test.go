@@ -139,11 +139,15 @@ func walk(t *testing.T, pod *corev1.Pod, k kubelet, answer HookResult, next func
 }
 
 func updateWith(target Target, opts Options) func(*corev1.Pod, time.Time, *HookAnswer) (Step, error) {
-	return func(p *corev1.Pod, now time.Time, a *HookAnswer) (Step, error) { return nextUpdate(p, target, opts, now, a) }
+	return func(p *corev1.Pod, now time.Time, a *HookAnswer) (Step, error) {
+		return nextUpdate(p, target, opts, now, a)
+	}
 }
 
 func revertWith(opts Options) func(*corev1.Pod, time.Time, *HookAnswer) (Step, error) {
-	return func(p *corev1.Pod, now time.Time, a *HookAnswer) (Step, error) { return nextRevert(p, opts, now, nil, a) }
+	return func(p *corev1.Pod, now time.Time, a *HookAnswer) (Step, error) {
+		return nextRevert(p, opts, now, nil, a)
+	}
 }
 
 func compact(stages []Stage) []Stage {
