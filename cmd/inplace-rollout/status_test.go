@@ -67,7 +67,7 @@ func TestStatusRows(t *testing.T) {
 			[]string{"web-2 true - app - reg/app:v1 last changed by an earlier rollout, old-0 (RolledBack)"}},
 		{"an unknown stage is flagged, saying why the state is not read",
 			statusPod("web-3", "reg/app:v2", state("new-2", "Bogus")), lock,
-			[]string{`web-3 true - app - reg/app:v2 pod shop/web-3: annotation inplace-rollout.io/state is not a state this version writes: stage "Bogus" is none of Preparing, Draining, Resizing, Updating, Updated, Failed, RollingBack, RolledBack`}},
+			[]string{`web-3 true - app - reg/app:v2 pod shop/web-3: annotation inplace-rollout.io/state is not a state this version writes: stage "Bogus" is none of Preparing, PreUpdateHook, Draining, Resizing, Updating, PostUpdateHook, Updated, Failed, RollingBack, RolledBack`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
