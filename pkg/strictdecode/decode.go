@@ -29,13 +29,28 @@ func Describe(v any, what string) Option {
 	return func(d *decoder) { d.describe[reflect.TypeOf(v)] = what }
 }
 
+// DescribeField names what one field of a struct must be, by the struct (a value of its type)
+// and the field's JSON name, over Describe of the field's type: for a type that serves fields
+// of different meanings, such as an int-or-string that is a pod count in one place and a port
+// in another.
+func DescribeField(parent any, field, what string) Option {
+	return func(d *decoder) { d.fields[fieldKey{reflect.TypeOf(parent), field}] = what }
+}
+
+// fieldKey names a field by its struct type and JSON name.
+type fieldKey struct {
+	parent reflect.Type
+	field  string
+}
+
 type decoder struct {
 	describe map[reflect.Type]string
+	fields   map[fieldKey]string
 }
 
 // Decode decodes data, YAML or JSON, into the value into points to.
 func Decode(data []byte, into any, opts ...Option) error {
-	d := &decoder{describe: map[reflect.Type]string{}}
+	d := &decoder{describe: map[reflect.Type]string{}, fields: map[fieldKey]string{}}
 	for _, o := range opts {
 		o(d)
 	}
@@ -55,7 +70,7 @@ func Decode(data []byte, into any, opts ...Option) error {
 	if err := json.Unmarshal(j, &raw); err != nil {
 		return err
 	}
-	if err := d.check(raw, reflect.TypeOf(into), ""); err != nil {
+	if err := d.check(raw, reflect.TypeOf(into), "", ""); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(j))
@@ -77,8 +92,9 @@ var unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
 
 // check walks decoded JSON against a type and reports, by its path, the first key the type
 // lacks, or the first value a type with its own JSON decoding (a duration, a count or
-// percentage) refuses: the JSON decoder would report those without saying where they are.
-func (d *decoder) check(v any, t reflect.Type, path string) error {
+// percentage) refuses: the JSON decoder would report those without saying where they are. what,
+// when not empty, is the field's own description (DescribeField).
+func (d *decoder) check(v any, t reflect.Type, path, what string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -88,7 +104,10 @@ func (d *decoder) check(v any, t reflect.Type, path string) error {
 		}
 		raw, _ := json.Marshal(v)
 		if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
-			if what, ok := d.describe[t]; ok {
+			if what == "" {
+				what = d.describe[t]
+			}
+			if what != "" {
 				return fmt.Errorf("%s: want %s, got %s", path, what, raw)
 			}
 			return fmt.Errorf("%s: %v", path, err)
@@ -99,7 +118,7 @@ func (d *decoder) check(v any, t reflect.Type, path string) error {
 	case map[string]any:
 		if t.Kind() == reflect.Map {
 			for _, k := range slices.Sorted(maps.Keys(val)) {
-				if err := d.check(val[k], t.Elem(), join(path, k)); err != nil {
+				if err := d.check(val[k], t.Elem(), join(path, k), what); err != nil {
 					return err
 				}
 			}
@@ -114,14 +133,14 @@ func (d *decoder) check(v any, t reflect.Type, path string) error {
 			if !ok {
 				return fmt.Errorf("unknown field %q (known fields here: %s)", join(path, k), strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 			}
-			if err := d.check(val[k], ft, join(path, k)); err != nil {
+			if err := d.check(val[k], ft.typ, join(path, k), d.fields[fieldKey{ft.owner, k}]); err != nil {
 				return err
 			}
 		}
 	case []any:
 		if t.Kind() == reflect.Slice {
 			for i, sub := range val {
-				if err := d.check(sub, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				if err := d.check(sub, t.Elem(), fmt.Sprintf("%s[%d]", path, i), what); err != nil {
 					return err
 				}
 			}
@@ -130,10 +149,16 @@ func (d *decoder) check(v any, t reflect.Type, path string) error {
 	return nil
 }
 
+// jsonField is a field of a struct as JSON names it: its type, and the struct that declares it
+// (an embedded struct's, for a promoted field), which DescribeField names it by.
+type jsonField struct {
+	typ, owner reflect.Type
+}
+
 // jsonFields maps the JSON names of a struct's fields to their types, taking the fields of
 // embedded structs without a name of their own (`json:",inline"`) as the struct's own.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := map[string]reflect.Type{}
+func jsonFields(t reflect.Type) map[string]jsonField {
+	fields := map[string]jsonField{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -146,9 +171,9 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 			}
 		case !f.IsExported():
 		case name == "":
-			fields[f.Name] = f.Type
+			fields[f.Name] = jsonField{f.Type, t}
 		default:
-			fields[name] = f.Type
+			fields[name] = jsonField{f.Type, t}
 		}
 	}
 	return fields

@@ -76,3 +76,50 @@ func TestDecode(t *testing.T) {
 		t.Errorf("empty document: %v, want ErrEmpty", err)
 	}
 }
+
+// ports holds int-or-strings of another meaning than inner's count.
+type ports struct {
+	Port  intstr.IntOrString   `json:"port"`
+	Ports []intstr.IntOrString `json:"ports,omitempty"`
+	Inner *inner               `json:"inner,omitempty"`
+}
+
+// inlined embeds ports, whose fields are its own in JSON.
+type inlined struct {
+	ports `json:",inline"`
+	Extra string `json:"extra,omitempty"`
+}
+
+// TestDescribeField: a field described by DescribeField is reported with its own description
+// over its type's, in a list as each element, and when its struct is inlined in another; a
+// field of the same type elsewhere keeps its type's.
+func TestDescribeField(t *testing.T) {
+	opts := []Option{
+		Describe(intstr.IntOrString{}, "a count or a percentage"),
+		DescribeField(ports{}, "port", "a port"),
+		DescribeField(ports{}, "ports", "a port"),
+	}
+	tests := []struct {
+		name string
+		in   string
+		into any
+		want string
+	}{
+		{"the field", "port: true", &ports{}, "port: want a port, got true"},
+		{"each element of a list", "port: 1\nports: [2, 3.5]", &ports{}, "ports[1]: want a port, got 3.5"},
+		{"the type elsewhere", "port: 1\ninner: {count: true}", &ports{}, "inner.count: want a count or a percentage, got true"},
+		{"inlined in another struct", "extra: x\nport: {}", &inlined{}, "port: want a port, got {}"},
+		{"accepted", "port: http\nports: [8080, metrics]", &ports{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Decode([]byte(tt.in), tt.into, opts...)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Decode(%q): %v", tt.in, err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Decode(%q) = %v, want an error containing %q", tt.in, err, tt.want)
+			}
+		})
+	}
+}
