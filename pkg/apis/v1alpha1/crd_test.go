@@ -397,7 +397,19 @@ func TestCRDQuantities(t *testing.T) {
 		{"a unit of its own", `{app: {limits: {memory: 64MB}}}`, "spec.resources.app.limits.memory"},
 		{"not a map", `{app: {requests: [cpu]}}`, "spec.resources.app.requests"},
 	}
-	// The CRD's schema as OpenAPI, which the API server's validation of a custom resource runs.
+	validate := specValidator(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkSchemaVerdict(t, validate(t, "resources", tt.resources), tt.want)
+		})
+	}
+}
+
+// specValidator returns a function that validates, against the CRD's schema as OpenAPI (which
+// the API server's validation of a custom resource runs), an InPlaceRollout of a StatefulSet
+// whose spec has field set to value (YAML), and returns the errors.
+func specValidator(t *testing.T) func(t *testing.T, field, value string) []string {
+	t.Helper()
 	raw, err := json.Marshal(readCRD(t).Spec.Versions[0].Schema.OpenAPIV3Schema)
 	if err != nil {
 		t.Fatal(err)
@@ -407,25 +419,60 @@ func TestCRDQuantities(t *testing.T) {
 		t.Fatal(err)
 	}
 	validator := validate.NewSchemaValidator(&schema, nil, "", strfmt.Default)
+	return func(t *testing.T, field, value string) []string {
+		t.Helper()
+		var v any
+		if err := yaml.Unmarshal([]byte(value), &v); err != nil {
+			t.Fatal(err)
+		}
+		obj := map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": v1alpha1.Kind, "metadata": map[string]any{"name": "r"},
+			"spec": map[string]any{"target": map[string]any{"kind": "StatefulSet", "name": "web"}, field: v}}
+		var got []string
+		for _, e := range validator.Validate(obj).Errors {
+			got = append(got, e.Error())
+		}
+		return got
+	}
+}
+
+// checkSchemaVerdict fails the test unless the schema's errors are none when want is empty, or
+// one of them names want.
+func checkSchemaVerdict(t *testing.T, got []string, want string) {
+	t.Helper()
+	switch {
+	case want == "" && len(got) > 0:
+		t.Errorf("refused: %v", got)
+	case want != "" && !strings.Contains(strings.Join(got, "\n"), want):
+		t.Errorf("errors %q, want one naming %q", got, want)
+	}
+}
+
+// TestCRDHooks: the schema takes hooks as the rollout reads them, and refuses at apply time,
+// naming the field, what it can tell the rollout would refuse. (That a hook takes exactly one of
+// http and handshake is a CEL rule, which the API server runs and this validator does not.)
+func TestCRDHooks(t *testing.T) {
+	tests := []struct {
+		name  string
+		hooks string
+		want  string // empty: accepted
+	}{
+		{"http by number", `{preUpdate: {http: {port: 8080, path: /hook/pre, method: POST, expectStatus: 204}, timeout: 10s, onFailure: Fail}}`, ""},
+		{"http by port name", `{postUpdate: {http: {port: http, path: /ready}}}`, ""},
+		{"handshake", `{preUpdate: {handshake: {condition: example.com/deregistered}, timeout: 5m, onFailure: Continue}}`, ""},
+		{"no path", `{preUpdate: {http: {port: 8080}}}`, "spec.hooks.preUpdate.http.path"},
+		{"a path without /", `{preUpdate: {http: {port: 8080, path: hook}}}`, "spec.hooks.preUpdate.http.path"},
+		{"a path with a query", `{preUpdate: {http: {port: 8080, path: "/hook?x=1"}}}`, "spec.hooks.preUpdate.http.path"},
+		{"another method", `{postUpdate: {http: {port: 8080, path: /h, method: PUT}}}`, "spec.hooks.postUpdate.http.method"},
+		{"a status out of range", `{postUpdate: {http: {port: 8080, path: /h, expectStatus: 600}}}`, "spec.hooks.postUpdate.http.expectStatus"},
+		{"a port neither number nor name", `{preUpdate: {http: {port: [8080], path: /h}}}`, "spec.hooks.preUpdate.http.port"},
+		{"an unknown onFailure", `{preUpdate: {handshake: {condition: example.com/x}, onFailure: Ignore}}`, "spec.hooks.preUpdate.onFailure"},
+		{"a handshake without condition", `{preUpdate: {handshake: {}}}`, "spec.hooks.preUpdate.handshake.condition"},
+		{"a timeout not a string", `{preUpdate: {handshake: {condition: example.com/x}, timeout: 30}}`, "spec.hooks.preUpdate.timeout"},
+	}
+	validate := specValidator(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var resources any
-			if err := yaml.Unmarshal([]byte(tt.resources), &resources); err != nil {
-				t.Fatal(err)
-			}
-			obj := map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": v1alpha1.Kind, "metadata": map[string]any{"name": "r"},
-				"spec": map[string]any{"target": map[string]any{"kind": "StatefulSet", "name": "web"}, "resources": resources}}
-			res := validator.Validate(obj)
-			var got []string
-			for _, e := range res.Errors {
-				got = append(got, e.Error())
-			}
-			switch {
-			case tt.want == "" && len(got) > 0:
-				t.Errorf("refused: %v", got)
-			case tt.want != "" && !strings.Contains(strings.Join(got, "\n"), tt.want):
-				t.Errorf("errors %q, want one naming %q", got, tt.want)
-			}
+			checkSchemaVerdict(t, validate(t, "hooks", tt.hooks), tt.want)
 		})
 	}
 }

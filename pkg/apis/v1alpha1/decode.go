@@ -17,6 +17,7 @@ var describeTypes = []strictdecode.Option{
 	strictdecode.Describe(intstr.IntOrString{}, `a pod count or a percentage such as "25%"`),
 	strictdecode.Describe(metav1.Duration{}, `a duration such as "30s" or "5m"`),
 	strictdecode.Describe(resource.Quantity{}, `a quantity such as "250m", "1" or "64Mi"`),
+	strictdecode.DescribeField(HTTPHook{}, "port", `a port number such as 8080 or the name of a declared port such as "http"`),
 }
 
 // Decode parses an InPlaceRollout document, YAML or JSON. An unknown field, a value of the

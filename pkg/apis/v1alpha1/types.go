@@ -91,6 +91,9 @@ type InPlaceRolloutSpec struct {
 	// beside or instead of Images: only the values named change, only cpu and memory, and only
 	// values the container already declares.
 	Resources map[string]corev1.ResourceRequirements `json:"resources,omitempty"`
+	// Hooks run around each pod's change and its revert: an HTTP call to the pod through the
+	// API server's pod proxy, or a handshake on a pod condition.
+	Hooks *Hooks `json:"hooks,omitempty"`
 	// IncludeInit lets Images name init containers that run once when a pod starts, whose new
 	// image takes effect at its next start. Native sidecars (restartPolicy Always) need no
 	// IncludeInit, since they are restarted on a new image as containers are.
