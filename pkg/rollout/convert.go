@@ -1,9 +1,11 @@
 package rollout
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/inplace-rollout/inplace-rollout/pkg/apis/v1alpha1"
+	"github.com/inplace-rollout/inplace-rollout/pkg/inplace"
 	"github.com/inplace-rollout/inplace-rollout/pkg/workload"
 )
 
@@ -31,10 +33,15 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 	if err != nil {
 		return Spec{}, invalid("spec.target.kind: %v", err)
 	}
+	hooks, err := HooksFromV1alpha1("spec.hooks", s.Hooks)
+	if err != nil {
+		return Spec{}, err
+	}
 	spec := Spec{
 		Target:            workload.Ref{Kind: kind, Namespace: namespace, Name: s.Target.Name, Selector: s.Target.Selector},
 		Images:            s.Images,
 		Resources:         s.Resources,
+		Hooks:             hooks,
 		IncludeInit:       s.IncludeInit,
 		Batches:           s.Batches,
 		UpTo:              s.UpTo,
@@ -61,4 +68,35 @@ func FromV1alpha1(in *v1alpha1.InPlaceRolloutSpec, c Caller) (Spec, error) {
 		return Spec{}, invalid("spec: %v", err)
 	}
 	return spec, nil
+}
+
+// HooksFromV1alpha1 converts the hooks of a spec document, and checks them as Validate does,
+// each error naming the field under prefix: spec.hooks for a document, the flag for a command
+// line that gives the field alone. No hook, or an empty hooks field, is nil.
+func HooksFromV1alpha1(prefix string, in *v1alpha1.Hooks) (*inplace.Hooks, error) {
+	if in == nil || in.PreUpdate == nil && in.PostUpdate == nil {
+		return nil, nil
+	}
+	out := &inplace.Hooks{PreUpdate: hookFromV1alpha1(in.PreUpdate), PostUpdate: hookFromV1alpha1(in.PostUpdate)}
+	if err := inplace.CheckHooks(prefix, out); err != nil {
+		return nil, invalid("%v", err)
+	}
+	return out, nil
+}
+
+func hookFromV1alpha1(in *v1alpha1.Hook) *inplace.Hook {
+	if in == nil {
+		return nil
+	}
+	out := &inplace.Hook{OnFailure: inplace.HookFailurePolicy(in.OnFailure)}
+	if in.Timeout != nil {
+		out.Timeout = in.Timeout.Duration
+	}
+	if h := in.HTTP; h != nil {
+		out.HTTP = &inplace.HTTPHook{Port: h.Port, Path: h.Path, Method: h.Method, ExpectStatus: int(h.ExpectStatus)}
+	}
+	if h := in.Handshake; h != nil {
+		out.Handshake = &inplace.HandshakeHook{Condition: corev1.PodConditionType(h.Condition)}
+	}
+	return out
 }
