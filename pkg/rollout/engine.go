@@ -194,10 +194,11 @@ type startCensus struct {
 	canPrePull bool
 	// applied says every pod still has the images and resources of the rollout the lock records.
 	applied bool
-	// startErr, keepErr, ownedErr, statesErr and beforeErr are what each check of the workload
-	// found, in the order they are reported; before are the images a revert may go back to.
-	startErr, keepErr, ownedErr, statesErr, beforeErr error
-	before                                            map[string][]string
+	// startErr, hooksErr, keepErr, ownedErr, statesErr and beforeErr are what each check of the
+	// workload found, in the order they are reported; before are the images a revert may go back
+	// to.
+	startErr, hooksErr, keepErr, ownedErr, statesErr, beforeErr error
+	before                                                      map[string][]string
 	// unready name the pods not Ready; onTarget counts the pods on the spec's images as given
 	// and its resources, and templateOnTarget says the template has them (or there is none).
 	unready          []string
@@ -239,6 +240,7 @@ func observeStart(spec Spec, w workload.Observed, lock *Record, canPrePull bool)
 		c.applied = stillApplied(pods, lock.target())
 	}
 	c.startErr = w.CheckStart(spec.change(), spec.IncludeInit)
+	c.hooksErr = workload.CheckHookPorts(w, spec.Hooks)
 	c.keepErr = workload.CheckKeep(w, spec.Keep)
 	c.ownedErr = workload.CheckOwned(w, spec.AllowOwned)
 	c.statesErr = checkStates(w)
@@ -398,7 +400,7 @@ func refuseStart(c *startCensus, spec Spec) (d startDecision, ok bool) {
 	if errors.As(c.startErr, &nr) {
 		return startDecision{action: startWait, message: nr.Msg}, true
 	}
-	for _, err := range []error{c.startErr, c.keepErr, c.ownedErr} {
+	for _, err := range []error{c.startErr, c.hooksErr, c.keepErr, c.ownedErr} {
 		if err != nil {
 			return refuse(err)
 		}
@@ -476,10 +478,10 @@ func (e *Engine) supersede(ctx context.Context, spec Spec, w workload.Workload, 
 // decides nothing; the registry is asked for the digests only once decideSupersede needs them.
 type supersedeCensus struct {
 	ref workload.Ref
-	// imagesErr, keepErr and statesErr are what each check of the workload found, in the order
-	// they are reported. The pods are mid-rollout, so only the images and resources are
-	// checked, not the controller's state.
-	imagesErr, keepErr, statesErr error
+	// imagesErr, hooksErr, keepErr and statesErr are what each check of the workload found, in
+	// the order they are reported. The pods are mid-rollout, so only the images, resources and
+	// hook ports are checked, not the controller's state.
+	imagesErr, hooksErr, keepErr, statesErr error
 	// before are the images a revert may go back to, the lock's with those of containers the
 	// earlier rollouts left alone, or beforeErr why they cannot be recorded; nil when the lock
 	// records none.
@@ -509,6 +511,7 @@ func observeSupersede(spec Spec, w workload.Observed, lock *Record) *supersedeCe
 		prev, _ := w.Previous(workload.Change{Resources: spec.Resources})
 		c.previous = prev.Resources
 	}
+	c.hooksErr = workload.CheckHookPorts(w, spec.Hooks)
 	c.keepErr = workload.CheckKeep(w, spec.Keep)
 	c.statesErr = checkStates(w)
 	if lock.BeforeImages != nil {
@@ -550,7 +553,7 @@ func decideSupersede(c *supersedeCensus, spec Spec, lock *Record, hash string, n
 	default:
 		return refuse(invalid("%s: rollout %s is %s; wait for it to finish before starting another", c.ref, lock.RolloutID, lock.Phase))
 	}
-	for _, err := range []error{c.imagesErr, c.keepErr, c.statesErr} {
+	for _, err := range []error{c.imagesErr, c.hooksErr, c.keepErr, c.statesErr} {
 		if err != nil {
 			return refuse(err)
 		}

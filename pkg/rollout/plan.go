@@ -42,8 +42,9 @@ type PlannedBatch struct {
 }
 
 // Plan runs the checks a start runs before it writes (the spec, the workload's own state, the
-// batches, every pod's state annotation readable) and returns the batch each pod would be
-// updated in. It writes nothing. Errors of type *InvalidError are bad input.
+// ports its hooks name, the batches, every pod's state annotation readable) and returns the
+// batch each pod would be updated in. It writes nothing. Errors of type *InvalidError are bad
+// input.
 func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 	if err := spec.Validate(); err != nil {
 		return Plan{}, err
@@ -59,6 +60,9 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (Plan, error) {
 		}
 	}
 	if err := w.CheckStart(spec.change(), spec.IncludeInit); err != nil {
+		return Plan{}, err
+	}
+	if err := workload.CheckHookPorts(w, spec.Hooks); err != nil {
 		return Plan{}, err
 	}
 	counts, err := ResolveBatches(spec.Batches, w.Replicas())

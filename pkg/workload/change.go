@@ -92,6 +92,28 @@ func checkResources(w Observed, resources map[string]inplace.Resources) error {
 	return nil
 }
 
+// CheckHookPorts refuses hooks whose HTTP call names a port (by name) that the workload's
+// template, or for label-selected pods a pod, does not declare: every pod's call would fail
+// without being made, failing the rollout's first batch.
+func CheckHookPorts(w Observed, hooks *inplace.Hooks) error {
+	if hooks == nil {
+		return nil
+	}
+	const fix = "name a port a container declares, or give the port's number"
+	if tmpl := w.Template(); tmpl != nil {
+		if err := inplace.CheckHookPorts(tmpl.Spec, hooks); err != nil {
+			return &InvalidError{Msg: fmt.Sprintf("%s (its pod template): %v; %s", w.Ref(), err, fix)}
+		}
+		return nil
+	}
+	for _, pod := range w.Pods() {
+		if err := inplace.CheckHookPorts(pod.Spec, hooks); err != nil {
+			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: %v; %s", pod.Namespace, pod.Name, err, fix)}
+		}
+	}
+	return nil
+}
+
 // CheckLockResources refuses resources, recorded in a lock's field, that no version writes (a
 // person edited them): a container without a name, a resource other than CPU or memory, a value
 // below zero, a limit below its request.
