@@ -110,7 +110,7 @@ test-realnode: tools
 	INPLACE_ROLLOUT_REAL_NODE_SUITE=full $(GO) test -count=1 -v -timeout 40m ./test/integration/realnode/... || rc=1; \
 	hack/check-leftovers.sh || rc=1; exit $$rc
 
-## fuzz: fuzz each of the 10 fuzz targets for about FUZZTIME (90s, 5m, 1h; default 60s); a failing input lands in the package's testdata/fuzz, to commit with its fix
+## fuzz: fuzz each of the 11 fuzz targets for about FUZZTIME (90s, 5m, 1h; default 60s); a failing input lands in the package's testdata/fuzz, to commit with its fix
 # Each target runs as counted runs of the size beside it until FUZZTIME is spent (hack/fuzz.sh),
 # never with a -fuzztime duration: Go 1.26's fuzzer can fail a duration run at its deadline on a
 # loaded machine with no failing input (golang/go#75804), and a count has no deadline. A run
@@ -123,6 +123,7 @@ fuzz:
 	hack/fuzz.sh $(FUZZTIME) ./pkg/rollout FuzzBatches 10000 || rc=1; \
 	hack/fuzz.sh $(FUZZTIME) ./cmd/inplace-rollout FuzzImageAndBatchFlags 10000 || rc=1; \
 	hack/fuzz.sh $(FUZZTIME) ./cmd/inplace-rollout FuzzResourceFlags 10000 || rc=1; \
+	hack/fuzz.sh $(FUZZTIME) ./cmd/inplace-rollout FuzzHooksFlag 10000 || rc=1; \
 	hack/fuzz.sh $(FUZZTIME) ./plugin/argospec FuzzDecode 20000 || rc=1; \
 	hack/fuzz.sh $(FUZZTIME) ./tekton/customrun FuzzSpec 15000 || rc=1; \
 	hack/fuzz.sh $(FUZZTIME) ./pkg/workload FuzzParseLock 15000 || rc=1; \

@@ -46,6 +46,8 @@ type dryRunDocument struct {
 	Accepted bool `json:"accepted"`
 	// Resources are the container resources of the rollout, as given.
 	Resources map[string]inplace.Resources `json:"resources,omitempty"`
+	// Hooks say each hook run around a pod's change, one line each (rollout.DescribeHooks).
+	Hooks []string `json:"hooks,omitempty"`
 	rollout.DryRunReport
 }
 
@@ -66,7 +68,7 @@ func runDryRun(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spe
 		return dryRunExit(err)
 	}
 	refused := r.Refused()
-	doc := dryRunDocument{Target: spec.Target.String(), Accepted: len(refused) == 0, Resources: spec.Resources, DryRunReport: r}
+	doc := dryRunDocument{Target: spec.Target.String(), Accepted: len(refused) == 0, Resources: spec.Resources, Hooks: rollout.DescribeHooks(spec.Hooks), DryRunReport: r}
 	if done, err := printDocument(out, output, doc); !done {
 		printDryRun(out, doc)
 	} else if err != nil {
@@ -95,6 +97,9 @@ func printDryRun(out io.Writer, doc dryRunDocument) {
 		what += ", resources " + formatResources(doc.Resources)
 	}
 	fmt.Fprintf(out, "%s: dry run of the start, %s (nothing was changed)\n", doc.Target, what)
+	for _, h := range doc.Hooks {
+		fmt.Fprintln(out, h)
+	}
 	var notSent []string
 	for _, w := range doc.Writes {
 		line := fmt.Sprintf("  %s %s, %s: %s", w.Kind, w.Name, w.Write, w.Result)

@@ -129,7 +129,9 @@ type rolloutFlags struct {
 	requests, limits []string
 	// resourcesText is --resources: the spec's resources as YAML or JSON, for callers that
 	// cannot repeat a flag per container, such as a Tekton step given it as a param.
-	resourcesText  string
+	resourcesText string
+	// hooksText is --hooks: the spec's hooks as YAML or JSON, as --resources gives resources.
+	hooksText      string
 	batches        string
 	maxUnavailable string
 	grace          time.Duration
@@ -218,6 +220,7 @@ func (f *rolloutFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.requests, "requests", nil, "CONTAINER=RESOURCE=QUANTITY[,RESOURCE=QUANTITY]: the cpu and memory requests a container gets, in place through each pod's resize subresource, e.g. app=cpu=200m,memory=64Mi (repeatable, one container each; only values the container declares)")
 	cmd.Flags().StringArrayVar(&f.limits, "limits", nil, "CONTAINER=RESOURCE=QUANTITY[,RESOURCE=QUANTITY]: the cpu and memory limits a container gets, as --requests, e.g. app=cpu=400m")
 	cmd.Flags().StringVar(&f.resourcesText, "resources", "", "the container resources as the spec's resources field (YAML or JSON), e.g. '{app: {requests: {cpu: 200m}}}', instead of --requests and --limits; empty: none")
+	cmd.Flags().StringVar(&f.hooksText, "hooks", "", "the hooks run around each pod's change as the spec's hooks field (YAML or JSON), e.g. '{preUpdate: {http: {port: 8080, path: /hook/pre, method: POST}}}' (an HTTP call through the API server's pod proxy: needs get or create on pods/proxy) or '{postUpdate: {handshake: {condition: example.com/registered}}}' (a pod condition set False, waited on until another party sets it True); empty: none")
 	cmd.Flags().StringVar(&f.batches, "batches", "100%", "cumulative batches of pods, counts or percentages, the last 100%: e.g. 1,50%,100%")
 	cmd.Flags().BoolVar(&f.includeInit, "include-init", false, "allow --image to name init containers that run once when a pod starts; their new image takes effect at its next start (native sidecars, restartPolicy Always, need no flag)")
 	cmd.Flags().StringVar(&f.pinDigests, "pin-digests", rollout.PinAuto, "resolve each image tag to the digest its registry serves now, with the pods' pull credentials, and patch pods to TAG@DIGEST: auto (when the registry answers, else the tag, said once), always (refuse when it does not), never")
@@ -300,6 +303,9 @@ func (f *rolloutFlags) podsSpec(ref rollout.Ref) (rollout.Spec, error) {
 	}
 	spec.Images = images
 	if spec.Resources, err = f.resources(); err != nil {
+		return spec, err
+	}
+	if _, spec.Hooks, err = f.hooks(); err != nil {
 		return spec, err
 	}
 	batches, err := rollout.ParseBatches(f.batches)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -157,6 +159,74 @@ func FuzzResourceFlags(f *testing.F) {
 			if len(a.Requests) != len(r.Requests) || len(a.Limits) != len(r.Limits) || !inplace.HasResources(a, r) {
 				t.Fatalf("container %q: %v written back reads %v", name, r, a)
 			}
+		}
+	})
+}
+
+// FuzzHooksFlag checks --hooks as run reads it: refused, the error is bad input (exit 2) naming
+// the flag; accepted, the hooks pass the engine's check, each configured hook is described in
+// one line, and the field written back as JSON reads as the same hooks.
+func FuzzHooksFlag(f *testing.F) {
+	for _, seed := range []string{
+		"{preUpdate: {http: {port: 8080, path: /hook/pre, method: POST}, timeout: 10s}}",
+		"{postUpdate: {handshake: {condition: example.com/registered}, onFailure: Continue}}",
+		`{"preUpdate": {"http": {"port": "http", "path": "/h", "expectStatus": 204}}, "postUpdate": {"http": {"port": 1, "path": "/"}}}`,
+		"{preUpdate: {http: {port: 8080, path: /h}, handshake: {condition: x}}}",
+		"{preUpdate: {}}",
+		"{preUpdate: {http: {port: 70000, path: /h}}}",
+		"{preUpdate: {http: {port: '8080', path: /h}}}",
+		"{preUpdate: {http: {port: 8080, path: h}}}",
+		"{preUpdate: {http: {port: 8080, path: '/h?q'}}}",
+		"{preUpdate: {handshake: {condition: Ready}}}",
+		"{preUpdate: {handshake: {condition: x}, timeout: -1s, onFailure: Retry}}",
+		"{preUpdate: {exec: {}}}",
+		"{}",
+		"[",
+	} {
+		f.Add(seed)
+	}
+	ref := workload.Ref{Kind: workload.StatefulSet, Namespace: "ns", Name: "web"}
+	f.Fuzz(func(t *testing.T, text string) {
+		rf := &rolloutFlags{images: []string{"app=reg/app:v2"}, hooksText: text, batches: "100%"}
+		spec, err := rf.podsSpec(ref)
+		if err != nil {
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != exitBadInput {
+				t.Fatalf("podsSpec(--hooks %q) = %T %v; want bad input", text, err, err)
+			}
+			if !strings.Contains(err.Error(), "--hooks") {
+				t.Fatalf("podsSpec(--hooks %q): error %q names no flag", text, err)
+			}
+			return
+		}
+		if err := inplace.CheckHooks("hooks", spec.Hooks); err != nil {
+			t.Fatalf("--hooks %q accepted, but CheckHooks refuses it: %v", text, err)
+		}
+		configured := 0
+		if spec.Hooks != nil {
+			for _, h := range []*inplace.Hook{spec.Hooks.PreUpdate, spec.Hooks.PostUpdate} {
+				if h != nil {
+					configured++
+				}
+			}
+		}
+		if lines := rollout.DescribeHooks(spec.Hooks); len(lines) != configured {
+			t.Fatalf("--hooks %q: %d hooks described as %q", text, configured, lines)
+		}
+		doc, _, _ := rf.hooks()
+		if doc == nil {
+			if spec.Hooks != nil {
+				t.Fatalf("--hooks %q gave hooks %+v from no field", text, spec.Hooks)
+			}
+			return
+		}
+		back, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, again, err := (&rolloutFlags{hooksText: string(back)}).hooks()
+		if err != nil || !reflect.DeepEqual(again, spec.Hooks) {
+			t.Fatalf("--hooks %q written back as %s reads %+v, %v; want %+v", text, back, again, err, spec.Hooks)
 		}
 	})
 }

@@ -19,9 +19,11 @@ type planReport struct {
 	Images map[string]string `json:"images"`
 	// Resources are the container resources the pods would be resized to, as given.
 	Resources map[string]inplace.Resources `json:"resources,omitempty"`
-	Batches   []planBatch                  `json:"batches"`
-	Already   []string                     `json:"alreadyUpdated,omitempty"`
-	Current   map[string]string            `json:"currentImages"`
+	// Hooks say each hook run around a pod's change, one line each (rollout.DescribeHooks).
+	Hooks   []string          `json:"hooks,omitempty"`
+	Batches []planBatch       `json:"batches"`
+	Already []string          `json:"alreadyUpdated,omitempty"`
+	Current map[string]string `json:"currentImages"`
 }
 
 type planBatch struct {
@@ -34,7 +36,7 @@ func newPlanCommand() *cobra.Command {
 	var cf clusterFlags
 	var rf rolloutFlags
 	cmd := &cobra.Command{
-		Use:   "plan --target KIND/NAME [--image CONTAINER=IMAGE] [--requests|--limits CONTAINER=RESOURCE=QUANTITY,...] [flags]",
+		Use:   "plan --target KIND/NAME [--image CONTAINER=IMAGE] [--requests|--limits CONTAINER=RESOURCE=QUANTITY,...] [--hooks TEXT] [flags]",
 		Short: "Print the batches and pods a run would update; writes nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,7 +65,8 @@ func printPlan(ctx context.Context, out io.Writer, engine *rollout.Engine, spec 
 	if err != nil {
 		return readExit(planError(err))
 	}
-	report := planReport{Target: spec.Target.String(), Images: plan.Images, Resources: spec.Resources, Current: plan.Current, Already: plan.Already}
+	report := planReport{Target: spec.Target.String(), Images: plan.Images, Resources: spec.Resources, Hooks: rollout.DescribeHooks(spec.Hooks),
+		Current: plan.Current, Already: plan.Already}
 	for i, b := range plan.Batches {
 		report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})
 	}
@@ -75,6 +78,9 @@ func printPlan(ctx context.Context, out io.Writer, engine *rollout.Engine, spec 
 	}
 	if len(report.Resources) > 0 {
 		fmt.Fprintf(out, "%s: resources -> %s\n", report.Target, formatResources(report.Resources))
+	}
+	for _, h := range report.Hooks {
+		fmt.Fprintln(out, h)
 	}
 	if len(report.Already) > 0 {
 		fmt.Fprintf(out, "already on the new images: %v\n", report.Already)

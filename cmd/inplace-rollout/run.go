@@ -44,6 +44,11 @@ instead of images, through each pod's resize subresource (before its image patch
 values a container declares, and the pod's QoS class stays as it is. A rollback resizes
 the pods back.
 
+--hooks runs a hook before each pod's change (preUpdate) and once it is Ready on its new
+images (postUpdate), and around its revert by a rollback: an HTTP call to a port of the pod
+through the API server's pod proxy, or a handshake (a pod condition set False, waited on
+until another party sets it True). A hook runs at most once per pod and direction.
+
 Running run again with the same arguments resumes a rollout that was interrupted
 (Ctrl-C, a lost connection, a killed process); rollback undoes it.
 
@@ -54,7 +59,8 @@ and the policy. --dry-run=client prints the batches, as plan does, and sends not
 		Example: `  inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --batches 1,50%,100%
   inplace-rollout run --target deployment/api --image api=reg.example/api:v2 --soak 30s --analysis golden.yaml
   inplace-rollout run -n shop --target statefulset/db --image postgres=postgres:16.4 --dry-run=server
-  inplace-rollout run -n shop --target statefulset/db --requests postgres=cpu=500m,memory=1Gi --limits postgres=cpu=1,memory=1Gi`,
+  inplace-rollout run -n shop --target statefulset/db --requests postgres=cpu=500m,memory=1Gi --limits postgres=cpu=1,memory=1Gi
+  inplace-rollout run -n shop --target statefulset/web --image app=reg.example/app:v2 --hooks '{preUpdate: {http: {port: 8080, path: /hook/pre, method: POST}}}'`,
 	}, false)
 }
 

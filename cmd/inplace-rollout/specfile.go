@@ -72,6 +72,14 @@ func (f *rolloutFlags) overlay(cmd *cobra.Command, cf *clusterFlags, ns string, 
 	if resources != nil {
 		s.Resources = overlayResources(s.Resources, resources, f.resourcesText != "")
 	}
+	hooks, _, err := f.hooks()
+	if err != nil {
+		return err
+	}
+	if hooks != nil {
+		// In place of the file's, as --resources: the flag gives the whole field.
+		s.Hooks = hooks
+	}
 	if changed("batches") {
 		batches, err := rollout.ParseBatches(f.batches)
 		if err != nil {
