@@ -26,6 +26,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{/*
+inplace-rollout.rules is the rules of a controller's ClusterRole, as a YAML list: those of its
+least-privilege ClusterRole in config/DIR/clusterrole.yaml and, with rbac.httpHooks, those of the
+ClusterRole that opens config/DIR/clusterrole-http-hooks.yaml (its first document; the second
+binds it, which the chart does with the component's own binding). Both files are read here so
+that the chart and config/ cannot differ.
+Arguments: root (the chart's context), config (DIR).
+*/}}
+{{- define "inplace-rollout.rules" -}}
+{{- $rules := (.root.Files.Get (printf "files/%s/clusterrole.yaml" .config) | fromYaml).rules -}}
+{{- if .root.Values.rbac.httpHooks -}}
+{{- $hooks := .root.Files.Get (printf "files/%s/clusterrole-http-hooks.yaml" .config) | splitList "\n---\n" | first | fromYaml -}}
+{{- $rules = concat $rules $hooks.rules -}}
+{{- end -}}
+{{- toYaml $rules -}}
+{{- end -}}
+
+{{/*
 inplace-rollout.component renders one controller: its ServiceAccount; its ClusterRole, with the
 rules of its least-privilege ClusterRole in config/ (the one the tests check against the audit
 log, read here so that the chart and config/ cannot differ) and binding; with lease, the Role of

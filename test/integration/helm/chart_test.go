@@ -32,8 +32,8 @@ const (
 // digest is an image digest the tests pin.
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-// valueSets are the values the golden files render: the defaults, everything on, and the
-// controller alone without CRDs.
+// valueSets are the values the golden files render: the defaults, everything on, the
+// controller alone without CRDs, and the controllers' roles opened to HTTP hooks.
 var valueSets = []struct {
 	name string
 	set  []string
@@ -44,6 +44,7 @@ var valueSets = []struct {
 		"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prometheus", "metrics.dashboard.enabled=true",
 		"metrics.argoPlugins.podMonitor.enabled=true", "metrics.argoPlugins.podMonitor.labels.release=prometheus"}},
 	{"no-crds", []string{"crds.install=false", "gateController.enabled=false", "image.tag=v9.9.9"}},
+	{"http-hooks", []string{"rbac.httpHooks=true", "tektonController.enabled=true", "crds.install=false"}},
 }
 
 // template renders the chart with the values set.
@@ -216,6 +217,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"image.pullPolicy=Sometimes", "pullPolicy"},
 		{"gateController.extraArgs=--x", "extraArgs"},
 		{"metrics.argoPlugins.stepPort=0", "stepPort"},
+		{"rbac.httpHooks=yes", "httpHooks"},
+		{"rbac.httphooks=true", "httphooks"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			r := helm(t, "template", release, chartDir(t), "--namespace", namespace, "--set", tc.set)
