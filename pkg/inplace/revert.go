@@ -73,6 +73,28 @@ func nextRevert(pod *corev1.Pod, opts Options, now time.Time, tagMoved TagMoved,
 	return s, nil
 }
 
+// hookOver reports whether the revert's hook n ended.
+func hookOver(st *State, n HookName) bool {
+	r := st.run(n, true)
+	return r != nil && r.Outcome != ""
+}
+
+// revertHook takes the next step of the revert's hook n: starts it, waits for it, fails the
+// pod by its policy (a rollback failed), or, once it ended (or none is configured), takes the
+// step then gives, from the state recording how it ended.
+func revertHook(pod *corev1.Pod, st *State, n HookName, answer *HookAnswer, now time.Time, then func(*State) Step) Step {
+	switch v, next, reason := judgeHook(pod, st, n, true, answer, now); v {
+	case hookStart:
+		return startHook(pod, st, n, true, StageRollingBack, now)
+	case hookWait:
+		return wait(st, pollInterval, reason)
+	case hookFailedPod:
+		return fail(pod, next, now, FailureHook, "rollback failed: "+reason, true)
+	default:
+		return then(next.clone())
+	}
+}
+
 // revertBegins is the first write that changes the pod back, once its preUpdate hook (if any)
 // ended: the state at RollingBack, and the readiness gate False when the revert restarts a
 // container of a pod with the gate, else the images unless the resources go back first.
@@ -106,26 +128,10 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time, ans
 	}
 	if !revertStarted(st) {
 		// Nothing to change back (see nextRevert): the postUpdate hook, then the state cleared.
-		switch v, next, reason := judgeHook(pod, st, PostUpdate, true, answer, now); v {
-		case hookWait:
-			return wait(st, pollInterval, reason), nil
-		case hookFailedPod:
-			return fail(pod, next, now, FailureHook, "rollback failed: "+reason, true), nil
-		default:
-			return clearState(pod, next, now), nil
-		}
+		return revertHook(pod, st, PostUpdate, answer, now, func(next *State) Step { return clearState(pod, next, now) }), nil
 	}
-	if st.Stage == StageRollingBack {
-		switch v, next, reason := judgeHook(pod, st, PreUpdate, true, answer, now); v {
-		case hookStart:
-			return startHook(pod, st, PreUpdate, true, StageRollingBack, now), nil
-		case hookWait:
-			return wait(st, pollInterval, reason), nil
-		case hookFailedPod:
-			return fail(pod, next, now, FailureHook, "rollback failed: "+reason, true), nil
-		case hookEnded:
-			return revertBegins(pod, next, now), nil
-		}
+	if st.Stage == StageRollingBack && st.Hooks.hook(PreUpdate) != nil && !hookOver(st, PreUpdate) {
+		return revertHook(pod, st, PreUpdate, answer, now, func(next *State) Step { return revertBegins(pod, next, now) }), nil
 	}
 	if st.Stage == StageFailed {
 		// The revert failed, but the pod may have got there since (a slow pull finished, a
@@ -170,16 +176,9 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time, ans
 	case p.OpenGate:
 		return openGate(pod, st, now, p.Reason), nil
 	case p.Done:
-		switch v, next, reason := judgeHook(pod, st, PostUpdate, true, answer, now); v {
-		case hookStart:
-			return startHook(pod, st, PostUpdate, true, StageRollingBack, now), nil
-		case hookWait:
-			return wait(st, pollInterval, reason), nil
-		case hookFailedPod:
-			return fail(pod, next, now, FailureHook, "rollback failed: "+reason, true), nil
-		default:
-			return finish(pod, next.clone(), StageRolledBack, now, &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: " + describeChanges(st, true)}, ""), nil
-		}
+		return revertHook(pod, st, PostUpdate, answer, now, func(next *State) Step {
+			return finish(pod, next, StageRolledBack, now, &Event{Type: corev1.EventTypeNormal, Reason: EventRolledBack, Message: "rolled back in place: " + describeChanges(st, true)}, "")
+		}), nil
 	default:
 		return wait(st, p.RequeueAfter, p.Reason), nil
 	}

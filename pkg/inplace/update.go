@@ -392,23 +392,7 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time, ans
 		}
 		return enter(pod, next, firstStage(pod, next), now, "")
 	case StagePreUpdateHook, StagePostUpdateHook:
-		n := PreUpdate
-		if st.Stage == StagePostUpdateHook {
-			n = PostUpdate
-		}
-		switch v, next, reason := judgeHook(pod, st, n, false, answer, now); v {
-		case hookStart:
-			return startHook(pod, st, n, false, st.Stage, now)
-		case hookWait:
-			return wait(st, pollInterval, reason)
-		case hookFailedPod:
-			return fail(pod, next, now, FailureHook, reason, false)
-		default:
-			if n == PreUpdate {
-				return enter(pod, next, beforeChange(pod, next), now, "")
-			}
-			return updated(pod, next, now, "")
-		}
+		return continueHook(pod, st, answer, now)
 	case StageDraining:
 		if left := st.StageAt.Add(opts.GracePeriod).Sub(now); left > 0 {
 			return wait(st, left, fmt.Sprintf("draining: %s of grace period left", left.Round(time.Second)))
@@ -448,6 +432,28 @@ func continueUpdate(pod *corev1.Pod, st *State, opts Options, now time.Time, ans
 		return Step{Stage: st.Stage, Reason: "rolling back", RequeueAfter: pollInterval}
 	default: // Updated, Failed, RolledBack
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}
+	}
+}
+
+// continueHook takes the next step of an update whose hook runs (stage PreUpdateHook or
+// PostUpdateHook): waits for it, fails the pod by its policy, or goes on once it ended.
+func continueHook(pod *corev1.Pod, st *State, answer *HookAnswer, now time.Time) Step {
+	n := PreUpdate
+	if st.Stage == StagePostUpdateHook {
+		n = PostUpdate
+	}
+	switch v, next, reason := judgeHook(pod, st, n, false, answer, now); v {
+	case hookStart:
+		return startHook(pod, st, n, false, st.Stage, now)
+	case hookWait:
+		return wait(st, pollInterval, reason)
+	case hookFailedPod:
+		return fail(pod, next, now, FailureHook, reason, false)
+	default:
+		if n == PreUpdate {
+			return enter(pod, next, beforeChange(pod, next), now, "")
+		}
+		return updated(pod, next, now, "")
 	}
 }
 

@@ -30,8 +30,8 @@ func TestConformanceHandshakeCondition(t *testing.T) {
 		}
 		setCondition(corev1.ConditionFalse, "PreUpdate")
 		setImage(t, ns, "v2")
-		p := runningOn(t, ns, "v2", 60*time.Second)
-		p = env.WaitForPod(t, ns, "app", 30*time.Second, "Ready on v2", func(p *corev1.Pod) bool { return cluster.PodReady(p) && appStatus(p).Ready })
+		runningOn(t, ns, "v2", 60*time.Second)
+		p := env.WaitForPod(t, ns, "app", 30*time.Second, "Ready on v2", func(p *corev1.Pod) bool { return cluster.PodReady(p) && appStatus(p).Ready })
 		if c := condition(p, registered); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "PreUpdate" {
 			t.Errorf("condition %s after the restart: %+v, want False with reason PreUpdate", registered, c)
 		}
