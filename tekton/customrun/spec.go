@@ -27,6 +27,7 @@ const (
 	ParamSelector       = "selector"
 	ParamImages         = "images"
 	ParamResources      = "resources"
+	ParamHooks          = "hooks"
 	ParamBatches        = "batches"
 	ParamMaxUnavailable = "max-unavailable"
 	ParamSoak           = "soak"
@@ -38,7 +39,7 @@ const (
 	ParamPrePull        = "pre-pull"
 )
 
-var knownParams = []string{ParamTarget, ParamSelector, ParamImages, ParamResources, ParamBatches, ParamMaxUnavailable,
+var knownParams = []string{ParamTarget, ParamSelector, ParamImages, ParamResources, ParamHooks, ParamBatches, ParamMaxUnavailable,
 	ParamSoak, ParamTimeout, ParamAnalysis, ParamPrometheusURL, ParamOnInconclusive, ParamPinDigests, ParamPrePull}
 
 // HolderPrefix begins the lock holder of every CustomRun's rollout.
@@ -212,6 +213,16 @@ func applyParam(doc *v1alpha1.InPlaceRolloutSpec, p v1beta1.Param) error {
 			return err
 		}
 		doc.Resources = resources
+	case ParamHooks:
+		if v == "" {
+			doc.Hooks = nil
+			return nil
+		}
+		hooks := &v1alpha1.Hooks{}
+		if err := v1alpha1.DecodeInto([]byte(v), hooks); err != nil {
+			return err
+		}
+		doc.Hooks = hooks
 	case ParamAnalysis:
 		if v == "" {
 			doc.Analysis = nil

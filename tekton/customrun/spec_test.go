@@ -142,6 +142,18 @@ func TestDecodeSpec(t *testing.T) {
 				t.Errorf("resources %v, want none", s.Resources)
 			}
 		}},
+		{"hooks param over the embedded spec's", embedded(`{"target": {"kind": "StatefulSet", "name": "web"}, "images": {"app": "x:2"}, "hooks": {"preUpdate": {"handshake": {"condition": "example.com/a"}}}}`,
+			str("hooks", "{postUpdate: {http: {port: 8080, path: /registered}, onFailure: Continue}}")), func(t *testing.T, s rollout.Spec) {
+			if s.Hooks == nil || s.Hooks.PreUpdate != nil || s.Hooks.PostUpdate == nil || s.Hooks.PostUpdate.HTTP.Path != "/registered" || s.Hooks.PostUpdate.OnFailure != "Continue" {
+				t.Errorf("hooks %+v, want the param's postUpdate alone", s.Hooks)
+			}
+		}},
+		{"an empty hooks param clears the spec's", embedded(`{"target": {"kind": "StatefulSet", "name": "web"}, "images": {"app": "x:2"}, "hooks": {"preUpdate": {"handshake": {"condition": "example.com/a"}}}}`,
+			str("hooks", "")), func(t *testing.T, s rollout.Spec) {
+			if s.Hooks != nil {
+				t.Errorf("hooks %+v, want none", s.Hooks)
+			}
+		}},
 		{"analysis and prometheus-url", embedded(target, arr("images", "app=x:2"), str("prometheus-url", "http://other:9090"), str("analysis", analysisYAML)), func(t *testing.T, s rollout.Spec) {
 			if s.Analysis == nil || s.Analysis.Prometheus.Address != "http://other:9090" {
 				t.Errorf("analysis %+v", s.Analysis)
@@ -185,6 +197,8 @@ func TestDecodeSpecErrors(t *testing.T) {
 		{"resources param bad quantity", embedded(target, str("resources", "{app: {limits: {cpu: lots}}}")), specs{}, []string{"params[resources]", "app.limits.cpu", "want a quantity"}, true},
 		{"resources param unknown field", embedded(target, str("resources", "{app: {limit: {cpu: 1}}}")), specs{}, []string{"params[resources]", `unknown field "app.limit"`}, true},
 		{"resources param array", embedded(target, arr("resources", "app", "x")), specs{}, []string{"params[resources]", "want a string"}, true},
+		{"hooks param unknown field", embedded(target, arr("images", "app=x:2"), str("hooks", "{preUpdate: {exec: {command: [sh]}}}")), specs{}, []string{"params[hooks]", `unknown field "preUpdate.exec"`}, true},
+		{"hooks param path without /", embedded(target, arr("images", "app=x:2"), str("hooks", "{preUpdate: {http: {port: 80, path: leave}}}")), specs{}, []string{`http.path "leave" does not start with /`}, true},
 		{"resources of another resource", embedded(target, str("resources", "{app: {requests: {ephemeral-storage: 1Gi}}}")), specs{}, []string{"requests.ephemeral-storage: only cpu and memory change in place"}, true},
 		{"resources in the spec misspelt", embedded(`{"target": {"kind": "StatefulSet", "name": "web"}, "resources": {"app": {"requets": {"cpu": "1"}}}}`), specs{}, []string{"taskSpec.spec", `unknown field "resources.app.requets"`}, true},
 		{"referenced object missing", referenced("gone"), specs{docs: map[string]string{}}, []string{"taskRef.name", "ns/gone not found"}, true},
