@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -237,22 +236,7 @@ func TestKilledHookRolloutResumes(t *testing.T) {
 	reg := startRegistry(t, ns, deregistered, registered)
 	args := []string{"run", "-n", ns, "-f", hooksFile(t, bothHandshakes), "--batches", "2,100%", "--max-unavailable", "2"}
 
-	rng := rand.New(rand.NewPCG(7, 11))
-	killed := 0
-	for range 10 {
-		was := written(t, ns)
-		cmd := startCLI(t, args...)
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		if waitForAWrite(t, ns, was, exited) {
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		}
-		<-exited
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			killed++
-		}
-	}
+	killed := killRuns(t, ns, args, 10, rand.New(rand.NewPCG(7, 11)), 300*time.Millisecond, nil)
 	if killed == 0 {
 		t.Fatal("no run was killed mid-way: the test exercised nothing")
 	}

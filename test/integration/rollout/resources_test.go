@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -213,22 +212,7 @@ func TestKilledResizeResumes(t *testing.T) {
 	file := resourcesFile(t, "StatefulSet", "web", "{app: {requests: {cpu: 150m, memory: 80Mi}, limits: {memory: 160Mi}}}")
 	args := []string{"run", "-n", ns, "-f", file, "--image", "app=" + appV2, "--batches", "2,50%,100%", "--max-unavailable", "2"}
 
-	rng := rand.New(rand.NewPCG(3, 5))
-	killed := 0
-	for range 15 {
-		was := written(t, ns)
-		cmd := startCLI(t, args...)
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		if waitForAWrite(t, ns, was, exited) {
-			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		}
-		<-exited
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			killed++
-		}
-	}
+	killed := killRuns(t, ns, args, 15, rand.New(rand.NewPCG(3, 5)), 150*time.Millisecond, nil)
 	if killed == 0 {
 		t.Fatal("no run was killed mid-way: the test exercised nothing")
 	}

@@ -35,26 +35,8 @@ func TestKilledCommandResumes(t *testing.T) {
 	// The soak makes the batches wait, so some kills land between batches too.
 	args := []string{"run", "-n", ns, "--target", "statefulset/web", "--image", "app=" + appV2, "--batches", "25%,50%,100%", "--max-unavailable", "2", "--soak", "500ms"}
 
-	rng := rand.New(rand.NewPCG(7, 11))
-	midway := 0
 	landed := map[string]int{} // what the cluster showed right after each kill
-	for range 30 {
-		before := written(t, ns)
-		cmd := startCLI(t, args...)
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		// Each run is killed at a random moment after its first write, however slow the machine
-		// is: a kill before any write would exercise nothing. A run that ends first is let be.
-		if waitForAWrite(t, ns, before, exited) {
-			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		}
-		<-exited
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			midway++
-		}
-		landed[killedAt(t, ns)]++
-	}
+	midway := killRuns(t, ns, args, 30, rand.New(rand.NewPCG(7, 11)), 100*time.Millisecond, func() { landed[killedAt(t, ns)]++ })
 	t.Logf("kills landed: %v", landed)
 	updated := 0
 	for _, p := range listPods(t, ns, "app=web") {
@@ -74,6 +56,33 @@ func TestKilledCommandResumes(t *testing.T) {
 	waitStatefulSet(t, ns, "web", "12 updated replicas at one revision", func(s *appsv1.StatefulSet) bool {
 		return s.Status.ObservedGeneration == s.Generation && s.Status.UpdatedReplicas == 12 && s.Status.CurrentRevision == s.Status.UpdateRevision
 	})
+}
+
+// killRuns starts the CLI with args runs times, and kills each run with SIGKILL at a random
+// moment (up to maxDelay) after its first write, however slow the machine is: a kill before any
+// write would exercise nothing. A run that ends first is let be. after, if set, looks at the
+// cluster after each run. It returns how many runs were killed.
+func killRuns(t *testing.T, ns string, args []string, runs int, rng *rand.Rand, maxDelay time.Duration, after func()) int {
+	t.Helper()
+	killed := 0
+	for range runs {
+		was := written(t, ns)
+		cmd := startCLI(t, args...)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		if waitForAWrite(t, ns, was, exited) {
+			time.Sleep(time.Duration(rng.Int64N(int64(maxDelay))))
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+		}
+		<-exited
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			killed++
+		}
+		if after != nil {
+			after()
+		}
+	}
+	return killed
 }
 
 // written is what runs of the rollout of web write: the lock, and each pod's state and image.
