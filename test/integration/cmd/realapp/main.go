@@ -18,10 +18,20 @@
 //	/metrics   Prometheus: http_requests_total{code} and http_request_duration_seconds, the
 //	           names, label and buckets of the simulator's exposition; namespace and pod come
 //	           from the scrape's target relabelling, not from the app
+//	/hook/NAME       a lifecycle hook's target (GET or POST): 200, and the call recorded
+//	/hook/fail/NAME  the same, but answers 500: a hook that fails
+//	/hooklog   the calls recorded, oldest first, one line each: the time (RFC 3339, nanoseconds,
+//	           UTC), the method, the name as called (NAME, or fail/NAME; escaped as in a path)
+//	           and the tag of the app that answered
+//
+// The calls are kept in memory, or, with APP_HOOK_LOG [empty] naming a file, appended to it
+// before the answer, so that they outlive the container: an in-place update restarts the
+// container with a new image, and the hooks before it are answered by the old one, those after
+// by the new one. A file that cannot be opened for appending stops the app at start (exit 1).
 //
 // Each variable has a flag of the same meaning (-tag, -listen, -ready-delay, -latency,
-// -error-share, -crash-after) that wins over it. SIGTERM or SIGINT shuts the server down
-// gracefully and exits 0.
+// -error-share, -crash-after, -hook-log) that wins over it. SIGTERM or SIGINT shuts the server
+// down gracefully and exits 0.
 package main
 
 import (
@@ -31,6 +41,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -55,6 +66,7 @@ type config struct {
 	latency    time.Duration
 	errorShare float64
 	crashAfter time.Duration
+	hookLog    string
 }
 
 // behaviour is what the tag's prefix asks for.
@@ -93,6 +105,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	var cfg config
 	fs.StringVar(&cfg.tag, "tag", env("APP_TAG", "unknown"), "the image tag; its prefix chooses the behaviour [$APP_TAG]")
 	fs.StringVar(&cfg.listen, "listen", env("APP_LISTEN", ":8080"), "address to serve traffic, readiness and metrics on [$APP_LISTEN]")
+	fs.StringVar(&cfg.hookLog, "hook-log", env("APP_HOOK_LOG", ""), "file the hook calls are appended to, so they outlive the container; empty keeps them in memory [$APP_HOOK_LOG]")
 	durations := []struct {
 		dst        *time.Duration
 		name, key  string
@@ -129,13 +142,23 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 
 // run serves until ctx ends (exit 0) or a crash* app's time is up (exit 1).
 func run(ctx context.Context, cfg config, stderr io.Writer) int {
+	// Opened before listening: a test that asked for a log it cannot have learns it from the
+	// container's exit, not from a record missing later.
+	hooks, err := openHookLog(cfg.hookLog)
+	if err != nil {
+		fmt.Fprintf(stderr, "realapp: %v\n", err)
+		return 1
+	}
+	defer hooks.close()
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "realapp: listening on %s: %v\n", cfg.listen, err)
 		return 1
 	}
 	beh := behaviourOf(cfg.tag)
-	srv := &http.Server{Handler: newApp(cfg, beh, time.Now()).handler(), ReadHeaderTimeout: 5 * time.Second}
+	a := newApp(cfg, beh, time.Now())
+	a.hooks = hooks
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stderr, "realapp: %s listening on %s\n", cfg.tag, ln.Addr())
@@ -171,6 +194,7 @@ type app struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	hooks    *hookLog
 
 	mu     sync.Mutex
 	served int // traffic requests so far, for spreading the 500s evenly
@@ -178,7 +202,7 @@ type app struct {
 
 func newApp(cfg config, beh behaviour, started time.Time) *app {
 	a := &app{
-		cfg: cfg, beh: beh, started: started,
+		cfg: cfg, beh: beh, started: started, hooks: &hookLog{},
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "http_requests_total", Help: "HTTP requests served by the pod, by status code.",
@@ -202,6 +226,13 @@ func (a *app) handler() http.Handler {
 	mux.HandleFunc("GET /healthz", a.serveReady)
 	mux.HandleFunc("GET /readyz", a.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	// Hooks are not traffic: they are neither counted nor timed, so an analysis of the pod
+	// never sees them.
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		mux.HandleFunc(m+" /hook/{name}", a.serveHook(http.StatusOK))
+		mux.HandleFunc(m+" /hook/fail/{name}", a.serveHook(http.StatusInternalServerError))
+	}
+	mux.HandleFunc("GET /hooklog", a.serveHookLog)
 	return mux
 }
 
@@ -240,4 +271,89 @@ func (a *app) serveReady(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	_, _ = io.WriteString(w, "ok\n")
+}
+
+// serveHook records the call, then answers code; a call it could not record is answered 500,
+// so that a hook never passes unrecorded.
+func (a *app) serveHook(code int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := url.PathEscape(r.PathValue("name"))
+		if code != http.StatusOK {
+			name = "fail/" + name
+		}
+		if err := a.hooks.record(time.Now(), r.Method, name, a.cfg.tag); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		_, _ = fmt.Fprintf(w, "%s %s\n", name, a.cfg.tag)
+	}
+}
+
+func (a *app) serveHookLog(w http.ResponseWriter, _ *http.Request) {
+	records, err := a.hooks.read()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write(records)
+}
+
+// hookLog holds the hook calls: in memory, or appended to a file that outlives the container.
+type hookLog struct {
+	path string
+
+	mu     sync.Mutex
+	file   *os.File
+	memory []byte
+}
+
+// openHookLog opens path for appending, creating it; an empty path keeps the log in memory.
+func openHookLog(path string) (*hookLog, error) {
+	if path == "" {
+		return &hookLog{}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the hook log: %w", err)
+	}
+	return &hookLog{path: path, file: f}, nil
+}
+
+// record adds one line. A file gets it in one write, so a container stopped mid-call leaves
+// whole lines for the next one to append to.
+func (l *hookLog) record(at time.Time, method, name, tag string) error {
+	line := fmt.Sprintf("%s %s %s %s\n", at.UTC().Format(time.RFC3339Nano), method, name, tag)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		l.memory = append(l.memory, line...)
+		return nil
+	}
+	if _, err := l.file.WriteString(line); err != nil {
+		return fmt.Errorf("recording the hook call: %w", err)
+	}
+	return nil
+}
+
+// read returns every line recorded, by this container and, with a file, by the ones before it.
+func (l *hookLog) read() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.file == nil {
+		return append([]byte(nil), l.memory...), nil
+	}
+	data, err := os.ReadFile(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the hook log: %w", err)
+	}
+	return data, nil
+}
+
+func (l *hookLog) close() {
+	if l.file != nil {
+		_ = l.file.Close()
+	}
 }

@@ -2,11 +2,14 @@ package main_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -48,15 +51,26 @@ func start(t *testing.T, tag string, env ...string) *images.LocalApp {
 // get fetches path from the app and returns the status code and the body.
 func get(t *testing.T, a *images.LocalApp, path string) (int, string) {
 	t.Helper()
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + a.Addr + path)
+	return call(t, a, http.MethodGet, path)
+}
+
+// call sends a request with method and no body to path on the app and returns the status
+// code and the body.
+func call(t *testing.T, a *images.LocalApp, method, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+a.Addr+path, nil)
 	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("reading GET %s: %v", path, err)
+		t.Fatalf("reading %s %s: %v", method, path, err)
 	}
 	return resp.StatusCode, string(body)
 }
@@ -248,6 +262,181 @@ func TestExitCodes(t *testing.T) {
 			}
 			if code != tt.want {
 				t.Errorf("exit %d, want %d\n%s", code, tt.want, a.Log())
+			}
+		})
+	}
+}
+
+// hookRecord is one line of /hooklog.
+type hookRecord struct {
+	at                time.Time
+	method, name, tag string
+}
+
+// hookLog reads /hooklog and parses its lines.
+func hookLog(t *testing.T, a *images.LocalApp) []hookRecord {
+	t.Helper()
+	code, body := get(t, a, "/hooklog")
+	if code != http.StatusOK {
+		t.Fatalf("GET /hooklog: %d %q, want 200", code, body)
+	}
+	var out []hookRecord
+	for line := range strings.Lines(body) {
+		f := strings.Fields(line)
+		if len(f) != 4 || !strings.HasSuffix(line, "\n") {
+			t.Fatalf("/hooklog line %q is not TIME METHOD NAME TAG and a newline:\n%s", line, body)
+		}
+		at, err := time.Parse(time.RFC3339Nano, f[0])
+		if err != nil {
+			t.Fatalf("/hooklog line %q: %v", line, err)
+		}
+		out = append(out, hookRecord{at: at, method: f[1], name: f[2], tag: f[3]})
+	}
+	return out
+}
+
+// describeHooks is records as "METHOD NAME TAG" strings, without their times.
+func describeHooks(records []hookRecord) []string {
+	out := make([]string, 0, len(records))
+	for _, r := range records {
+		out = append(out, r.method+" "+r.name+" "+r.tag)
+	}
+	return out
+}
+
+// TestHookCalls calls the hook endpoints, kept in memory and in a file: each call to
+// /hook/NAME answers 200 and each to /hook/fail/NAME 500, each is recorded once, in order, with
+// its time, method, name and the app's tag; other methods are refused unrecorded, and hook calls
+// are not counted as traffic.
+func TestHookCalls(t *testing.T) {
+	calls := []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodPost, "/hook/pre", http.StatusOK},
+		{http.MethodGet, "/hook/post", http.StatusOK},
+		{http.MethodPost, "/hook/fail/pre", http.StatusInternalServerError},
+		{http.MethodGet, "/hook/fail/post", http.StatusInternalServerError},
+		{http.MethodPut, "/hook/pre", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/hook/fail/pre", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/hook/with%20space", http.StatusOK},
+	}
+	wantLog := []string{"POST pre v2", "GET post v2", "POST fail/pre v2", "GET fail/post v2", "POST with%20space v2"}
+	tests := []struct {
+		name string
+		env  func(t *testing.T) []string
+	}{
+		{name: "in memory", env: func(*testing.T) []string { return nil }},
+		{name: "in a file", env: func(t *testing.T) []string {
+			return []string{"APP_HOOK_LOG=" + filepath.Join(t.TempDir(), "hooks.log")}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := start(t, "v2", tt.env(t)...)
+			if got := hookLog(t, a); len(got) != 0 {
+				t.Fatalf("/hooklog before any call: %v, want nothing", describeHooks(got))
+			}
+			began := time.Now()
+			for _, c := range calls {
+				if code, body := call(t, a, c.method, c.path); code != c.want {
+					t.Errorf("%s %s: %d %q, want %d", c.method, c.path, code, body, c.want)
+				}
+			}
+			ended := time.Now()
+			got := hookLog(t, a)
+			if !slices.Equal(describeHooks(got), wantLog) {
+				t.Errorf("/hooklog %q, want %q", describeHooks(got), wantLog)
+			}
+			for i, r := range got {
+				if r.at.Before(began.Add(-time.Millisecond)) || r.at.After(ended.Add(time.Millisecond)) {
+					t.Errorf("record %d at %s, outside the calls' %s to %s", i, r.at, began, ended)
+				}
+				if i > 0 && r.at.Before(got[i-1].at) {
+					t.Errorf("record %d at %s, before record %d at %s", i, r.at, i-1, got[i-1].at)
+				}
+			}
+			requests := scrape(t, a)["http_requests_total"]
+			if n := requests.byCode["200"] + requests.byCode["500"]; n != 0 {
+				t.Errorf("http_requests_total counts %g requests after hook calls only, want 0: a hook is not traffic", n)
+			}
+		})
+	}
+}
+
+// TestHookLogOutlivesTheApp runs v1 and then v2 on one log, as an in-place update restarts the
+// container with a new image: with a file, v2's /hooklog holds v1's call too, each with the tag
+// that answered it; in memory, v2 knows only its own.
+func TestHookLogOutlivesTheApp(t *testing.T) {
+	tests := []struct {
+		name string
+		file bool
+		want []string
+	}{
+		{name: "in a file", file: true, want: []string{"POST pre v1", "POST post v2"}},
+		{name: "in memory", want: []string{"POST post v2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var env []string
+			if tt.file {
+				env = []string{"APP_HOOK_LOG=" + filepath.Join(t.TempDir(), "hooks.log")}
+			}
+			old, err := programs.StartApp(context.Background(), "v1", env...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = old.Stop() })
+			if code, body := call(t, old, http.MethodPost, "/hook/pre"); code != http.StatusOK {
+				t.Fatalf("POST /hook/pre to v1: %d %q", code, body)
+			}
+			if code, err := old.Stop(); err != nil || code != 0 {
+				t.Fatalf("stopping v1: exit %d, %v\n%s", code, err, old.Log())
+			}
+			a := start(t, "v2", env...)
+			if code, body := call(t, a, http.MethodPost, "/hook/post"); code != http.StatusOK {
+				t.Fatalf("POST /hook/post to v2: %d %q", code, body)
+			}
+			if got := describeHooks(hookLog(t, a)); !slices.Equal(got, tt.want) {
+				t.Errorf("/hooklog of v2 %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHookLogUnwritable starts the app with a hook log it cannot open, from the flag or the
+// environment: it exits 1 at once, naming the file, before it listens. The flag wins over the
+// variable.
+func TestHookLogUnwritable(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "hooks.log")
+	good := filepath.Join(t.TempDir(), "hooks.log")
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+	}{
+		{name: "flag", args: []string{"-hook-log", missing}},
+		{name: "environment", env: []string{"APP_HOOK_LOG=" + missing}},
+		{name: "flag over environment", args: []string{"-hook-log=" + missing}, env: []string{"APP_HOOK_LOG=" + good}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, programs.App, tt.args...)
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "APP_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, append([]string{"APP_TAG=v1", "APP_LISTEN=127.0.0.1:0"}, tt.env...)...)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit %v, want 1\n%s", err, out)
+			}
+			if !strings.Contains(string(out), missing) || strings.Contains(string(out), "listening on") {
+				t.Errorf("output does not name %s, or the app listened first:\n%s", missing, out)
 			}
 		})
 	}
