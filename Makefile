@@ -104,7 +104,7 @@ test: tools
 	hack/check-leftovers.sh || rc=1; \
 	exit $$rc
 
-## test-realnode: the whole real-node suite (make test runs its short form): the CLI on every workload kind, analysis on the real app's metrics, the readiness gate, pre-pull, a crash, a missing tag, back-and-forth rollouts and a SIGKILL resume on the real kubelet and containerd, and every conformance row on both the simulator and the real node; as root, with Debian's containerd, runc and CNI plugins (.ci/run installs them)
+## test-realnode: the whole real-node suite (make test runs its short form): the CLI on every workload kind, analysis on the real app's metrics, the readiness gate, pre-pull, a crash, a missing tag, back-and-forth rollouts and a SIGKILL resume, lifecycle hooks (HTTP through the pod proxy, handshakes, failures, a SIGKILL between a hook and the patch) on the real kubelet and containerd, and every conformance row on both the simulator and the real node; as root, with Debian's containerd, runc and CNI plugins (.ci/run installs them)
 test-realnode: tools
 	rc=0; \
 	INPLACE_ROLLOUT_REAL_NODE_SUITE=full $(GO) test -count=1 -v -timeout 40m ./test/integration/realnode/... || rc=1; \

@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,10 +79,40 @@ func hookCalls(t *testing.T, ns, pod string) []hookCall {
 	return out
 }
 
+// countCalls is how many times each call was made, by pod, for the pods selector selects.
+func countCalls(t *testing.T, ns, selector string) map[string]map[string]int {
+	t.Helper()
+	out := map[string]map[string]int{}
+	for _, p := range clitest.ListPods(t, env, ns, selector) {
+		out[p.Name] = map[string]int{}
+		for _, c := range hookCalls(t, ns, p.Name) {
+			out[p.Name][c.What]++
+		}
+	}
+	return out
+}
+
+// equalCounts compares call counts by pod, a pod with no calls as one absent.
+func equalCounts(a, b map[string]map[string]int) bool {
+	for _, name := range slices.Concat(slices.Collect(maps.Keys(a)), slices.Collect(maps.Keys(b))) {
+		if !maps.Equal(a[name], b[name]) {
+			return false
+		}
+	}
+	return true
+}
+
 // runKey names a hook run of a pod: the hook, and whether it ran for a revert.
 type runKey struct {
 	Hook      inplace.HookName
 	Reverting bool
+}
+
+func (k runKey) String() string {
+	if k.Reverting {
+		return string(k.Hook) + "/revert"
+	}
+	return string(k.Hook) + "/update"
 }
 
 // milestone is a moment of a pod's update: the first watch event at which holds is true.
@@ -157,6 +191,18 @@ func (pw *podWatch) seen(t *testing.T, pod, name string) time.Time {
 		t.Fatal("the watch of the pods closed early: some versions went unseen")
 	}
 	return pw.first[pod][name]
+}
+
+// hookRuns is every hook run the pod's state showed, as "HOOK/DIRECTION OUTCOME", sorted.
+func (pw *podWatch) hookRuns(pod string) []string {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	var out []string
+	for k, r := range pw.runs[pod] {
+		out = append(out, k.String()+" "+string(r.Outcome))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // stagesOf is the stages the pod's state went through, in order.
@@ -279,6 +325,7 @@ func finalStates(t *testing.T, ns, selector string) map[string]*inplace.State {
 // The hooks of the tests' --hooks values.
 const (
 	preHTTP      = "{http: {port: 8080, path: /hook/pre, method: POST}}"
+	postHTTP     = "{http: {port: 8080, path: /hook/post, method: POST}}"
 	postRegister = "{handshake: {condition: " + string(registered) + "}}"
 )
 
@@ -369,4 +416,162 @@ func TestHooksInPlace(t *testing.T) {
 			at["post-hook"].Sub(at["pod Ready"]).Round(time.Millisecond),
 			at["Updated"].Sub(asks[0].Released).Round(time.Millisecond), at["Updated"].Sub(at["hook call"]).Round(time.Millisecond))
 	}
+}
+
+// A hook that fails, in each direction: the rollout fails and rolls back (exit 1), or, with
+// onFailure Continue, goes on (exit 0). Every pod keeps its UID; each hook is called at most
+// once per pod and direction, which the tag that answered tells apart: the update's preUpdate
+// is answered by v1, the revert's by v2. The state's hook runs show the directions.
+func TestHookFailures(t *testing.T) {
+	full(t)
+	tests := []struct {
+		name  string
+		hooks string
+		// release decides which handshakes the handshaker releases.
+		release func(runKey) bool
+		code    int
+		tag     string // what every pod runs at the end
+		// restarts is each pod's restarts of its app container.
+		restarts map[string]int32
+		calls    map[string]map[string]int
+		runs     map[string][]string
+	}{
+		{
+			name:     "preUpdate fails, rolled back",
+			hooks:    "{preUpdate: {http: {port: 8080, path: /hook/fail/pre, method: POST}, onFailure: Fail}}",
+			code:     1,
+			tag:      "v1",
+			restarts: map[string]int32{"web-0": 0, "web-1": 0},
+			// The first batch is web-1 alone (highest ordinal first): web-0 is never started.
+			calls: map[string]map[string]int{"web-1": {"POST fail/pre v1": 1}},
+			runs:  map[string][]string{"web-1": {"preUpdate/update Failed"}},
+		},
+		{
+			name:     "preUpdate fails, onFailure Continue",
+			hooks:    "{preUpdate: {http: {port: 8080, path: /hook/fail/pre, method: POST}, onFailure: Continue}}",
+			code:     0,
+			tag:      "v2",
+			restarts: map[string]int32{"web-0": 1, "web-1": 1},
+			calls:    map[string]map[string]int{"web-0": {"POST fail/pre v1": 1}, "web-1": {"POST fail/pre v1": 1}},
+			runs:     map[string][]string{"web-0": {"preUpdate/update Failed"}, "web-1": {"preUpdate/update Failed"}},
+		},
+		{
+			// The update's handshake is never released and times out once web-1 runs v2; its
+			// revert runs preUpdate again (answered by v2) and a handshake of its own, released.
+			name:     "postUpdate times out after the change, rolled back",
+			hooks:    "{preUpdate: " + preHTTP + ", postUpdate: {handshake: {condition: " + string(registered) + "}, timeout: 3s}}",
+			release:  func(k runKey) bool { return k.Reverting },
+			code:     1,
+			tag:      "v1",
+			restarts: map[string]int32{"web-0": 0, "web-1": 2},
+			calls:    map[string]map[string]int{"web-1": {"POST pre v1": 1, "POST pre v2": 1}},
+			runs: map[string][]string{"web-1": {
+				"postUpdate/revert Succeeded", "postUpdate/update Failed", "preUpdate/revert Succeeded", "preUpdate/update Succeeded",
+			}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := env.Namespace(t)
+			hookStatefulSet(t, ns, 2)
+			before := identities(t, ns, "app=web")
+			if tt.release != nil {
+				startHandshaker(t, ns, registered, tt.release)
+			}
+			pw := watchPods(t, ns, "app=web")
+			r := run(t, "run", "-n", ns, "--target", "statefulset/web", "--image", "app="+image("v2"),
+				"--batches", "1,100%", "--grace", "1s", "--timeout", "2m", "--hooks", tt.hooks)
+			if r.Code != tt.code {
+				t.Fatalf("run v2 with hooks %s: want exit %d, got %s", tt.hooks, tt.code, r)
+			}
+			after := identities(t, ns, "app=web")
+			for name, want := range tt.restarts {
+				checkInPlace(t, map[string]identity{name: before[name]}, map[string]identity{name: after[name]}, want)
+			}
+			onDigest(t, ns, "app=web", digest(t, tt.tag))
+			for name, st := range finalStates(t, ns, "app=web") {
+				want := inplace.StageUpdated
+				if tt.code != 0 {
+					want = inplace.StageRolledBack
+				}
+				if st != nil && st.Stage != want {
+					t.Errorf("pod %s ends at stage %s (%s), want %s or no state", name, st.Stage, st.Reason, want)
+				}
+			}
+			if got := countCalls(t, ns, "app=web"); !equalCounts(got, tt.calls) {
+				t.Errorf("hook calls by pod %v, want %v", got, tt.calls)
+			}
+			for _, name := range []string{"web-0", "web-1"} {
+				if got := pw.hookRuns(name); !slices.Equal(got, tt.runs[name]) {
+					t.Errorf("pod %s: hook runs %q, want %q; stages %v", name, got, tt.runs[name], pw.stagesOf(name))
+				}
+				t.Logf("pod %s: stages %v", name, pw.stagesOf(name))
+			}
+		})
+	}
+}
+
+// The CLI killed with SIGKILL after the first pod's preUpdate hook answered and before its
+// images changed (stage Draining, a grace period of 5 s holding it there); the same command
+// again finishes the rollout, and no hook is called twice: the killed run's call is recorded on
+// the pod with its outcome, and the run that resumes goes on from the drain.
+func TestHooksResumeAfterSIGKILL(t *testing.T) {
+	full(t)
+	ns := env.Namespace(t)
+	hookStatefulSet(t, ns, 2)
+	before := identities(t, ns, "app=web")
+	pw := watchPods(t, ns, "app=web", updateMilestones(t, "v2")...)
+	args := []string{"run", "-n", ns, "--target", "statefulset/web", "--image", "app=" + image("v2"),
+		"--batches", "1,100%", "--grace", "5s", "--timeout", "2m",
+		"--hooks", "{preUpdate: " + preHTTP + ", postUpdate: " + postHTTP + "}"}
+
+	var stderr bytes.Buffer
+	started := time.Now()
+	cmd := clitest.Start(t, env, cli, &stderr, args...)
+	// web-1 is the first batch: highest ordinal first.
+	env.WaitForPod(t, ns, "web-1", 60*time.Second, "preUpdate answered, draining", func(p *corev1.Pod) bool {
+		st, err := inplace.ReadState(p)
+		if err != nil || st == nil || st.Stage != inplace.StageDraining {
+			return false
+		}
+		i := slices.IndexFunc(st.HookRuns, func(r inplace.HookRun) bool { return r.Hook == inplace.PreUpdate && !r.Reverting })
+		return i >= 0 && st.HookRuns[i].Outcome == inplace.HookSucceeded
+	})
+	must(t, cmd.Process.Signal(syscall.SIGKILL), "killing the CLI")
+	_ = cmd.Wait()
+	killed := time.Now()
+	// The kill must have landed before the patch, or the test would prove nothing about it.
+	p := getPodNamed(t, ns, "web-1")
+	if img := p.Spec.Containers[0].Image; img != image("v1") {
+		t.Fatalf("web-1 runs %s when the CLI was killed: the kill came after the patch, not between the hook and the patch\nfirst run:\n%s", img, clitest.LastLines(stderr.String(), 10))
+	}
+	t.Logf("first run killed %s after its start, web-1 draining with its preUpdate answered", killed.Sub(started).Round(time.Millisecond))
+
+	if r := run(t, args...); r.Code != 0 {
+		t.Fatalf("run again after SIGKILL: %s\nfirst run:\n%s", r, clitest.LastLines(stderr.String(), 10))
+	}
+	checkInPlace(t, before, identities(t, ns, "app=web"), 1)
+	onDigest(t, ns, "app=web", digest(t, "v2"))
+	want := map[string]map[string]int{
+		"web-0": {"POST pre v1": 1, "POST post v2": 1},
+		"web-1": {"POST pre v1": 1, "POST post v2": 1},
+	}
+	if got := countCalls(t, ns, "app=web"); !equalCounts(got, want) {
+		t.Errorf("hook calls by pod %v, want %v: one per hook, the killed run's not repeated", got, want)
+	}
+	for name, st := range finalStates(t, ns, "app=web") {
+		if st == nil || st.Stage != inplace.StageUpdated {
+			t.Errorf("pod %s: state %+v, want stage Updated", name, st)
+		}
+	}
+	drain, patch := pw.seen(t, "web-1", "drain"), pw.seen(t, "web-1", "patch")
+	t.Logf("web-1: drain -> patch %s across the kill (grace 5s); stages %v", patch.Sub(drain).Round(time.Millisecond), pw.stagesOf("web-1"))
+}
+
+// getPodNamed reads pod ns/name.
+func getPodNamed(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	p, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	must(t, err, "reading pod %s/%s", ns, name)
+	return p
 }
