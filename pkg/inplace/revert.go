@@ -126,7 +126,7 @@ func continueRevert(pod *corev1.Pod, st *State, opts Options, now time.Time, ans
 		// whatever the hook tells (a registry) is right again.
 		return Step{Stage: st.Stage, Reason: st.Reason, Done: true}, nil
 	}
-	if !revertStarted(st) {
+	if !revertStarted(st) && !imagesChanged(pod, st) {
 		// Nothing to change back (see nextRevert): the postUpdate hook, then the state cleared.
 		return revertHook(pod, st, PostUpdate, answer, now, func(next *State) Step { return clearState(pod, next, now) }), nil
 	}
