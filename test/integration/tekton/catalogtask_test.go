@@ -101,7 +101,7 @@ func TestCatalogTaskPodRunsTheCommandByDigest(t *testing.T) {
 			params: `
     - {name: target, value: statefulset/web}
     - {name: images, value: ["app=reg.example/app:v2"]}`,
-			want: []string{"run", "--namespace=", "--target=statefulset/web", "--selector=", "--resources=", "--batches=100%", "--max-unavailable=1", "--grace=0s",
+			want: []string{"run", "--namespace=", "--target=statefulset/web", "--selector=", "--resources=", "--hooks=", "--batches=100%", "--max-unavailable=1", "--grace=0s",
 				"--allow-unready=false", "--soak=0s", "--timeout=10m",
 				"--analysis-config=", "--prometheus=", "--on-inconclusive=fail", "--pin-digests=auto", "--pre-pull=false", "--on-terminate=rollback", "--results-dir=/tekton/results", "--",
 				"app=reg.example/app:v2"},
@@ -111,7 +111,7 @@ func TestCatalogTaskPodRunsTheCommandByDigest(t *testing.T) {
 			params: `
     - {name: target, value: statefulset/web}
     - {name: resources, value: "{app: {requests: {cpu: 200m}, limits: {cpu: 400m}}}"}`,
-			want: []string{"run", "--namespace=", "--target=statefulset/web", "--selector=", "--resources={app: {requests: {cpu: 200m}, limits: {cpu: 400m}}}",
+			want: []string{"run", "--namespace=", "--target=statefulset/web", "--selector=", "--resources={app: {requests: {cpu: 200m}, limits: {cpu: 400m}}}", "--hooks=",
 				"--batches=100%", "--max-unavailable=1", "--grace=0s", "--allow-unready=false", "--soak=0s", "--timeout=10m",
 				"--analysis-config=", "--prometheus=", "--on-inconclusive=fail", "--pin-digests=auto", "--pre-pull=false", "--on-terminate=rollback", "--results-dir=/tekton/results", "--"},
 		},
@@ -123,6 +123,7 @@ func TestCatalogTaskPodRunsTheCommandByDigest(t *testing.T) {
     - {name: selector, value: "app=agent,tier in (edge)"}
     - {name: images, value: ["app=reg.example/app:v2", "sidecar=reg.example/side@sha256:%s"]}
     - {name: resources, value: "{sidecar: {limits: {memory: 64Mi}}}"}
+    - {name: hooks, value: "{postUpdate: {handshake: {condition: example.com/registered}}}"}
     - {name: batches, value: "1,50%%,100%%"}
     - {name: max-unavailable, value: "25%%"}
     - {name: grace, value: 5s}
@@ -135,7 +136,8 @@ func TestCatalogTaskPodRunsTheCommandByDigest(t *testing.T) {
     - {name: pin-digests, value: always}
     - {name: pre-pull, value: "true"}
     - {name: on-terminate, value: leave}`, ns, strings.Repeat("ab", 32), analysisText),
-			want: []string{"run", "--namespace=" + ns, "--target=pods", "--selector=app=agent,tier in (edge)", "--resources={sidecar: {limits: {memory: 64Mi}}}", "--batches=1,50%,100%",
+			want: []string{"run", "--namespace=" + ns, "--target=pods", "--selector=app=agent,tier in (edge)", "--resources={sidecar: {limits: {memory: 64Mi}}}",
+				"--hooks={postUpdate: {handshake: {condition: example.com/registered}}}", "--batches=1,50%,100%",
 				"--max-unavailable=25%", "--grace=5s", "--allow-unready=true", "--soak=30s", "--timeout=3m",
 				"--analysis-config=" + analysisText, "--prometheus=http://prom.example:9090", "--on-inconclusive=pause", "--pin-digests=always", "--pre-pull=true",
 				"--on-terminate=leave", "--results-dir=/tekton/results", "--", "app=reg.example/app:v2", "sidecar=reg.example/side@sha256:" + strings.Repeat("ab", 32)},
