@@ -133,15 +133,7 @@ func rulesOf(t *testing.T, obj map[string]any) []rbacv1.PolicyRule {
 // configRole reads the document of kind in config/PATH.
 func configRole(t *testing.T, path, kind string) []rbacv1.PolicyRule {
 	t.Helper()
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "config", path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objects(t, string(data)) {
+	for _, o := range configObjects(t, path) {
 		if o.GetKind() == kind {
 			return rulesOf(t, o.Object)
 		}
