@@ -204,25 +204,20 @@ func applyParam(doc *v1alpha1.InPlaceRolloutSpec, p v1beta1.Param) error {
 			doc.Timeout = &metav1.Duration{Duration: d}
 		}
 	case ParamResources:
-		if v == "" {
-			doc.Resources = nil
-			return nil
-		}
-		resources := map[string]corev1.ResourceRequirements{}
-		if err := v1alpha1.DecodeInto([]byte(v), &resources); err != nil {
+		r, err := decodeParam[map[string]corev1.ResourceRequirements](v)
+		if err != nil {
 			return err
 		}
-		doc.Resources = resources
+		doc.Resources = nil
+		if r != nil {
+			doc.Resources = *r
+		}
 	case ParamHooks:
-		if v == "" {
-			doc.Hooks = nil
-			return nil
-		}
-		hooks := &v1alpha1.Hooks{}
-		if err := v1alpha1.DecodeInto([]byte(v), hooks); err != nil {
+		h, err := decodeParam[v1alpha1.Hooks](v)
+		if err != nil {
 			return err
 		}
-		doc.Hooks = hooks
+		doc.Hooks = h
 	case ParamAnalysis:
 		if v == "" {
 			doc.Analysis = nil
@@ -245,6 +240,19 @@ func applyParam(doc *v1alpha1.InPlaceRolloutSpec, p v1beta1.Param) error {
 		doc.PrePull = b
 	}
 	return nil
+}
+
+// decodeParam decodes a param that holds a spec field as YAML or JSON; an empty param is none
+// (nil), which clears the spec's field.
+func decodeParam[T any](v string) (*T, error) {
+	if v == "" {
+		return nil, nil
+	}
+	out := new(T)
+	if err := v1alpha1.DecodeInto([]byte(v), out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // parseImages reads CONTAINER=IMAGE pairs from an array param, or from a string of them
