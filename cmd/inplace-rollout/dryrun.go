@@ -46,7 +46,7 @@ type dryRunDocument struct {
 	Accepted bool `json:"accepted"`
 	// Resources are the container resources of the rollout, as given.
 	Resources map[string]inplace.Resources `json:"resources,omitempty"`
-	// Hooks say each hook run around a pod's change, one line each (rollout.DescribeHooks).
+	// Hooks say each hook run around a pod's change, one line each (inplace.DescribeHooks).
 	Hooks []string `json:"hooks,omitempty"`
 	rollout.DryRunReport
 }
@@ -68,7 +68,7 @@ func runDryRun(cmd *cobra.Command, client kubernetes.Interface, spec rollout.Spe
 		return dryRunExit(err)
 	}
 	refused := r.Refused()
-	doc := dryRunDocument{Target: spec.Target.String(), Accepted: len(refused) == 0, Resources: spec.Resources, Hooks: rollout.DescribeHooks(spec.Hooks), DryRunReport: r}
+	doc := dryRunDocument{Target: spec.Target.String(), Accepted: len(refused) == 0, Resources: spec.Resources, Hooks: inplace.DescribeHooks(spec.Hooks), DryRunReport: r}
 	if done, err := printDocument(out, output, doc); !done {
 		printDryRun(out, doc)
 	} else if err != nil {

@@ -210,7 +210,7 @@ func FuzzHooksFlag(f *testing.F) {
 				}
 			}
 		}
-		if lines := rollout.DescribeHooks(spec.Hooks); len(lines) != configured {
+		if lines := inplace.DescribeHooks(spec.Hooks); len(lines) != configured {
 			t.Fatalf("--hooks %q: %d hooks described as %q", text, configured, lines)
 		}
 		doc, _, _ := rf.hooks()

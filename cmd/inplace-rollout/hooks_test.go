@@ -148,7 +148,7 @@ func TestPlanPrintsHooks(t *testing.T) {
 // the rollout changes.
 func TestDryRunPrintsHooks(t *testing.T) {
 	var out bytes.Buffer
-	printDryRun(&out, dryRunDocument{Target: "StatefulSet shop/web", Accepted: true, Hooks: rollout.DescribeHooks(preHTTP),
+	printDryRun(&out, dryRunDocument{Target: "StatefulSet shop/web", Accepted: true, Hooks: inplace.DescribeHooks(preHTTP),
 		DryRunReport: rollout.DryRunReport{Images: map[string]string{"app": "reg/app:v2"}}})
 	want := []string{
 		"StatefulSet shop/web: dry run of the start, images app=reg/app:v2 (nothing was changed)",

@@ -19,7 +19,7 @@ type planReport struct {
 	Images map[string]string `json:"images"`
 	// Resources are the container resources the pods would be resized to, as given.
 	Resources map[string]inplace.Resources `json:"resources,omitempty"`
-	// Hooks say each hook run around a pod's change, one line each (rollout.DescribeHooks).
+	// Hooks say each hook run around a pod's change, one line each (inplace.DescribeHooks).
 	Hooks   []string          `json:"hooks,omitempty"`
 	Batches []planBatch       `json:"batches"`
 	Already []string          `json:"alreadyUpdated,omitempty"`
@@ -65,7 +65,7 @@ func printPlan(ctx context.Context, out io.Writer, engine *rollout.Engine, spec 
 	if err != nil {
 		return readExit(planError(err))
 	}
-	report := planReport{Target: spec.Target.String(), Images: plan.Images, Resources: spec.Resources, Hooks: rollout.DescribeHooks(spec.Hooks),
+	report := planReport{Target: spec.Target.String(), Images: plan.Images, Resources: spec.Resources, Hooks: inplace.DescribeHooks(spec.Hooks),
 		Current: plan.Current, Already: plan.Already}
 	for i, b := range plan.Batches {
 		report.Batches = append(report.Batches, planBatch{Index: i + 1, Upto: b.Upto, Pods: b.Pods})

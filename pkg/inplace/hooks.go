@@ -127,10 +127,34 @@ func (h *HTTPHook) describe() string {
 }
 
 func (h *Hook) describe(n HookName) string {
+	return fmt.Sprintf("%s hook (%s)", n, h.what())
+}
+
+// what says what the hook calls or waits for.
+func (h *Hook) what() string {
 	if h.HTTP != nil {
-		return fmt.Sprintf("%s hook (%s)", n, h.HTTP.describe())
+		return h.HTTP.describe()
 	}
-	return fmt.Sprintf("%s hook (handshake on condition %s)", n, h.Handshake.Condition)
+	return fmt.Sprintf("handshake on condition %s", h.Handshake.Condition)
+}
+
+// DescribeHooks says each hook configured, one line each, with the timeout and failure policy
+// it runs with, defaults included: "preUpdate: POST :8080/hook/pre (timeout 10s, onFailure
+// Fail)". None configured is no line.
+func DescribeHooks(h *Hooks) []string {
+	var out []string
+	for _, n := range []HookName{PreUpdate, PostUpdate} {
+		hk := h.hook(n)
+		if hk == nil {
+			continue
+		}
+		what := hk.what()
+		if hk.HTTP != nil && hk.HTTP.ExpectStatus != 0 {
+			what += fmt.Sprintf(", expecting %d", hk.HTTP.ExpectStatus)
+		}
+		out = append(out, fmt.Sprintf("%s: %s (timeout %s, onFailure %s)", n, what, hk.timeout(), hk.failPolicy()))
+	}
+	return out
 }
 
 // builtinConditions are the pod conditions the kubelet, the scheduler and the engine write: a

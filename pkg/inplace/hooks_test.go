@@ -2,6 +2,7 @@ package inplace
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -402,5 +403,35 @@ func TestUpdaterCallsOnceAndRecords(t *testing.T) {
 	}
 	if len(caller.calls) != 1 {
 		t.Errorf("%d calls after a second Update, want 1", len(caller.calls))
+	}
+}
+
+// TestDescribeHooks: each hook is one line, saying what it calls or waits for, and the timeout
+// and failure policy it runs with, the engine's defaults where the spec gives none.
+func TestDescribeHooks(t *testing.T) {
+	tests := []struct {
+		name  string
+		hooks *Hooks
+		want  []string
+	}{
+		{"none", nil, nil},
+		{"an HTTP call with its defaults", &Hooks{PreUpdate: &Hook{HTTP: &HTTPHook{Port: intstr.FromString("http"), Path: "/hook/pre"}}},
+			[]string{"preUpdate: GET :http/hook/pre (timeout 10s, onFailure Fail)"}},
+		{"an HTTP call as given", &Hooks{PostUpdate: &Hook{
+			HTTP:    &HTTPHook{Port: intstr.FromInt32(8080), Path: "/hook/post", Method: "POST", ExpectStatus: 204},
+			Timeout: 3 * time.Second, OnFailure: HookContinue}},
+			[]string{"postUpdate: POST :8080/hook/post, expecting 204 (timeout 3s, onFailure Continue)"}},
+		{"handshakes, preUpdate first", &Hooks{
+			PostUpdate: &Hook{Handshake: &HandshakeHook{Condition: "example.com/registered"}, Timeout: time.Minute},
+			PreUpdate:  &Hook{Handshake: &HandshakeHook{Condition: "example.com/deregistered"}}},
+			[]string{"preUpdate: handshake on condition example.com/deregistered (timeout 5m0s, onFailure Fail)",
+				"postUpdate: handshake on condition example.com/registered (timeout 1m0s, onFailure Fail)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DescribeHooks(tt.hooks); !slices.Equal(got, tt.want) {
+				t.Errorf("DescribeHooks = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

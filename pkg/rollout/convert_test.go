@@ -81,7 +81,7 @@ func specFileOutcome(data []byte) string {
 }
 
 func hooksString(h *inplace.Hooks) string {
-	lines := DescribeHooks(h)
+	lines := inplace.DescribeHooks(h)
 	if len(lines) == 0 {
 		return " none"
 	}
