@@ -78,14 +78,21 @@ func checkResources(w Observed, resources map[string]inplace.Resources) error {
 	if len(resources) == 0 {
 		return nil
 	}
-	if tmpl := w.Template(); tmpl != nil {
-		if err := inplace.CheckResources(tmpl.Spec, resources); err != nil {
-			return &InvalidError{Msg: fmt.Sprintf("%s: %v", w.Ref(), err)}
+	return checkSpecs(w, w.Ref().String(), func(spec corev1.PodSpec) error { return inplace.CheckResources(spec, resources) })
+}
+
+// checkSpecs runs check on the workload's pod template, or, for label-selected pods, on each
+// pod's spec, and returns its first refusal as an InvalidError naming the template (as tmpl
+// says it) or the pod.
+func checkSpecs(w Observed, tmpl string, check func(corev1.PodSpec) error) error {
+	if t := w.Template(); t != nil {
+		if err := check(t.Spec); err != nil {
+			return &InvalidError{Msg: fmt.Sprintf("%s: %v", tmpl, err)}
 		}
 		return nil
 	}
 	for _, pod := range w.Pods() {
-		if err := inplace.CheckResources(pod.Spec, resources); err != nil {
+		if err := check(pod.Spec); err != nil {
 			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)}
 		}
 	}
@@ -99,19 +106,12 @@ func CheckHookPorts(w Observed, hooks *inplace.Hooks) error {
 	if hooks == nil {
 		return nil
 	}
-	const fix = "name a port a container declares, or give the port's number"
-	if tmpl := w.Template(); tmpl != nil {
-		if err := inplace.CheckHookPorts(tmpl.Spec, hooks); err != nil {
-			return &InvalidError{Msg: fmt.Sprintf("%s (its pod template): %v; %s", w.Ref(), err, fix)}
+	return checkSpecs(w, fmt.Sprintf("%s (its pod template)", w.Ref()), func(spec corev1.PodSpec) error {
+		if err := inplace.CheckHookPorts(spec, hooks); err != nil {
+			return fmt.Errorf("%w; name a port a container declares, or give the port's number", err)
 		}
 		return nil
-	}
-	for _, pod := range w.Pods() {
-		if err := inplace.CheckHookPorts(pod.Spec, hooks); err != nil {
-			return &InvalidError{Msg: fmt.Sprintf("pod %s/%s: %v; %s", pod.Namespace, pod.Name, err, fix)}
-		}
-	}
-	return nil
+	})
 }
 
 // CheckLockResources refuses resources, recorded in a lock's field, that no version writes (a
